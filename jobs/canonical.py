@@ -1,0 +1,120 @@
+"""The canonical change record: declared once, used by every decoder and by the fold.
+
+Every decoder turns its format into rows of ``CHANGE_RECORD_SCHEMA``; nothing downstream of
+decoding knows which format a record came from (``format`` is lineage only).
+"""
+from __future__ import annotations
+
+import re
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+# ---- op / phase vocabulary -------------------------------------------------------------------
+SNAPSHOT = "SNAPSHOT"
+INSERT = "INSERT"
+UPDATE = "UPDATE"
+DELETE = "DELETE"
+TRUNCATE = "TRUNCATE"
+DDL = "DDL"
+HEARTBEAT = "HEARTBEAT"
+TX_BEGIN = "TX_BEGIN"
+TX_END = "TX_END"
+MESSAGE = "MESSAGE"
+OPS = (SNAPSHOT, INSERT, UPDATE, DELETE, TRUNCATE, DDL, HEARTBEAT, TX_BEGIN, TX_END, MESSAGE)
+# ops that change a table's rows; everything else is recorded but never folded into state
+ROW_OPS = (SNAPSHOT, INSERT, UPDATE, DELETE, TRUNCATE)
+
+FULL_LOAD = "FULL_LOAD"
+CDC = "CDC"
+PHASES = (FULL_LOAD, CDC)
+
+_STR_MAP = MapType(StringType(), StringType())
+
+CHANGE_RECORD_SCHEMA = StructType(
+    [
+        StructField("format", StringType()),
+        StructField("table_id", StringType()),
+        StructField("op", StringType()),
+        StructField("phase", StringType()),
+        StructField("key", _STR_MAP),
+        StructField("before", _STR_MAP),
+        StructField("after", _STR_MAP),
+        StructField("present_columns", ArrayType(StringType())),
+        StructField("position", StringType()),
+        StructField("tx_id", StringType()),
+        StructField("tx_seq", LongType()),
+        StructField("tx_last", BooleanType()),
+        StructField("event_time", TimestampType()),
+        # column -> Spark SQL type name ("int", "decimal(10,2)", "timestamp", ...) where the format
+        # declares types; null where it does not (columns then stay strings in state)
+        StructField("column_types", _STR_MAP),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("kafka_ts", TimestampType()),
+        StructField("event_id", StringType()),
+    ]
+)
+CHANGE_RECORD_COLUMNS = tuple(f.name for f in CHANGE_RECORD_SCHEMA.fields)
+
+# The quarantine keeps what could not be decoded, with the raw bytes, so nothing is lost.
+QUARANTINE_SCHEMA = StructType(
+    [
+        StructField("format", StringType()),
+        StructField("reason", StringType()),
+        StructField("table_id", StringType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("kafka_ts", TimestampType()),
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+    ]
+)
+
+# ---- table ids ---------------------------------------------------------------------------------
+_UNSAFE = r"[^A-Za-z0-9_$-]"
+MISSING_PART = "_"
+
+
+def safe_part(part: str | None) -> str:
+    """One part of a table id, made safe for a path and an identifier (Python twin of safe_part_col)."""
+    if part is None or part == "":
+        return MISSING_PART
+    return re.sub(_UNSAFE, "_", part)
+
+
+def make_table_id(database: str | None, schema: str | None, table: str | None) -> str:
+    return ".".join(safe_part(p) for p in (database, schema, table))
+
+
+def safe_part_col(part: Column) -> Column:
+    """Spark twin of safe_part: no separator, dot or control character survives."""
+    cleaned = F.regexp_replace(part, _UNSAFE, "_")
+    return F.when(part.isNull() | (part == ""), F.lit(MISSING_PART)).otherwise(cleaned)
+
+
+def table_id_col(database: Column, schema: Column, table: Column) -> Column:
+    return F.concat_ws(".", safe_part_col(database), safe_part_col(schema), safe_part_col(table))
+
+
+def iceberg_table_name(table_id: str) -> str:
+    """Iceberg table names may not hold dots (pyiceberg splits identifiers on them)."""
+    return "__".join(safe_part(p) for p in table_id.split("."))
+
+
+def last_part(table_id: str) -> str:
+    return table_id.rsplit(".", 1)[-1]

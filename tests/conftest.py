@@ -1,0 +1,29 @@
+"""Shared fixtures: one SparkSession for the whole test session, and the shared/ folder."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("CDC_SHARED_DIR", REPO.parent / "shared"))
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from jobs.spark import build_spark
+
+    session = build_spark("cdc-tests", master="local[2]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.fail(f"shared/ not found at {SHARED} (set CDC_SHARED_DIR)")
+    return SHARED
