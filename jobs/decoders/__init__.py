@@ -1,0 +1,62 @@
+"""Decoders: one module per format behind one small interface, chosen from a registry.
+
+A decoder turns raw Kafka-schema rows into *outcomes*, one row per message:
+
+    status   'decoded' | 'quarantined' | 'ignored'
+    reason   why a message was quarantined or ignored (null when decoded)
+    table_id the table a message belongs to, where known (for per-table counts)
+    records  array<CHANGE_RECORD_SCHEMA> (empty unless decoded)
+    + the raw lineage columns (key, value, topic, partition, offset, timestamp, headers)
+
+Everything after decoding (counts, quarantine, changes, the fold) is format-agnostic.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from pyspark.sql import DataFrame
+
+DECODED, QUARANTINED, IGNORED = "decoded", "quarantined", "ignored"
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    # table (full table_id or its last part) -> primary-key columns, from --primary-keys
+    primary_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+class Decoder(Protocol):
+    name: str
+
+    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        """Raw Kafka-schema rows -> outcomes (see the module docstring)."""
+
+
+_REGISTRY: dict[str, Callable[[], Decoder]] = {}
+
+
+def register(name: str) -> Callable[[Callable[[], Decoder]], Callable[[], Decoder]]:
+    def wrap(factory: Callable[[], Decoder]) -> Callable[[], Decoder]:
+        _REGISTRY[name] = factory
+        return factory
+
+    return wrap
+
+
+def _load_builtin() -> None:
+    # importing a decoder module registers it
+    from jobs.decoders import debezium  # noqa: F401
+
+
+def available_formats() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def get_decoder(name: str) -> Decoder:
+    _load_builtin()
+    try:
+        return _REGISTRY[name]()
+    except KeyError:
+        raise ValueError(f"unknown format {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None

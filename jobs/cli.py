@@ -1,0 +1,167 @@
+"""Command line of the pipeline, used alike by the README's demo, the tests and the Airflow DAG.
+
+    python -m jobs run --format debezium --raw PATH --lake PATH --pipeline NAME --run-id ID
+    python -m jobs decode | merge | validate | reconcile | alert   (one stage each, for the DAG)
+    python -m jobs land ...                                        (topic -> raw snapshot)
+
+Exit codes: 0 when the run completed (quarantined records and data-quality failures are reported
+and alerted, not crashes); 2 with one clear line for unusable arguments; 1 when a stage failed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from jobs.decoders import DecodeOptions, available_formats
+from jobs.lake import Lake, LakeError, check_name
+
+
+class UsageError(ValueError):
+    """Arguments that cannot be used; reported as one line, exit 2."""
+
+
+def _primary_keys(values: list[str]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for item in values or []:
+        table, sep, cols = item.partition("=")
+        columns = tuple(c.strip() for c in cols.split(",") if c.strip())
+        if not sep or not table.strip() or not columns:
+            raise UsageError(f"--primary-keys {item!r}: expected TABLE=COL[,COL...]")
+        out[table.strip()] = columns
+    return out
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lake", required=True, help="lake root: a local folder, file://, s3:// or s3a:// URI")
+    p.add_argument("--pipeline", required=True, help="pipeline name: the Iceberg namespace and lake sub-folder")
+    p.add_argument("--run-id", required=True, help="id of this run (re-running an id is safe and changes nothing)")
+
+
+def _decode_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", required=True, help=f"message format: {', '.join(available_formats())}")
+    p.add_argument(
+        "--raw", required=True,
+        help="raw snapshot: a file or folder of Parquet in Spark's Kafka source schema, or text files "
+        "(.jsonl/.json/.txt, optionally .gz) with one message value per line",
+    )
+    p.add_argument(
+        "--primary-keys", action="append", default=[], metavar="TABLE=COL[,COL...]",
+        help="primary key of a table (full table id or its last part); repeatable; overrides message keys",
+    )
+
+
+def _reconcile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--source-counts", metavar="FILE_OR_URL",
+        help="source row counts: a JSON file {table: count} or a SQLAlchemy URL (COUNT(*) per table)",
+    )
+
+
+def _alert_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--alert-to", action="append", default=[], metavar="ADDR",
+                   help="data-quality alert recipient; repeatable (SMTP from connection smtp_default or SMTP_* env)")
+    p.add_argument("--quarantine-threshold", type=float, default=0.0, metavar="FRACTION",
+                   help="alert when quarantined/landed exceeds this fraction (default 0: any quarantined message)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="decode -> dedupe+merge -> publish -> validate -> reconcile -> alert")
+    _common(run), _decode_args(run), _reconcile_args(run), _alert_args(run)
+    decode = sub.add_parser("decode", help="raw snapshot -> changes/, quarantine/, decode.json")
+    _common(decode), _decode_args(decode)
+    merge = sub.add_parser("merge", help="changes/ -> Iceberg state (one snapshot per table)")
+    _common(merge)
+    validate = sub.add_parser("validate", help="Great Expectations suites on changes and state")
+    _common(validate)
+    reconcile = sub.add_parser("reconcile", help="state rows against source row counts")
+    _common(reconcile), _reconcile_args(reconcile)
+    alert = sub.add_parser("alert", help="one data-quality email when a check failed")
+    _common(alert), _alert_args(alert)
+    sub.add_parser("land", help="topic interval -> raw snapshot (see python -m jobs land --help)", add_help=False)
+    return parser
+
+
+def _check(args: argparse.Namespace) -> Lake:
+    check_name("pipeline", args.pipeline)
+    check_name("run id", args.run_id)
+    if getattr(args, "format", None) and args.format not in available_formats():
+        raise UsageError(f"unknown format {args.format!r}; known: {', '.join(available_formats())}")
+    raw = getattr(args, "raw", None)
+    if raw and "://" not in raw and not Path(raw).exists():
+        raise UsageError(f"--raw {raw}: no such file or directory")
+    counts = getattr(args, "source_counts", None)
+    if counts and "://" not in counts and not Path(counts).is_file():
+        raise UsageError(f"--source-counts {counts}: neither a SQLAlchemy URL nor an existing JSON file")
+    lake = Lake.at(args.lake)
+    lake.check_usable()
+    return lake
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["land"]:
+        from jobs.land import main as land_main
+
+        return land_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        lake = _check(args)
+        options = DecodeOptions(primary_keys=_primary_keys(getattr(args, "primary_keys", [])))
+    except (UsageError, LakeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    from jobs import stages
+    from jobs.spark import build_spark
+
+    ctx = stages.RunContext(lake, args.pipeline, args.run_id)
+    spark = build_spark(f"cdc-{args.command}-{args.pipeline}")
+    try:
+        if args.command == "run":
+            changes = stages.run_decode(spark, ctx, args.format, args.raw, options)
+            stages.run_merge(spark, ctx, changes)
+            stages.run_validate(spark, ctx, changes)
+            stages.run_reconcile(ctx, args.source_counts)
+            alert = stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
+            ctx.write_report("run.json", {"timings_s": ctx.timings, "alert_sent": alert.get("sent")})
+            _print_summary(ctx, alert)
+        elif args.command == "decode":
+            stages.run_decode(spark, ctx, args.format, args.raw, options)
+        elif args.command == "merge":
+            stages.run_merge(spark, ctx)
+        elif args.command == "validate":
+            stages.run_validate(spark, ctx)
+        elif args.command == "reconcile":
+            stages.run_reconcile(ctx, args.source_counts)
+        elif args.command == "alert":
+            stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
+    except Exception as exc:  # noqa: BLE001 - one clear line; the traceback is in the Spark log
+        print(f"error: {args.command} failed: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        raise
+    return 0
+
+
+def _print_summary(ctx, alert: dict) -> None:
+    recon = ctx.read_report("reconciliation.json") or {"tables": []}
+    decode = ctx.read_report("decode.json") or {"total": {}}
+    t = decode["total"]
+    print(f"run {ctx.run_id} of pipeline {ctx.pipeline}: landed {t.get('landed')}, decoded {t.get('decoded')}, "
+          f"quarantined {t.get('quarantined')}, ignored {t.get('ignored')}")
+    print(f"{'table':<40} {'state rows':>10} {'source rows':>11}  status")
+    for row in recon["tables"]:
+        src = "-" if row["source_rows"] is None else row["source_rows"]
+        print(f"{row['table']:<40} {row['state_rows']:>10} {src:>11}  {row['status']}")
+    print(f"report: {ctx.lake.join(ctx.report_dir)}")
+    sent = "yes" if alert.get("sent") else "no"
+    why = f" ({len(alert.get('reasons', []))} problems)" if alert.get("reasons") else ""
+    err = f"; error: {alert['error']}" if alert.get("error") else ""
+    print(f"alert email sent: {sent}{why}{err}")
+
+
+if __name__ == "__main__":  # spark-submit jobs/cli.py <command> ...
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""The decode stage: raw snapshot -> change records + quarantine + balanced counts (format-agnostic)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from jobs.canonical import CHANGE_RECORD_COLUMNS, QUARANTINE_SCHEMA
+from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, get_decoder
+
+UNATTRIBUTED = "_unattributed"  # messages whose table could not be told (broken JSON, tombstones)
+
+
+@dataclass
+class Decoded:
+    outcomes: DataFrame  # persisted; one row per message
+    changes: DataFrame  # canonical change records
+    quarantine: DataFrame  # QUARANTINE_SCHEMA
+
+
+def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded:
+    """Pure transformation: decode with the format's decoder and split the outcomes."""
+    outcomes = get_decoder(fmt).decode(raw, options).persist(StorageLevel.MEMORY_AND_DISK)
+    changes = (
+        outcomes.where(F.col("status") == DECODED)
+        .select(F.explode("records").alias("r"))
+        .select("r.*")
+        .select(*CHANGE_RECORD_COLUMNS)
+    )
+    quarantine = outcomes.where(F.col("status") == QUARANTINED).select(
+        F.lit(fmt).alias("format"),
+        "reason",
+        "table_id",
+        "topic",
+        "partition",
+        "offset",
+        F.col("timestamp").alias("kafka_ts"),
+        "key",
+        "value",
+    )
+    quarantine = quarantine.select(*[F.col(f.name).cast(f.dataType) for f in QUARANTINE_SCHEMA.fields])
+    return Decoded(outcomes, changes, quarantine)
+
+
+def decode_counts(outcomes: DataFrame) -> dict:
+    """landed = decoded + quarantined + ignored, per table and in total (one small aggregate)."""
+    rows = (
+        outcomes.groupBy(F.coalesce("table_id", F.lit(UNATTRIBUTED)).alias("table"), "status", "reason")
+        .agg(F.count(F.lit(1)).alias("messages"), F.sum(F.size("records")).alias("records"))
+        .collect()
+    )
+    empty = {"landed": 0, DECODED: 0, QUARANTINED: 0, IGNORED: 0, "records": 0}
+    tables: dict[str, dict] = {}
+    total = dict(empty)
+    reasons: dict[str, dict[str, int]] = {QUARANTINED: {}, IGNORED: {}}
+    for row in rows:
+        bucket = tables.setdefault(row["table"], dict(empty))
+        for counts in (bucket, total):
+            counts["landed"] += row["messages"]
+            counts[row["status"]] += row["messages"]
+            if row["status"] == DECODED:
+                counts["records"] += int(row["records"] or 0)
+        if row["status"] in reasons:
+            kind = reasons[row["status"]]
+            kind[row["reason"]] = kind.get(row["reason"], 0) + row["messages"]
+    return {
+        "total": total,
+        "tables": dict(sorted(tables.items())),
+        "quarantine_reasons": dict(sorted(reasons[QUARANTINED].items())),
+        "ignored_reasons": dict(sorted(reasons[IGNORED].items())),
+        "balanced": all(c["landed"] == c[DECODED] + c[QUARANTINED] + c[IGNORED] for c in [total, *tables.values()]),
+    }

@@ -1,0 +1,55 @@
+"""Column expressions shared by decoders: positions, keys, ids, outcome rows."""
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, StringType
+
+from jobs.canonical import CHANGE_RECORD_SCHEMA
+from jobs.decoders import DecodeOptions
+
+RECORDS_TYPE = ArrayType(CHANGE_RECORD_SCHEMA)
+LINEAGE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+
+
+def pad_unsigned(col: Column, width: int = 20) -> Column:
+    """A non-negative integer as fixed-width digits, so that string order is numeric order.
+
+    64-bit log positions arrive as Java longs: a negative one is an unsigned value past 2^63.
+    """
+    number = col.try_cast("decimal(38,0)")
+    unsigned = F.when(number < 0, number + F.lit("18446744073709551616").cast("decimal(38,0)")).otherwise(number)
+    return F.lpad(unsigned.cast("string"), width, "0")
+
+
+def configured_key(table_id: Column, image: Column, options: DecodeOptions) -> Column:
+    """The key map built from --primary-keys for this table (by full id or last part), else null."""
+    if not options.primary_keys:
+        return F.lit(None).cast("map<string,string>")
+    pk_map = F.create_map(
+        *[x for name, cols in sorted(options.primary_keys.items()) for x in (F.lit(name), F.array(*map(F.lit, cols)))]
+    )
+    last = F.element_at(F.split(table_id, r"\."), -1)
+    cols = F.coalesce(F.element_at(pk_map, table_id), F.element_at(pk_map, last))
+    return F.when(
+        cols.isNotNull() & image.isNotNull(),
+        F.map_from_arrays(cols, F.transform(cols, lambda c: F.element_at(image, c))),
+    )
+
+
+def event_id(table_id: Column, op: Column, position: Column, key: Column, before: Column, after: Column) -> Column:
+    """Deterministic id of an event's content: a redelivered message (same bytes, or re-sent by a
+    restarted connector with a new ts_ms) gets the same id; distinct rows sharing one position do not."""
+    parts = [table_id, op, F.coalesce(position, F.lit("")), F.to_json(key), F.to_json(before), F.to_json(after)]
+    return F.sha2(F.concat_ws("\u0001", *[F.coalesce(p, F.lit("\u0000")) for p in parts]), 256)
+
+
+def outcome(status: Column, reason: Column, table_id: Column, records: Column) -> list[Column]:
+    """The outcome columns every decoder returns, beside the raw lineage columns."""
+    return [
+        status.alias("status"),
+        reason.cast(StringType()).alias("reason"),
+        table_id.cast(StringType()).alias("table_id"),
+        records.cast(RECORDS_TYPE).alias("records"),
+        *[F.col(c) for c in LINEAGE],
+    ]

@@ -1,0 +1,250 @@
+"""Dedupe + merge: fold a run's change records over a table's previous state (format-agnostic).
+
+Semantics (DESIGN.md "Phase semantics"):
+- redelivered duplicates (same ``event_id``) count once; the earliest copy is kept so that the
+  relative order of records from one message never depends on which copy survived;
+- CDC events at or before the table's full-load position are already in that load;
+- TRUNCATE empties the table as of its position;
+- per key, events apply in (position, offset, op rank) order: delete removes, insert / update /
+  snapshot upsert, a partial image (``present_columns``) merges column by column over the prior row;
+- an event at or before the position a state row was last changed at is a replay and is skipped.
+
+State rows carry ``_cdc_position`` / ``_cdc_op`` / ``_cdc_event_time`` / ``_cdc_run_id``: where each
+row's current version comes from, and what makes replays across runs harmless.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs import canonical as C
+from jobs.sql import sql_str
+
+META_COLUMNS = {
+    "_cdc_position": "string",
+    "_cdc_op": "string",
+    "_cdc_event_time": "timestamp",
+    "_cdc_run_id": "string",
+}
+# the types a state column may have; narrower integer types widen (Iceberg has no int8/int16)
+_WIDEN = {"tinyint": "int", "smallint": "int", "byte": "int", "short": "int", "integer": "int", "long": "bigint",
+          "real": "float", "bool": "boolean", "timestamp_ntz": "timestamp"}
+_SIMPLE = {"string", "int", "bigint", "float", "double", "boolean", "date", "timestamp", "binary"}
+_TS_FMT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
+
+
+def state_type(declared: str | None) -> str:
+    """A declared column type -> the state type (unknown or exotic types stay strings)."""
+    if not declared:
+        return "string"
+    t = _WIDEN.get(declared.strip().lower(), declared.strip().lower())
+    if t in _SIMPLE or (t.startswith("decimal(") and t.endswith(")")):
+        return t
+    return "string"
+
+
+@dataclass
+class TableChanges:
+    """What one run brings for one table, gathered by one small aggregate per kind."""
+
+    table_id: str
+    columns: list[str] = field(default_factory=list)  # in source order of first appearance
+    types: dict[str, str] = field(default_factory=dict)  # declared by the format, where it declares
+    key_columns: list[str] = field(default_factory=list)
+    truncate_position: str | None = None
+    has_truncate: bool = False
+    full_load_position: str | None = None
+    records: int = 0
+
+
+def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
+    """Per-table columns, types, keys and phase positions: small results, collected."""
+    rows = changes.where(F.col("op").isin(*C.ROW_OPS))
+    out: dict[str, TableChanges] = {}
+
+    for r in rows.groupBy("table_id").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count("key").alias("with_key"),
+        F.max(F.when(F.col("op") == C.TRUNCATE, F.coalesce("position", F.lit("")))).alias("trunc"),
+        F.max(F.when(F.col("phase") == C.FULL_LOAD, F.col("position"))).alias("load"),
+    ).collect():
+        out[r["table_id"]] = TableChanges(
+            r["table_id"], records=r["n"], has_truncate=r["trunc"] is not None,
+            truncate_position=r["trunc"] or None, full_load_position=r["load"],
+        )
+
+    image = F.coalesce("after", "before")
+    for r in (
+        rows.select("table_id", F.posexplode(F.map_keys(image)).alias("pos", "col"))
+        .groupBy("table_id", "col").agg(F.min("pos").alias("pos"))
+        .orderBy("table_id", "pos", "col").collect()
+    ):
+        out[r["table_id"]].columns.append(r["col"])
+
+    for r in (
+        rows.where(F.col("column_types").isNotNull())
+        .select("table_id", "position", "offset", F.explode("column_types").alias("col", "type"))
+        .groupBy("table_id", "col")
+        .agg(F.max_by("type", F.struct("position", "offset")).alias("type"))
+        .collect()
+    ):
+        out[r["table_id"]].types[r["col"]] = r["type"]
+
+    key_counts = (
+        rows.where(F.col("key").isNotNull())
+        .select("table_id", F.explode(F.map_keys("key")).alias("col"))
+        .groupBy("table_id", "col").count().collect()
+    )
+    with_key = dict(
+        (r["table_id"], r["with_key"])
+        for r in rows.groupBy("table_id").agg(F.count("key").alias("with_key")).collect()
+    )
+    for r in key_counts:
+        # a key column is one every keyed record names (the intersection of the key sets)
+        if r["count"] == with_key.get(r["table_id"]):
+            out[r["table_id"]].key_columns.append(r["col"])
+    for info in out.values():
+        order = {c: i for i, c in enumerate(info.columns)}
+        info.key_columns.sort(key=lambda c: (order.get(c, len(order)), c))
+    return out
+
+
+def to_canonical_string(col: Column, spark_type: str) -> Column:
+    """Typed state value -> the canonical string a decoder would have produced."""
+    if spark_type == "binary":
+        return F.base64(col)
+    if spark_type == "timestamp":
+        return F.date_format(col, _TS_FMT)
+    return col.cast("string")
+
+
+def from_canonical_string(col: Column, spark_type: str) -> Column:
+    if spark_type == "binary":
+        return F.try_to_binary(col, F.lit("base64"))
+    if spark_type == "string":
+        return col
+    return col.try_cast(spark_type)
+
+
+def _null_safe_join_condition(left: DataFrame, right: DataFrame, keys: list[str]) -> Column:
+    cond = F.lit(True)
+    for k in keys:
+        cond = cond & left[k].eqNullSafe(right[k])
+    return cond
+
+
+_OP_RANK = F.when(F.col("op") == C.DELETE, F.lit(1)).otherwise(F.lit(2))
+
+
+def fold_table(
+    prior: DataFrame | None,
+    changes: DataFrame,
+    info: TableChanges,
+    columns: list[str],
+    types: dict[str, str],
+    key_columns: list[str],
+    run_id: str,
+    skip_through_position: str | None,
+) -> DataFrame:
+    """New state of one table = fold(prior state, this run's changes of the table).
+
+    ``columns``/``types`` are the table's resulting schema; ``skip_through_position`` is the
+    table's full-load position: CDC events at or before it are already in the load.
+    """
+    ev = changes.where(F.col("op").isin(C.SNAPSHOT, C.INSERT, C.UPDATE, C.DELETE))
+    if info.has_truncate and info.truncate_position:
+        ev = ev.where(F.col("position").isNull() | (F.col("position") > info.truncate_position))
+    if skip_through_position:
+        ev = ev.where(~((F.col("phase") == C.CDC) & (F.col("position") <= skip_through_position)))
+
+    # redelivered duplicates: keep the earliest copy of each event
+    record_cols = ["op", "key", "after", "present_columns", "position", "event_time", "partition", "offset"]
+    ev = (
+        ev.groupBy("event_id")
+        .agg(F.min_by(F.struct(*record_cols), F.struct("partition", "offset")).alias("r"))
+        .select("r.*")
+    )
+    keyed = ev.select(
+        *[from_canonical_string(F.element_at("key", k), types[k]).alias(k) for k in key_columns],
+        F.struct(
+            F.struct(F.col("position"), F.col("offset"), _OP_RANK).alias("o"),
+            "op", "after", F.col("present_columns").alias("present"), "position", "event_time",
+        ).alias("e"),
+    )
+    # images are maps, which do not order: sort the events by their order key alone
+    grouped = keyed.groupBy(*key_columns).agg(
+        F.array_sort(
+            F.collect_list("e"),
+            lambda l, r: F.when(l["o"] < r["o"], -1).when(l["o"] > r["o"], 1).otherwise(0),
+        ).alias("events")
+    )
+
+    meta_init = {
+        "_prior_row": F.lit(None).cast("map<string,string>"),
+        "_prior_pos": F.lit(None).cast("string"),
+        "_prior_op": F.lit(None).cast("string"),
+        "_prior_ts": F.lit(None).cast("timestamp"),
+        "_prior_run": F.lit(None).cast("string"),
+    }
+    base = prior
+    if base is not None and info.has_truncate:
+        base = None  # TRUNCATE: nothing before it survives
+    if base is not None:
+        prior_cols = [c for c in columns if c in base.columns]
+        touched = base.join(grouped.select(*key_columns), _null_safe_join_condition(base, grouped, key_columns), "left_semi")
+        prior_rows = touched.select(
+            *key_columns,
+            F.map_from_arrays(
+                F.array(*[F.lit(c) for c in prior_cols]),
+                F.array(*[to_canonical_string(F.col(c), types[c]) for c in prior_cols]),
+            ).alias("_prior_row"),
+            F.col("_cdc_position").alias("_prior_pos"),
+            F.col("_cdc_op").alias("_prior_op"),
+            F.col("_cdc_event_time").alias("_prior_ts"),
+            F.col("_cdc_run_id").alias("_prior_run"),
+        )
+        g, p = grouped.alias("g"), prior_rows.alias("p")
+        cond = F.lit(True)
+        for k in key_columns:
+            cond = cond & F.col(f"g.{k}").eqNullSafe(F.col(f"p.{k}"))
+        joined = g.join(p, cond, "left").select(
+            *[F.col(f"g.{k}").alias(k) for k in key_columns], "g.events",
+            *[F.col(f"p.{m}").alias(m) for m in meta_init],
+        )
+        unchanged = base.join(grouped.select(*key_columns), _null_safe_join_condition(base, grouped, key_columns), "left_anti")
+    else:
+        joined = grouped.withColumns(meta_init)
+        unchanged = None
+
+    run_literal = sql_str(run_id)
+    folded = joined.select(
+        F.expr(
+            """
+            aggregate(
+              filter(events, e -> _prior_pos IS NULL OR e.position IS NULL OR e.position > _prior_pos),
+              named_struct('row', _prior_row, 'pos', _prior_pos, 'op', _prior_op, 'ts', _prior_ts,
+                           'run', _prior_run),
+              (acc, e) -> named_struct(
+                'row', CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>)
+                            WHEN e.present IS NULL THEN e.after
+                            ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END,
+                'pos', e.position, 'op', e.op, 'ts', e.event_time, 'run', RUN_ID))
+            """.replace("RUN_ID", run_literal)
+        ).alias("s")
+    )
+    new_rows = folded.where(F.col("s.row").isNotNull()).select(
+        *[from_canonical_string(F.element_at("s.row", c), types[c]).alias(c) for c in columns],
+        F.col("s.pos").alias("_cdc_position"),
+        F.col("s.op").alias("_cdc_op"),
+        F.col("s.ts").alias("_cdc_event_time"),
+        F.col("s.run").alias("_cdc_run_id"),
+    )
+    if unchanged is None:
+        return new_rows
+    kept = unchanged.select(
+        *[(F.col(c) if c in unchanged.columns else F.lit(None)).cast(types[c]).alias(c) for c in columns],
+        *[F.col(m).cast(t).alias(m) for m, t in META_COLUMNS.items()],
+    )
+    return kept.unionByName(new_rows)

@@ -1,0 +1,104 @@
+"""Reading a raw topic snapshot: Parquet in Spark's Kafka source schema, or text files of message values."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+KAFKA_SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField(
+            "headers",
+            ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])),
+        ),
+    ]
+)
+TEXT_SUFFIXES = (".jsonl", ".json", ".txt", ".jsonl.gz", ".json.gz", ".txt.gz")
+
+
+class RawInputError(ValueError):
+    """The --raw path is missing or holds nothing readable."""
+
+
+def _text_files(path: Path) -> list[str]:
+    if path.is_file():
+        return [str(path)] if path.name.endswith(TEXT_SUFFIXES) else []
+    return sorted(str(p) for p in path.rglob("*") if p.is_file() and p.name.endswith(TEXT_SUFFIXES))
+
+
+def _has_parquet(path: Path) -> bool:
+    if path.is_file():
+        return path.suffix == ".parquet"
+    return any(p.suffix == ".parquet" for p in path.rglob("*.parquet"))
+
+
+def read_raw(spark: SparkSession, raw: str) -> DataFrame:
+    """A DataFrame in Spark's Kafka source schema, whatever form the snapshot was landed in."""
+    if raw.startswith(("s3://", "s3a://")):
+        return read_kafka_parquet(spark, "s3a://" + raw.split("://", 1)[1])
+    path = Path(raw.removeprefix("file://"))
+    if not path.exists():
+        raise RawInputError(f"--raw {raw}: no such file or directory")
+    frames: list[DataFrame] = []
+    if _has_parquet(path):
+        frames.append(read_kafka_parquet(spark, str(path)))
+    texts = _text_files(path)
+    if texts:
+        frames.append(read_text_messages(spark, texts))
+    if not frames:
+        raise RawInputError(
+            f"--raw {raw}: no Parquet (Kafka source schema) or text files ({', '.join(TEXT_SUFFIXES)}) found"
+        )
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
+def read_kafka_parquet(spark: SparkSession, path: str) -> DataFrame:
+    df = spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet").parquet(path)
+    missing = [f.name for f in KAFKA_SCHEMA.fields if f.name not in df.columns]
+    if "value" in missing:
+        raise RawInputError(f"--raw {path}: Parquet has no 'value' column; expected Spark's Kafka source schema")
+    # Kafka Connect S3 sinks and hand-made dumps may lack lineage columns: fill them with nulls
+    return df.select(
+        *[
+            (F.col(f.name) if f.name in df.columns else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in KAFKA_SCHEMA.fields
+        ]
+    )
+
+
+def read_text_messages(spark: SparkSession, files: list[str]) -> DataFrame:
+    """One message value per line; the file's name stands in for the topic, the line order for the offset."""
+    lines = spark.read.text(files).withColumn("_file", F.input_file_name())
+    # monotonically_increasing_id is ordered inside a file split and stable for the same files
+    return lines.where(F.length("value") > 0).select(
+        F.lit(None).cast(BinaryType()).alias("key"),
+        F.encode("value", "UTF-8").alias("value"),
+        F.regexp_extract("_file", r"([^/]+?)(\.jsonl|\.json|\.txt)(\.gz)?$", 1).alias("topic"),
+        F.lit(0).cast(IntegerType()).alias("partition"),
+        F.monotonically_increasing_id().alias("offset"),
+        F.lit(None).cast(TimestampType()).alias("timestamp"),
+        F.lit(None).cast(IntegerType()).alias("timestampType"),
+        F.lit(None).cast(KAFKA_SCHEMA["headers"].dataType).alias("headers"),
+    )
+

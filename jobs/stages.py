@@ -1,0 +1,132 @@
+"""The pipeline's stages, each reading its inputs from the lake and writing its report there.
+
+``python -m jobs run`` calls them in order in one SparkSession (handing the decoded DataFrame on
+instead of reading it back); the Airflow DAG runs each as its own task. Reading and writing stay
+here, at the edges; the transformations they call are pure.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from jobs.canonical import CHANGE_RECORD_SCHEMA
+from jobs.decode import decode_counts, decode_messages
+from jobs.decoders import DecodeOptions
+from jobs.lake import Lake
+from jobs.raw import read_raw
+
+
+@dataclass
+class RunContext:
+    lake: Lake
+    pipeline: str
+    run_id: str
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def report_dir(self) -> str:
+        return Lake.report_dir(self.pipeline, self.run_id)
+
+    def write_report(self, name: str, report: dict) -> str:
+        return self.lake.write_json(f"{self.report_dir}/{name}", report)
+
+    def read_report(self, name: str) -> dict | None:
+        rel = f"{self.report_dir}/{name}"
+        return self.lake.read_json(rel) if self.lake.exists(rel) else None
+
+    @contextmanager
+    def timed(self, stage: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[stage] = round(time.perf_counter() - start, 3)
+
+
+def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str, options: DecodeOptions) -> DataFrame:
+    """raw -> changes/ + quarantine/ + decode.json; returns the change records (persisted)."""
+    with ctx.timed("decode"):
+        decoded = decode_messages(read_raw(spark, raw_path), fmt, options)
+        counts = decode_counts(decoded.outcomes)
+        changes_path = ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id))
+        # partition column named `table` so the folders read table=<table_id> (Spark escapes the value)
+        decoded.changes.withColumn("table", F.col("table_id")).write.mode("overwrite").partitionBy("table").parquet(
+            changes_path
+        )
+        decoded.quarantine.write.mode("overwrite").parquet(
+            ctx.lake.spark_path(Lake.quarantine_dir(ctx.pipeline, ctx.run_id))
+        )
+        report = {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "format": fmt, "raw": raw_path, **counts}
+        ctx.write_report("decode.json", report)
+        changes = decoded.changes.persist()
+        decoded.outcomes.unpersist()
+    return changes
+
+
+def read_changes(spark: SparkSession, ctx: RunContext) -> DataFrame:
+    path = ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id))
+    schema = StructType([*CHANGE_RECORD_SCHEMA.fields, StructField("table", StringType())])
+    df = spark.read.schema(schema).parquet(path)
+    return df.drop("table")
+
+
+def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame | None = None) -> dict:
+    from jobs.merge import merge_changes
+
+    with ctx.timed("fold_publish"):
+        changes = changes if changes is not None else read_changes(spark, ctx)
+        report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, changes)
+        ctx.write_report("merge.json", report)
+    return report
+
+
+def run_validate(spark: SparkSession, ctx: RunContext, changes: DataFrame | None = None) -> dict:
+    from jobs import publish
+    from jobs.validate import validate_changes, validate_state, validation_report
+
+    with ctx.timed("validate"):
+        changes = changes if changes is not None else read_changes(spark, ctx)
+        results = [validate_changes(changes)]
+        merge_report = ctx.read_report("merge.json") or {"tables": {}}
+        catalog = publish.open_catalog(ctx.lake)
+        for table_id in sorted(merge_report["tables"]):
+            table = publish.load_table(catalog, ctx.pipeline, table_id)
+            state = publish.read_state(spark, table)
+            keys = publish.key_columns_of(table)
+            if state is not None and keys:
+                results.append(validate_state(state, table_id, keys))
+        report = validation_report(results)
+        ctx.write_report("validation.json", report)
+    return report
+
+
+def run_reconcile(ctx: RunContext, source_counts: str | None) -> list[dict]:
+    from jobs.merge import state_summary
+    from jobs.reconcile import load_source_counts, reconcile_counts
+
+    with ctx.timed("reconcile"):
+        state = state_summary(ctx.lake, ctx.pipeline)
+        counts = load_source_counts(source_counts, sorted(state)) if source_counts else {}
+        rows = reconcile_counts(state, counts)
+        ctx.write_report("reconciliation.json", {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "tables": rows})
+    return rows
+
+
+def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float) -> dict:
+    from jobs.alert import run_alert as send
+
+    with ctx.timed("alert"):
+        validation = ctx.read_report("validation.json") or {"success": True, "suites": []}
+        reconciliation = (ctx.read_report("reconciliation.json") or {"tables": []})["tables"]
+        decode = ctx.read_report("decode.json") or {}
+        result = send(
+            ctx.pipeline, ctx.run_id, validation, reconciliation, decode, alert_to,
+            ctx.lake.join(ctx.report_dir), quarantine_threshold,
+        )
+        ctx.write_report("alert.json", result)
+    return result
