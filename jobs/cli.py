@@ -42,9 +42,9 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", required=True, help=f"message format: {', '.join(available_formats())}")
     p.add_argument(
-        "--raw", required=True,
+        "--raw", required=True, action="append",
         help="raw snapshot: a file or folder of Parquet in Spark's Kafka source schema, or text files "
-        "(.jsonl/.json/.txt, optionally .gz) with one message value per line",
+        "(.jsonl/.json/.txt, optionally .gz) with one message value per line; repeatable",
     )
     p.add_argument(
         "--primary-keys", action="append", default=[], metavar="TABLE=COL[,COL...]",
@@ -91,9 +91,9 @@ def _check(args: argparse.Namespace) -> Lake:
     check_name("run id", args.run_id)
     if getattr(args, "format", None) and args.format not in available_formats():
         raise UsageError(f"unknown format {args.format!r}; known: {', '.join(available_formats())}")
-    raw = getattr(args, "raw", None)
-    if raw and "://" not in raw and not Path(raw).exists():
-        raise UsageError(f"--raw {raw}: no such file or directory")
+    for raw in getattr(args, "raw", None) or []:
+        if "://" not in raw and not Path(raw).exists():
+            raise UsageError(f"--raw {raw}: no such file or directory")
     counts = getattr(args, "source_counts", None)
     if counts and "://" not in counts and not Path(counts).is_file():
         raise UsageError(f"--source-counts {counts}: neither a SQLAlchemy URL nor an existing JSON file")

@@ -50,8 +50,16 @@ def _has_parquet(path: Path) -> bool:
     return any(p.suffix == ".parquet" for p in path.rglob("*.parquet"))
 
 
-def read_raw(spark: SparkSession, raw: str) -> DataFrame:
-    """A DataFrame in Spark's Kafka source schema, whatever form the snapshot was landed in."""
+def read_raw(spark: SparkSession, raws: str | list[str]) -> DataFrame:
+    """A DataFrame in Spark's Kafka source schema, whatever form the snapshots were landed in."""
+    frames = [_read_one(spark, raw) for raw in ([raws] if isinstance(raws, str) else raws)]
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
+def _read_one(spark: SparkSession, raw: str) -> DataFrame:
     if raw.startswith(("s3://", "s3a://")):
         return read_kafka_parquet(spark, "s3a://" + raw.split("://", 1)[1])
     path = Path(raw.removeprefix("file://"))

@@ -48,7 +48,7 @@ class RunContext:
             self.timings[stage] = round(time.perf_counter() - start, 3)
 
 
-def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str, options: DecodeOptions) -> DataFrame:
+def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | list[str], options: DecodeOptions) -> DataFrame:
     """raw -> changes/ + quarantine/ + decode.json; returns the change records (persisted)."""
     with ctx.timed("decode"):
         decoded = decode_messages(read_raw(spark, raw_path), fmt, options)

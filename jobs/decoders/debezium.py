@@ -76,9 +76,16 @@ def _decimal_sql(b64: str, scale: str) -> str:
         "CAST(18446744073709551616 AS DECIMAL(38,0))), CAST(0 AS DECIMAL(38,0))))"
     )
     digits = f"CAST(CASE WHEN {neg} THEN {mag} + 1 ELSE {mag} END AS STRING)"
-    padded = f"lpad({digits}, {scale} + 1, '0')"
+    padded = f"lpad({digits}, greatest(length({digits}), ({scale}) + 1), '0')"  # lpad truncates: never shorter
+    # Some producers send a Decimal column as a plain JSON number (decimal.handling.mode=double or
+    # string): text that is a number and cannot be base64 (length not a multiple of 4, or a sign,
+    # point or exponent) is kept as the number it is.
+    plain_number = (
+        f"({b64} RLIKE '^-?[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$' "
+        f"AND (length({b64}) % 4 != 0 OR {b64} RLIKE '[-.eE]'))"
+    )
     return (
-        f"CASE WHEN {b64} IS NULL OR {digits} IS NULL THEN NULL ELSE concat("
+        f"CASE WHEN {b64} IS NULL THEN NULL WHEN {plain_number} THEN {b64} WHEN {digits} IS NULL THEN NULL ELSE concat("
         f"CASE WHEN {neg} THEN '-' ELSE '' END, substr({padded}, 1, length({padded}) - ({scale})), "
         f"CASE WHEN ({scale}) > 0 THEN concat('.', substr({padded}, length({padded}) - ({scale}) + 1)) ELSE '' END) END"
     )
@@ -245,114 +252,87 @@ class DebeziumDecoder:
 
     def _outcomes(self, staged: DataFrame, specs_by_hash: dict[str, dict[str, ColumnSpec]],
                   options: DecodeOptions) -> DataFrame:
+        # Built in steps of named columns so that each non-trivial expression is evaluated once.
         env, src = F.col("env"), F.col("env")["source"]
-        h = F.col("_schema_hash")
-        raw_op = env["op"]
-        value_text = F.col("value").cast("string")
 
-        # ExtractNewRecordState output: a flat row, no envelope
-        flat = F.from_json(value_text, _MAP)
-        is_flat = (
-            raw_op.isNull() & src.isNull() & env["before"].isNull() & env["after"].isNull()
+        # 1. ExtractNewRecordState output is a flat row without envelope: parse it as a map, only then
+        flat_candidate = (
+            env["op"].isNull() & src.isNull() & env["before"].isNull() & env["after"].isNull()
             & F.col("_corrupt").isNull() & F.col("_tx_status").isNull()
+            & F.col("value").isNotNull() & (F.length("value") > 0)
         )
-        flat_row = F.map_filter(flat, lambda k, v: ~k.startswith("__"))
-        flat_deleted = F.lower(F.element_at(flat, "__deleted")) == "true"
-        flat_op = F.when(flat_deleted, F.lit("d")).otherwise(F.coalesce(F.element_at(flat, "__op"), F.lit("c")))
-        is_heartbeat = is_flat & (
-            F.col("topic").startswith("__debezium-heartbeat")
-            | (F.size(F.map_keys(flat)) == 1) & F.map_contains_key(flat, "ts_ms")
-        )
-
-        op_code = F.when(is_flat, flat_op).otherwise(raw_op)
-        staged = staged.withColumns({
-            "_before": F.when(is_flat & flat_deleted, flat_row).when(~is_flat, env["before"]),
-            "_after": F.when(is_flat & ~flat_deleted, flat_row).when(~is_flat, env["after"]),
+        df = staged.withColumns({
+            "_is_flat": flat_candidate,
+            "_flat": F.when(flat_candidate, F.from_json(F.col("value").cast("string"), _MAP)),
         })
-        before = _convert_image("_before", specs_by_hash)
-        after = _convert_image("_after", specs_by_hash)
-
+        flat = F.col("_flat")
+        is_flat = F.col("_is_flat")
+        flat_deleted = F.coalesce(F.lower(F.element_at(flat, "__deleted")) == "true", F.lit(False))
+        flat_row = F.map_filter(flat, lambda k, v: ~k.startswith("__"))
         topic_parts = F.split(F.col("topic"), r"\.")
-        table_id = F.when(
-            is_flat,
-            C.table_id_col(
-                F.coalesce(F.element_at(flat, "__db"), F.lit(None)),
-                F.coalesce(F.element_at(flat, "__schema"), F.when(F.size(topic_parts) >= 3, F.element_at(topic_parts, -2))),
-                F.coalesce(F.element_at(flat, "__table"), F.element_at(topic_parts, -1)),
+        df = df.withColumns({
+            "_op_code": F.when(is_flat, F.when(flat_deleted, F.lit("d")).otherwise(
+                F.coalesce(F.element_at(flat, "__op"), F.lit("c")))).otherwise(env["op"]),
+            "_before": F.when(is_flat, F.when(flat_deleted, flat_row)).otherwise(env["before"]),
+            "_after": F.when(is_flat, F.when(~flat_deleted, flat_row)).otherwise(env["after"]),
+            "_flat_size": F.size(flat_row),
+            "_is_heartbeat": is_flat & (
+                F.col("topic").startswith("__debezium-heartbeat")
+                | ((F.size(F.map_keys(flat)) == 1) & F.map_contains_key(flat, "ts_ms"))
             ),
-        ).when(src["table"].isNotNull() & (src["table"] != ""), C.table_id_col(src["db"], src["schema"], src["table"]))
+            "table_id": F.when(
+                is_flat,
+                C.table_id_col(
+                    F.element_at(flat, "__db"),
+                    F.coalesce(F.element_at(flat, "__schema"),
+                               F.when(F.size(topic_parts) >= 3, F.element_at(topic_parts, -2))),
+                    F.coalesce(F.element_at(flat, "__table"), F.element_at(topic_parts, -1)),
+                ),
+            ).when(
+                # a logical-decoding message (op m) belongs to no table: it is kept under <db>._._
+                (F.coalesce(src["table"], F.lit("")) != "") | ((env["op"] == "m") & src.isNotNull()),
+                C.table_id_col(src["db"], src["schema"], src["table"]),
+            ),
+            "_position": F.when(~is_flat, _source_position(src)),
+            "_kafka_key": _key_from_message_key(F.col("key")),
+        })
 
+        # 2. typed values (Debezium logical types) and the canonical op / phase
         snapshot = F.lower(src["snapshot"])
-        in_snapshot = snapshot.isin(*_SNAPSHOT_MARKERS)
+        op_code = F.col("_op_code")
         op_map = F.create_map(*[x for k, v in _OPS.items() for x in (F.lit(k), F.lit(v))])
-        op = F.when(in_snapshot & op_code.isin("r", "c"), F.lit(C.SNAPSHOT)).otherwise(F.element_at(op_map, op_code))
-        # an incremental snapshot is not a complete image: its rows are upserts ordered like CDC
-        phase = F.when(op == C.SNAPSHOT, F.when(snapshot == "incremental", F.lit(C.CDC)).otherwise(F.lit(C.FULL_LOAD))).otherwise(F.lit(C.CDC))
+        df = df.withColumns({
+            "_before_c": _convert_image("_before", specs_by_hash),
+            "_after_c": _convert_image("_after", specs_by_hash),
+            "_op": F.when(snapshot.isin(*_SNAPSHOT_MARKERS) & op_code.isin("r", "c"), F.lit(C.SNAPSHOT))
+                    .otherwise(F.element_at(op_map, op_code)),
+        })
+        op = F.col("_op")
+        before, after = F.col("_before_c"), F.col("_after_c")
+        # unavailable (unchanged, not sent) TOAST values leave the image; present_columns says so
+        after_clean = F.map_filter(after, lambda k, v: v.isNull() | (v != _UNAVAILABLE))
+        df = df.withColumns({
+            "_after_clean": after_clean,
+            "_present": F.when(F.size(after) != F.size(after_clean), F.map_keys(after_clean)),
+            # an incremental snapshot is not a complete image: its rows are upserts ordered like CDC
+            "_phase": F.when((op == C.SNAPSHOT) & (snapshot != "incremental"), F.lit(C.FULL_LOAD))
+                       .otherwise(F.lit(C.CDC)),
+            "_key": F.coalesce(
+                configured_key(F.col("table_id"), F.coalesce(after, before), options), F.col("_kafka_key")
+            ),
+        })
 
-        # unavailable (unchanged, not sent) TOAST values are left out of the image: present_columns says so
-        def without_unavailable(image: Column) -> Column:
-            return F.map_filter(image, lambda k, v: v.isNull() | (v != _UNAVAILABLE))
-
-        after_clean = without_unavailable(after)
-        has_unavailable = F.size(after) != F.size(after_clean)
-        present = F.when(has_unavailable, F.map_keys(after_clean))
-
-        kafka_key = _key_from_message_key(F.col("key"))
-        image = F.coalesce(after, before)
-        cfg_key = configured_key(table_id, image, options)
-        explicit_key = F.coalesce(cfg_key, kafka_key)
-        # no key anywhere: the whole row is its identity (a keyless table); an update then is a
-        # delete of the old row and an insert of the new one
-        keyless = explicit_key.isNull()
-
-        position = F.when(is_flat, F.lit(None).cast("string")).otherwise(_source_position(src))
-        event_time = F.timestamp_millis(F.coalesce(src["ts_ms"].cast("bigint"), env["ts_ms"]))
-        tx_id = F.coalesce(env["transaction"]["id"], src["txId"])
-        tx_seq = env["transaction"]["total_order"]
-        types = _types_map(h, specs_by_hash)
-
-        def record(rec_op: Column, rec_key: Column, rec_before: Column, rec_after: Column, rec_present: Column) -> Column:
-            return F.struct(
-                F.lit(self.name).alias("format"),
-                table_id.alias("table_id"),
-                rec_op.alias("op"),
-                phase.alias("phase"),
-                rec_key.alias("key"),
-                rec_before.alias("before"),
-                rec_after.alias("after"),
-                rec_present.alias("present_columns"),
-                position.alias("position"),
-                tx_id.cast("string").alias("tx_id"),
-                tx_seq.alias("tx_seq"),
-                F.lit(None).cast("boolean").alias("tx_last"),
-                event_time.alias("event_time"),
-                types.alias("column_types"),
-                F.col("topic").alias("topic"),
-                F.col("partition").alias("partition"),
-                F.col("offset").alias("offset"),
-                F.col("timestamp").alias("kafka_ts"),
-                event_id(table_id, rec_op, position, rec_key, rec_before, rec_after).alias("event_id"),
-            )
-
-        no_present = F.lit(None).cast("array<string>")
-        records = (
-            F.when(op.isin(C.TRUNCATE, C.MESSAGE),
-                   F.array(record(op, F.lit(None).cast(_MAP), F.lit(None).cast(_MAP), F.lit(None).cast(_MAP), no_present)))
-            .when(~keyless, F.array(record(op, explicit_key, before, after_clean, present)))
-            .when((op == C.UPDATE) & before.isNotNull(),
-                  F.array(record(F.lit(C.DELETE), before, before, F.lit(None).cast(_MAP), no_present),
-                          record(F.lit(C.INSERT), after_clean, F.lit(None).cast(_MAP), after_clean, present)))
-            .when(op == C.DELETE, F.array(record(op, before, before, F.lit(None).cast(_MAP), no_present)))
-            .otherwise(F.array(record(op, after_clean, before, after_clean, present)))
-        )
-
-        value_is_empty = F.col("value").isNull() | (F.length(F.col("value")) == 0)
+        # 3. reasons, then the records of what decoded
+        table_id = F.col("table_id")
+        keyless = F.col("_key").isNull()
+        value_is_empty = F.col("value").isNull() | (F.length("value") == 0)
         reason = (
             F.when(value_is_empty, F.lit("tombstone"))
             .when(F.col("_tx_status").isin("BEGIN", "END"), F.lit("transaction metadata"))
-            .when(is_heartbeat, F.lit("heartbeat"))
-            .when(F.col("_corrupt").isNotNull(), F.lit("malformed JSON or not a JSON object"))
-            .when(is_flat & (F.size(flat_row) == 0), F.lit("not a Debezium envelope: no op, before, after or source"))
+            .when(F.col("_is_heartbeat"), F.lit("heartbeat"))
+            .when(F.col("_corrupt").isNotNull() | (~is_flat & F.col("env").isNull()),
+                  F.lit("malformed JSON or not a JSON object"))
+            .when(is_flat & (F.col("_flat_size") == 0), F.lit("not a Debezium envelope: no op, before, after or source"))
             .when(op_code.isNull(), F.lit("missing 'op'"))
             .when(op.isNull(), F.concat(F.lit("unknown operation type '"), op_code, F.lit("'")))
             .when((op != C.MESSAGE) & table_id.isNull(), F.lit("no source table"))
@@ -364,12 +344,53 @@ class DebeziumDecoder:
                   F.lit("update has no key and no 'before' image: give --primary-keys, send message keys, "
                         "or set REPLICA IDENTITY FULL on a PostgreSQL source"))
         )
+        df = df.withColumn("reason", reason)
+
+        types = _types_map(F.col("_schema_hash"), specs_by_hash)
+        no_map = F.lit(None).cast(_MAP)
+        no_present = F.lit(None).cast("array<string>")
+
+        def record(rec_op: Column, rec_key: Column, rec_before: Column, rec_after: Column, rec_present: Column) -> Column:
+            return F.struct(
+                F.lit(self.name).alias("format"),
+                table_id.alias("table_id"),
+                rec_op.alias("op"),
+                F.col("_phase").alias("phase"),
+                rec_key.alias("key"),
+                rec_before.alias("before"),
+                rec_after.alias("after"),
+                rec_present.alias("present_columns"),
+                F.col("_position").alias("position"),
+                F.coalesce(F.col("env")["transaction"]["id"], src["txId"]).alias("tx_id"),
+                F.col("env")["transaction"]["total_order"].alias("tx_seq"),
+                F.lit(None).cast("boolean").alias("tx_last"),
+                F.timestamp_millis(F.coalesce(src["ts_ms"].try_cast("bigint"), F.col("env")["ts_ms"])).alias("event_time"),
+                types.alias("column_types"),
+                F.col("topic").alias("topic"),
+                F.col("partition").alias("partition"),
+                F.col("offset").alias("offset"),
+                F.col("timestamp").alias("kafka_ts"),
+                event_id(table_id, rec_op, F.col("_position"), rec_key, rec_before, rec_after).alias("event_id"),
+            )
+
+        clean = F.col("_after_clean")
+        records = (
+            F.when(op.isin(C.TRUNCATE, C.MESSAGE), F.array(record(op, no_map, no_map, no_map, no_present)))
+            .when(~keyless, F.array(record(op, F.col("_key"), before, clean, F.col("_present"))))
+            # no key anywhere: the whole row is its identity (a keyless table), so an update is a
+            # delete of the old row and an insert of the new one
+            .when((op == C.UPDATE) & before.isNotNull(),
+                  F.array(record(F.lit(C.DELETE), before, before, no_map, no_present),
+                          record(F.lit(C.INSERT), clean, no_map, clean, F.col("_present"))))
+            .when(op == C.DELETE, F.array(record(op, before, before, no_map, no_present)))
+            .otherwise(F.array(record(op, clean, before, clean, F.col("_present"))))
+        )
         status = (
-            F.when(reason.isNull(), F.lit(DECODED))
-            .when(reason.isin("tombstone", "transaction metadata", "heartbeat"), F.lit(IGNORED))
+            F.when(F.col("reason").isNull(), F.lit(DECODED))
+            .when(F.col("reason").isin("tombstone", "transaction metadata", "heartbeat"), F.lit(IGNORED))
             .otherwise(F.lit(QUARANTINED))
         )
-        return staged.select(*outcome(status, reason, table_id, F.when(reason.isNull(), records)))
+        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
 
 
 @register("debezium")

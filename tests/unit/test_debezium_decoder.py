@@ -1,0 +1,346 @@
+"""The Debezium decoder against the real messages in shared/samples and the seed documents.
+
+Expected values are those the tools' own test suites expect (shared/samples/debezium/SOURCE.md).
+"""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+
+import pytest
+
+from jobs.decode import decode_counts, decode_messages
+from jobs.decoders import DecodeOptions
+from jobs.raw import KAFKA_SCHEMA, read_raw
+
+PRODUCTS_PK = DecodeOptions(primary_keys={"products": ("id",)})
+
+# Flink DebeziumJsonSerDeSchemaTest: the 20 rows every products file decodes to
+FLINK_EXPECTED = [
+    ("+I", 101, "scooter", "Small 2-wheel scooter", 3.14),
+    ("+I", 102, "car battery", "12V car battery", 8.1),
+    ("+I", 103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", 0.8),
+    ("+I", 104, "hammer", "12oz carpenter's hammer", 0.75),
+    ("+I", 105, "hammer", "14oz carpenter's hammer", 0.875),
+    ("+I", 106, "hammer", "16oz carpenter's hammer", 1.0),
+    ("+I", 107, "rocks", "box of assorted rocks", 5.3),
+    ("+I", 108, "jacket", "water resistent black wind breaker", 0.1),
+    ("+I", 109, "spare tire", "24 inch spare tire", 22.2),
+    ("-U", 106, "hammer", "16oz carpenter's hammer", 1.0),
+    ("+U", 106, "hammer", "18oz carpenter hammer", 1.0),
+    ("-U", 107, "rocks", "box of assorted rocks", 5.3),
+    ("+U", 107, "rocks", "box of assorted rocks", 5.1),
+    ("+I", 110, "jacket", "water resistent white wind breaker", 0.2),
+    ("+I", 111, "scooter", "Big 2-wheel scooter ", 5.18),
+    ("-U", 110, "jacket", "water resistent white wind breaker", 0.2),
+    ("+U", 110, "jacket", "new water resistent white wind breaker", 0.5),
+    ("-U", 111, "scooter", "Big 2-wheel scooter ", 5.18),
+    ("+U", 111, "scooter", "Big 2-wheel scooter ", 5.17),
+    ("-D", 111, "scooter", "Big 2-wheel scooter ", 5.17),
+]
+
+
+def raw_frame(spark, values, keys=None, topic="t", headers=None):
+    rows = []
+    for i, value in enumerate(values):
+        key = None if keys is None else keys[i]
+        rows.append((
+            None if key is None else key.encode(),
+            None if value is None else value.encode(),
+            topic, 0, i, datetime(2026, 11, 1, tzinfo=timezone.utc), 0, (headers or {}).get(i),
+        ))
+    return spark.createDataFrame(rows, KAFKA_SCHEMA)
+
+
+def decode(raw, options=DecodeOptions()):
+    decoded = decode_messages(raw, "debezium", options)
+    records = [r.asDict(recursive=True) for r in decoded.changes.orderBy("offset").collect()]
+    quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
+    return records, quarantine, decode_counts(decoded.outcomes)
+
+
+def flink_row_kinds(records):
+    """Our canonical records expressed as Flink's row kinds (c/r -> +I, u -> -U +U, d -> -D)."""
+    out = []
+    for r in records:
+        def row(image):
+            return (int(image["id"]), image["name"], image["description"], float(image["weight"]))
+        if r["op"] in ("SNAPSHOT", "INSERT"):
+            out.append(("+I", *row(r["after"])))
+        elif r["op"] == "UPDATE":
+            out += [("-U", *row(r["before"])), ("+U", *row(r["after"]))]
+        elif r["op"] == "DELETE":
+            out.append(("-D", *row(r["before"])))
+    return out
+
+
+def assert_rows_equal(actual, expected):
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert a[:4] == e[:4]
+        assert a[4] == pytest.approx(e[4], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "debezium/flink/debezium-data-schema-include.txt",
+        "debezium/flink/debezium-postgres-data-schema-include.txt",
+        "debezium/flink/debezium-postgres-data-schema-exclude.txt",
+        "debezium/seatunnel/debezium-data.txt",  # Flink's MySQL schema-exclude data
+    ],
+)
+def test_flink_products_files_decode_to_flink_rows(spark, shared_dir, path):
+    records, quarantine, counts = decode(read_raw(spark, str(shared_dir / "samples" / path)), PRODUCTS_PK)
+    assert quarantine == []
+    assert_rows_equal(flink_row_kinds(records), FLINK_EXPECTED)
+    assert counts["total"] == {"landed": 16, "decoded": 16, "quarantined": 0, "ignored": 0, "records": 16}
+    phases = [r["phase"] for r in records]
+    assert phases[:9] == ["FULL_LOAD"] * 9 and set(phases[9:]) == {"CDC"}
+    positions = [r["position"] for r in records[9:]]
+    assert positions == sorted(positions), "string order of positions must be source order"
+
+
+def test_schema_section_types_columns(spark, shared_dir):
+    records, _, _ = decode(
+        read_raw(spark, str(shared_dir / "samples/debezium/flink/debezium-postgres-data-schema-include.txt"))
+    )
+    assert records[0]["column_types"] == {"id": "int", "name": "string", "description": "string", "weight": "double"}
+
+
+def test_default_replica_identity_needs_a_key(spark, shared_dir):
+    path = str(shared_dir / "samples/debezium/flink/debezium-postgres-data-replica-identity.txt")
+    _, quarantine, counts = decode(read_raw(spark, path))
+    reasons = {q["reason"] for q in quarantine}
+    # Flink's test expects the REPLICA IDENTITY FULL error for an update without 'before'
+    assert any("REPLICA IDENTITY FULL" in r for r in reasons)
+    assert counts["balanced"]
+    assert all(q["value"] for q in quarantine), "raw bytes are kept"
+    # with the key known, the same messages decode: updates carry only the new image
+    records, quarantine, _ = decode(read_raw(spark, path), PRODUCTS_PK)
+    assert [q["reason"] for q in quarantine] == ["delete has neither a 'before' image nor a message key"]
+    updates = [r for r in records if r["op"] == "UPDATE"]
+    assert len(updates) == 4 and all(u["before"] is None and u["key"] == {"id": u["after"]["id"]} for u in updates)
+
+
+def test_seatunnel_error_cases_quarantine_and_tombstones_are_ignored(spark):
+    source = '{"connector":"postgresql","db":"d","schema":"s","table":"t","lsn":5}'
+    values = ["{]", "{}", '{"op":"u"}', '{"op":"XX","source":' + source + ',"after":{"id":1}}', None, "", "[1,2]"]
+    records, quarantine, counts = decode(raw_frame(spark, values))
+    assert records == []
+    assert [q["reason"] for q in quarantine] == [
+        "malformed JSON or not a JSON object",
+        "not a Debezium envelope: no op, before, after or source",
+        "no source table",
+        "unknown operation type 'XX'",
+        "malformed JSON or not a JSON object",
+    ]
+    assert [q["value"] for q in quarantine][0] == b"{]"
+    assert counts["total"] == {"landed": 7, "decoded": 0, "quarantined": 5, "ignored": 2, "records": 0}
+    assert counts["ignored_reasons"] == {"tombstone": 2}
+    assert counts["tables"]["_._.t"]["quarantined"] == 1  # attributed where the table is known
+    assert counts["balanced"]
+
+
+def test_all_types_with_logical_types(spark, shared_dir):
+    records, quarantine, _ = decode(read_raw(spark, str(shared_dir / "samples/debezium/seatunnel/debezium_data.txt")))
+    assert quarantine == [] and len(records) == 3
+    by_id = {int(r["after"]["id"]): r for r in records}
+    first = by_id[1]["after"]
+    assert first["f_date"] == "2022-04-27"
+    assert first["f_datetime"] == "2022-04-27 14:30:00.000000"
+    assert first["f_timestamp"] == "2023-04-27 03:08:40.000000"
+    assert first["f_time"] == "14:30:00.000000"
+    assert (first["f_numeric"], first["f_decimal"], first["f_bigint_unsigned"]) == ("123", "789", "987654321")
+    assert (first["f_smallint"], first["f_tinyint"], first["f_tinyint_unsigned"]) == ("12345", "-128", "255")
+    assert first["f_json"] == '{"key": "value"}' and first["f_enum"] == "enum2" and first["f_year"] == "2022"
+    assert float(first["f_real"]) == 12.345 and float(by_id[2]["after"]["f_real"]) == 112.345
+    types = by_id[1]["column_types"]
+    assert types["f_date"] == "date" and types["f_datetime"] == "timestamp" and types["f_numeric"] == "decimal(10,0)"
+    assert types["f_binary"] == "binary" and types["f_smallint"] == "smallint"
+    assert all(r["op"] == "SNAPSHOT" and r["table_id"] == "mysql_cdc._.mysql_cdc_e2e_source_table" for r in records)
+
+
+def _schema_envelope(after_fields, payload):
+    schema = {"type": "struct", "fields": [
+        {"type": "struct", "fields": after_fields, "optional": True, "field": "after"},
+        {"type": "string", "field": "op"},
+    ]}
+    return json.dumps({"schema": schema, "payload": payload})
+
+
+def test_decimal_bytes_variable_scale_and_timestamps(spark):
+    fields = [
+        {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "field": "price",
+         "parameters": {"scale": "2", "connect.decimal.precision": "10"}},
+        {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "field": "neg",
+         "parameters": {"scale": "3"}},
+        {"type": "struct", "name": "io.debezium.data.VariableScaleDecimal", "field": "vsd"},
+        {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "field": "ts"},
+        {"type": "int64", "name": "io.debezium.time.NanoTimestamp", "field": "ns"},
+        {"type": "int32", "name": "io.debezium.time.Date", "field": "d"},
+    ]
+    source = {"connector": "postgresql", "db": "d", "schema": "s", "table": "t", "lsn": 10}
+    after = {
+        "price": "MDk=",  # 0x3039 = 12345 -> 123.45
+        "neg": "/s8=",  # 0xFECF = -305 -> -0.305
+        "vsd": {"scale": 1, "value": "AQ=="},  # 1 -> 0.1
+        "ts": 1734544849000000, "ns": 1734382927000000000, "d": 20073,
+    }
+    value = _schema_envelope(fields, {"op": "c", "after": after, "source": source})
+    records, quarantine, _ = decode(raw_frame(spark, [value], keys=['{"price": 1}']))
+    assert quarantine == []
+    a = records[0]["after"]
+    assert (a["price"], a["neg"], a["vsd"]) == ("123.45", "-0.305", "0.1")
+    assert a["ts"] == "2024-12-18 18:00:49.000000"
+    assert a["ns"] == "2024-12-16 21:02:07.000000"
+    assert a["d"] == "2024-12-16"
+    assert records[0]["column_types"]["price"] == "decimal(10,2)"
+
+
+def test_connector_positions_order_as_strings(spark):
+    def msg(source, op="u"):
+        return json.dumps({"op": op, "after": {"id": 1}, "before": {"id": 1}, "source": {
+            "db": "d", "schema": "s", "table": "t", **source}})
+
+    pg = [  # commit lsn first: lsn alone is not monotonic across overlapping transactions
+        {"connector": "postgresql", "lsn": 900, "sequence": '["100","900"]'},
+        {"connector": "postgresql", "lsn": 150, "sequence": '["200","150"]'},
+        {"connector": "postgresql", "lsn": 10000000000, "sequence": '["9000000000","10000000000"]'},
+        {"connector": "postgresql", "lsn": -9223372036854775808},  # unsigned 2^63 as a Java long
+    ]
+    sqlserver = [
+        {"connector": "sqlserver", "commit_lsn": "00000027:00000758:0005", "change_lsn": "00000027:00000758:0003",
+         "event_serial_no": "1"},
+        {"connector": "sqlserver", "commit_lsn": "00000027:00000758:0005", "change_lsn": "00000027:00000758:0003",
+         "event_serial_no": "2"},
+        {"connector": "sqlserver", "commit_lsn": "0000002a:00000010:0001", "change_lsn": "0000002a:00000010:0001",
+         "event_serial_no": "1"},
+    ]
+    mysql = [
+        {"connector": "mysql", "file": "mysql-bin.000009", "pos": 99999, "row": 0},
+        {"connector": "mysql", "file": "mysql-bin.000010", "pos": 4, "row": 0},
+        {"connector": "mysql", "file": "mysql-bin.000010", "pos": 4, "row": 1},
+        {"connector": "mysql", "file": "mysql-bin.000010", "pos": 120, "row": 0},
+    ]
+    for sources in (pg, sqlserver, mysql):
+        records, quarantine, _ = decode(
+            raw_frame(spark, [msg(s) for s in sources], keys=['{"id": 1}'] * len(sources))
+        )
+        assert quarantine == []
+        positions = [r["position"] for r in records]
+        assert None not in positions and positions == sorted(positions) and len(set(positions)) == len(positions)
+
+
+def test_key_messages_headers_snapshot_markers_and_unavailable_values(spark):
+    src = {"connector": "postgresql", "db": "d", "schema": "s", "table": "t", "lsn": 7}
+    values = [
+        json.dumps({"op": "r", "after": {"id": 1, "v": "a"}, "source": {**src, "snapshot": "first"}}),
+        json.dumps({"op": "r", "after": {"id": 2, "v": "b"}, "source": {**src, "snapshot": "incremental"}}),
+        json.dumps({"op": "u", "after": {"id": 1, "v": "__debezium_unavailable_value", "w": "x"},
+                    "source": {**src, "lsn": 8}}),
+        json.dumps({"op": "t", "source": {**src, "lsn": 9}}),
+        json.dumps({"status": "BEGIN", "id": "571", "event_count": None}),
+    ]
+    keys = ['{"id": 1}', '{"schema": {"type": "struct"}, "payload": {"id": 2}}', '{"id": 1}', None, None]
+    records, quarantine, counts = decode(raw_frame(spark, values, keys=keys))
+    assert quarantine == []
+    assert [(r["op"], r["phase"]) for r in records] == [
+        ("SNAPSHOT", "FULL_LOAD"), ("SNAPSHOT", "CDC"), ("UPDATE", "CDC"), ("TRUNCATE", "CDC")]
+    assert records[1]["key"] == {"id": "2"}
+    assert records[2]["after"] == {"id": "1", "w": "x"} and sorted(records[2]["present_columns"]) == ["id", "w"]
+    assert counts["ignored_reasons"] == {"transaction metadata": 1}
+
+
+def test_unwrapped_records_from_extract_new_record_state(spark, shared_dir):
+    text = (shared_dir / "samples/debezium/debezium-repo/serde-unwrapped.json").read_text()
+    deleted = json.dumps({"id": 1004, "__deleted": "true", "__op": "d"})
+    records, quarantine, _ = decode(
+        raw_frame(spark, [json.dumps(json.loads(text)), deleted], keys=['{"id": 1004}'] * 2,
+                  topic="server1.inventory.customers"),
+    )
+    assert quarantine == []
+    assert records[0]["after"] == {"id": "1004", "first_name": "Anne", "last_name": "Kretchmar",
+                                   "email": "annek@noanswer.org"}
+    assert records[0]["table_id"] == "_.inventory.customers" and records[0]["op"] == "INSERT"
+    assert records[1]["op"] == "DELETE" and records[1]["key"] == {"id": "1004"}
+
+
+@pytest.mark.parametrize(
+    "name, field, expected",
+    [
+        ("serde-with-schema.json", "after", ("Anne", "c")),
+        ("serde-without-schema.json", "after", ("Anne", "c")),
+        ("serde-update.json", "before", ("Anne-Marie", "u")),
+        ("serde-unknown-property.json", "before", ("Anne-Marie", "u")),
+    ],
+)
+def test_debezium_serde_fixtures(spark, shared_dir, name, field, expected):
+    # pretty-printed single envelopes: one message value each
+    value = json.dumps(json.loads((shared_dir / "samples/debezium/debezium-repo" / name).read_text()))
+    records, quarantine, _ = decode(raw_frame(spark, [value], keys=['{"id": 1004}']))
+    assert quarantine == []
+    (record,) = records
+    image = record[field]
+    assert (image["id"], image["last_name"], image["email"]) == ("1004", "Kretchmar", "annek@noanswer.org")
+    assert image["first_name"] == expected[0]
+    assert record["op"] == {"c": "INSERT", "u": "UPDATE"}[expected[1]]
+
+
+def _seed_json_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith('{"schema"')]
+
+
+def test_seed_002_postgres_examples(spark, shared_dir):
+    lines = _seed_json_lines((shared_dir / "seeds/002_e03e39008dc43f1c.txt").read_text())
+    assert len(lines) == 8
+    # the document elides schemas as `{ ... }`; decode the payloads as it means them
+    values = [re.sub(r'^\{"schema": \{ \.\.\. \},', "{", line) for line in lines]
+    keys = [None, '{"id": 1}', None, None, None, '{"id": 1}']
+    records, quarantine, counts = decode(raw_frame(spark, values[2:], keys=keys))
+    # as printed, the create example lacks a comma after "sequence" and one message example lacks
+    # one between ts_ms and message: broken JSON goes to quarantine with its bytes
+    assert [q["reason"] for q in quarantine] == ["malformed JSON or not a JSON object"] * 2
+    assert [q["offset"] for q in quarantine] == [0, 4]
+    ops = [(r["op"], r["table_id"]) for r in records]
+    assert ops == [("UPDATE", "postgres.public.customers"), ("TRUNCATE", "postgres.public.customers"),
+                   ("MESSAGE", "postgres._._"), ("DELETE", "postgres.public.customers")]
+    update = records[0]
+    assert update["before"] == {"id": "1"} and update["after"]["first_name"] == "Anne Marie"
+    assert update["tx_id"] == "556" and update["position"] == "00000000000024023128.00000000000024023128"
+    assert records[3]["key"] == {"id": "1"} and records[3]["after"] is None
+    assert counts["balanced"]
+    # the placeholder `{"schema": {...},...}` and the key example (trailing comma) are not JSON either
+    _, quarantine, _ = decode(raw_frame(spark, values[:2]))
+    assert [q["reason"] for q in quarantine] == ["malformed JSON or not a JSON object"] * 2
+
+
+def test_seed_003_sqlserver_create_example(spark, shared_dir):
+    text = (shared_dir / "seeds/003_25eac51771b90504.txt").read_text()
+    start = text.index('{\n  "schema"')
+    document, _ = json.JSONDecoder().raw_decode(text[start:])
+    records, quarantine, _ = decode(raw_frame(spark, [json.dumps(document)], keys=['{"id": 1005}']))
+    assert quarantine == []
+    (r,) = records
+    assert r["op"] == "INSERT" and r["phase"] == "CDC" and r["table_id"] == "testDB.dbo.customers"
+    assert r["after"] == {"id": "1005", "first_name": "john", "last_name": "doe", "email": "john.doe@example.org"}
+    assert r["position"] == "00000027:00000758:0005.00000027:00000758:0003.00000000000000000001"
+    assert r["column_types"]["id"] == "int"
+    assert r["event_time"] == datetime(2019, 6, 5, 10, 11, 8, 470000)
+
+
+@pytest.mark.parametrize("name", ["debezium-mysql.txt", "debezium-postgresql.txt", "debezium-sqlserver.txt",
+                                  "debezium-oracle.txt"])
+def test_seatunnel_typed_connector_samples_decode(spark, shared_dir, name):
+    records, quarantine, _ = decode(read_raw(spark, str(shared_dir / "samples/debezium/seatunnel" / name)))
+    assert quarantine == [] and len(records) == 1
+    r = records[0]
+    assert r["op"] == "SNAPSHOT" and r["phase"] == "FULL_LOAD" or r["op"] == "SNAPSHOT"
+    assert r["after"]["id" if "oracle" not in name else "F1"] == "1"
+    if "oracle" in name:
+        # VariableScaleDecimal without a schema section stays its JSON text
+        assert json.loads(r["after"]["F2"]) == {"scale": 0, "value": "AQ=="}
+    if "postgresql" in name:
+        # the sample's lsn -9223372036854776000 is a long rounded by a JSON writer; as unsigned 64-bit:
+        assert r["position"] == "09223372036854775616.09223372036854775616"
