@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Creates .venv at the repository root and installs what the pipeline needs (idempotent).
+#   scripts/setup.sh            runtime
+#   scripts/setup.sh --dev      runtime + test tools
+set -euo pipefail
+cd "$(dirname "$0")/.."
+req=requirements.txt
+[ "${1:-}" = "--dev" ] && req=requirements-dev.txt
+
+if ! command -v java >/dev/null 2>&1; then
+  echo "setup: installing a Java runtime for Spark" >&2
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null
+  else
+    echo "setup: Java 17 is required (apt-get install openjdk-17-jre-headless)" >&2; exit 1
+  fi
+fi
+PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=".venv/.installed-$(cat "$req" requirements.txt | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -r "$req"
+  touch "$stamp"
+fi

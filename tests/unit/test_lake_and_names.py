@@ -1,0 +1,49 @@
+"""Names taken from messages never escape the lake prefix and stay valid identifiers."""
+import pytest
+from pyspark.sql import functions as F
+
+from jobs.canonical import iceberg_table_name, make_table_id, table_id_col
+from jobs.lake import Lake, LakeError, check_name
+from jobs.sql import sql_ident, sql_str
+
+HOSTILE = ["../../etc", "a/b", "x\x00y", "..", "", None, "t\nname", "we'ird`", "ü-table"]
+
+
+@pytest.mark.parametrize("part", HOSTILE)
+def test_table_id_parts_are_path_and_identifier_safe(part):
+    table_id = make_table_id(part, part, part)
+    assert "/" not in table_id and "\\" not in table_id and ".." not in table_id
+    assert len(table_id.split(".")) == 3
+    assert all(c.isalnum() or c in "._$-" for c in table_id)
+    assert "." not in iceberg_table_name(table_id)
+
+
+def test_spark_and_python_table_ids_agree(spark):
+    rows = [(p, p, p) for p in HOSTILE]
+    df = spark.createDataFrame(rows, "a string, b string, c string")
+    got = [r[0] for r in df.select(table_id_col(F.col("a"), F.col("b"), F.col("c"))).collect()]
+    assert got == [make_table_id(*r) for r in rows]
+
+
+def test_lake_paths_never_leave_the_root(tmp_path):
+    lake = Lake.at(str(tmp_path))
+    for bad in ("../x", "a/../../b", "/abs/../.."):
+        with pytest.raises(LakeError):
+            lake.join(bad)
+    for bad in ("../p", "a/b", "", ".hidden", "x..y"):
+        with pytest.raises(LakeError):
+            check_name("pipeline", bad)
+    assert lake.join(Lake.changes_dir("p", "2026-11-01")).startswith(str(tmp_path) + "/")
+
+
+def test_lake_uris(tmp_path):
+    assert Lake.at("s3a://bucket/some/lake/").root == "s3://bucket/some/lake"
+    assert Lake.at("s3://bucket/l").spark_path("raw") == "s3a://bucket/l/raw"
+    assert Lake.at(f"file://{tmp_path}").root == str(tmp_path)
+    with pytest.raises(LakeError):
+        Lake.at("ftp://host/x")
+
+
+def test_sql_quoting():
+    assert sql_str("it's \\ here") == "'it\\'s \\\\ here'"
+    assert sql_ident("a`b") == "`a``b`"
