@@ -8,7 +8,7 @@ names, observed values) is HTML-escaped; the password is never logged nor shown 
 """
 from __future__ import annotations
 
-import html
+import html as html_lib
 import json
 import logging
 import os
@@ -112,7 +112,7 @@ def _esc(value) -> str:
         value = json.dumps(value, sort_keys=True, default=str)
     if len(value) > _OBSERVED_MAX_CHARS:
         value = value[:_OBSERVED_MAX_CHARS] + "…"
-    return html.escape(value, quote=True)
+    return html_lib.escape(value, quote=True)
 
 
 _SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
@@ -134,7 +134,7 @@ def render_alert_html(pipeline: str, run_id: str, reasons: list[dict], report_lo
     """(subject, html body): a small table per kind of problem, every value escaped."""
     count = len(reasons)
     subject = _one_line(
-        f"{SUBJECT_PREFIX} {pipeline} run {run_id}: {count} problem{'' if count == 1 else 's'}"
+        f"{SUBJECT_PREFIX} {_one_line(pipeline)} run {_one_line(run_id)}: {count} problem{'' if count == 1 else 's'}"
     )
     parts = [
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head>",
@@ -146,9 +146,9 @@ def render_alert_html(pipeline: str, run_id: str, reasons: list[dict], report_lo
         rows = [r for r in reasons if r.get("kind") == kind]
         if not rows:
             continue
-        parts.append(f"<h3>{html.escape(title)} ({len(rows)})</h3>")
+        parts.append(f"<h3>{html_lib.escape(title)} ({len(rows)})</h3>")
         parts.append("<table border=\"1\" cellpadding=\"4\" cellspacing=\"0\" style=\"border-collapse:collapse\">")
-        parts.append("<tr>" + "".join(f"<th>{html.escape(label)}</th>" for _, label in columns) + "</tr>")
+        parts.append("<tr>" + "".join(f"<th>{html_lib.escape(label)}</th>" for _, label in columns) + "</tr>")
         for row in rows:
             parts.append("<tr>" + "".join(f"<td>{_esc(row.get(key))}</td>" for key, _ in columns) + "</tr>")
         parts.append("</table>")
@@ -283,7 +283,7 @@ def _settings_from_airflow_connection(value: str) -> SmtpSettings:
 
 
 # ---- sending -------------------------------------------------------------------------------------
-def send_alert(settings: SmtpSettings, to: list[str], subject: str, html_body: str, text_body: str | None = None) -> None:
+def send_alert(settings: SmtpSettings, to: list[str], subject: str, html: str, text: str | None = None) -> None:
     """Send one multipart/alternative (text + HTML) email; raises smtplib/OSError errors."""
     recipients = [_one_line(addr) for addr in to if addr and addr.strip()]
     if not recipients:
@@ -294,8 +294,8 @@ def send_alert(settings: SmtpSettings, to: list[str], subject: str, html_body: s
     msg["To"] = ", ".join(recipients)
     msg["Date"] = formatdate(localtime=True)
     msg["Message-ID"] = make_msgid(domain="cdc-data-quality")
-    msg.set_content(text_body if text_body is not None else _html_to_text(html_body))
-    msg.add_alternative(html_body, subtype="html")
+    msg.set_content(text if text is not None else _html_to_text(html))
+    msg.add_alternative(html, subtype="html")
 
     context = ssl.create_default_context()
     if not settings.verify_certificates:
@@ -316,7 +316,7 @@ def send_alert(settings: SmtpSettings, to: list[str], subject: str, html_body: s
 
 
 def _html_to_text(html_body: str) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", " ", html_body))
+    return html_lib.unescape(re.sub(r"<[^>]+>", " ", html_body))
 
 
 def run_alert(

@@ -1,0 +1,186 @@
+"""Reconcile: source counts from a real SQLite database and from JSON files, the comparison, the balance."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from jobs.canonical import make_table_id
+from jobs.reconcile import SourceCountsError, balance_problems, load_source_counts, reconcile_counts
+
+# names a SQL statement built by string formatting would break on: a quote inside, a reserved word
+WEIRD = 'weird "name"'
+RESERVED = "order"
+
+
+@pytest.fixture
+def source_db(tmp_path):
+    path = tmp_path / "source.db"
+    con = sqlite3.connect(path)
+    con.execute(f'CREATE TABLE "{WEIRD.replace(chr(34), chr(34) * 2)}" (id INTEGER PRIMARY KEY)')
+    con.execute(f'CREATE TABLE "{RESERVED}" (id INTEGER PRIMARY KEY)')
+    con.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+    con.executemany(f'INSERT INTO "{WEIRD.replace(chr(34), chr(34) * 2)}" VALUES (?)', [(i,) for i in range(3)])
+    con.executemany(f'INSERT INTO "{RESERVED}" VALUES (?)', [(i,) for i in range(5)])
+    con.executemany("INSERT INTO customers VALUES (?)", [(i,) for i in range(7)])
+    con.commit()
+    con.close()
+    return path
+
+
+def test_sql_counts_quote_awkward_names_and_map_safe_table_ids(source_db):
+    weird_id = make_table_id("shop", None, WEIRD)  # shop._.weird__name_  (made safe for paths)
+    order_id = make_table_id("shop", None, RESERVED)
+    # SQLite has no schemas in the CDC sense: the middle part is ignored there
+    customers_id = make_table_id("shop", "public", "customers")
+    missing_id = make_table_id("shop", None, "gone")
+
+    counts = load_source_counts(f"sqlite:///{source_db}", [weird_id, order_id, customers_id, missing_id])
+
+    assert counts == {weird_id: 3, order_id: 5, customers_id: 7, missing_id: None}
+
+
+def test_sql_counts_hostile_table_id_is_unknown_not_injected(source_db):
+    hostile = 'shop._.x"; DROP TABLE customers; --'
+    counts = load_source_counts(f"sqlite:///{source_db}", [hostile, "shop._.customers"])
+    assert counts == {hostile: None, "shop._.customers": 7}
+
+
+def test_sql_counts_missing_sqlite_file_is_an_error_not_an_empty_database(tmp_path):
+    missing = tmp_path / "typo.db"
+    with pytest.raises(SourceCountsError, match="no such SQLite database"):
+        load_source_counts(f"sqlite:///{missing}", ["a._.b"])
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "nosuchdialect://user:s3cret-pw@127.0.0.1:9/db",  # unknown dialect
+        "postgresql+psycopg2://user:s3cret-pw@127.0.0.1:9/db",  # unreachable, or driver not installed
+    ],
+)
+def test_sql_counts_errors_are_one_line_and_hide_the_password(url):
+    with pytest.raises(SourceCountsError) as err:
+        load_source_counts(url, ["a._.b"])
+    message = str(err.value)
+    assert "s3cret-pw" not in message
+    assert "user:***@127.0.0.1:9/db" in message
+    assert "\n" not in message
+
+
+def _counts_file(tmp_path, counts: dict) -> str:
+    path = tmp_path / "counts.json"
+    path.write_text(json.dumps(counts))
+    return str(path)
+
+
+def test_json_counts_match_by_full_id_and_by_last_part_and_report_source_only_tables(tmp_path):
+    spec = _counts_file(
+        tmp_path,
+        {"shop.public.orders": 10, "customers": 4, "nulls": None, "only_at_source": 2, "shop.public.empty": 0},
+    )
+    ids = ["shop.public.orders", "shop.public.customers", "shop.public.nulls", "shop.public.absent"]
+
+    counts = load_source_counts(spec, ids)
+
+    assert counts == {
+        "shop.public.orders": 10,
+        "shop.public.customers": 4,
+        "shop.public.nulls": None,
+        "shop.public.absent": None,  # not listed: unknown
+        "only_at_source": 2,  # listed, no state table: must be reported
+        "shop.public.empty": 0,
+    }
+
+
+def test_json_counts_full_id_wins_and_ambiguous_last_part_is_unknown(tmp_path):
+    spec = _counts_file(tmp_path, {"orders": 1, "shop.a.orders": 2})
+    counts = load_source_counts(spec, ["shop.a.orders", "shop.b.orders", "shop.c.orders"])
+    # shop.a.orders is named in full; "orders" alone is then one candidate for b and one for c
+    assert counts["shop.a.orders"] == 2
+    assert counts["shop.b.orders"] == 1 and counts["shop.c.orders"] == 1
+
+    spec = _counts_file(tmp_path, {"orders": 1})
+    # with no full id, "orders" still names both tables; each gets the count it names
+    assert load_source_counts(spec, ["shop.b.orders", "shop.c.orders"]) == {"shop.b.orders": 1, "shop.c.orders": 1}
+
+    spec = _counts_file(tmp_path, {"b.orders": 5, "orders": 1})
+    counts = load_source_counts(spec, ["shop.b.orders"])
+    assert counts == {"shop.b.orders": 5}  # schema.table is more specific than table
+
+
+def test_json_counts_key_made_safe_like_table_ids(tmp_path):
+    spec = _counts_file(tmp_path, {WEIRD: 3})
+    assert load_source_counts(spec, [make_table_id("shop", None, WEIRD)]) == {"shop._.weird__name_": 3}
+
+
+@pytest.mark.parametrize("bad", [{"t": "12"}, {"t": -1}, {"t": True}, {"t": 1.5}, [1, 2]])
+def test_json_counts_reject_non_counts(tmp_path, bad):
+    with pytest.raises(SourceCountsError):
+        load_source_counts(_counts_file(tmp_path, bad), ["a._.t"])
+
+
+def test_json_counts_unreadable_file(tmp_path):
+    path = tmp_path / "counts.json"
+    path.write_text("{not json")
+    with pytest.raises(SourceCountsError, match="cannot read"):
+        load_source_counts(str(path), ["a._.t"])
+
+
+def test_reconcile_counts_statuses_and_order():
+    state = {
+        "s._.b": {"state_rows": 5, "snapshot_id": 11},
+        "s._.a": {"state_rows": 3, "snapshot_id": 10, "iceberg_table": "p.s___a"},
+        "s._.c": {"state_rows": 0, "snapshot_id": None},
+        "s._.d": {"state_rows": 2, "snapshot_id": 12},
+    }
+    source = {"s._.a": 3, "s._.b": 6, "s._.c": None, "source_only": 4, "source_only_empty": 0}
+
+    rows = reconcile_counts(state, source)
+
+    assert [r["table"] for r in rows] == sorted(r["table"] for r in rows)
+    by_table = {r["table"]: r for r in rows}
+    assert by_table["s._.a"] == {
+        "table": "s._.a", "state_rows": 3, "source_rows": 3, "status": "match", "snapshot_id": 10, "in_state": True,
+    }
+    assert by_table["s._.b"]["status"] == "mismatch"
+    assert by_table["s._.c"]["status"] == "unknown"
+    assert by_table["s._.d"]["status"] == "unknown" and by_table["s._.d"]["source_rows"] is None
+    assert by_table["source_only"] == {
+        "table": "source_only", "state_rows": 0, "source_rows": 4, "status": "mismatch", "snapshot_id": None,
+        "in_state": False,
+    }
+    # the lake never published it: a mismatch even when the source table is empty
+    assert by_table["source_only_empty"]["status"] == "mismatch"
+
+
+def test_reconcile_end_to_end_from_sqlite(source_db):
+    state = {"shop._.order": {"state_rows": 5, "snapshot_id": 1}, "shop._.customers": {"state_rows": 6, "snapshot_id": 2}}
+    rows = reconcile_counts(state, load_source_counts(f"sqlite:///{source_db}", sorted(state)))
+    assert [(r["table"], r["status"]) for r in rows] == [("shop._.customers", "mismatch"), ("shop._.order", "match")]
+
+
+def _counts(landed, decoded, quarantined, ignored):
+    return {"landed": landed, "decoded": decoded, "quarantined": quarantined, "ignored": ignored, "records": decoded}
+
+
+def test_balance_problems_balanced_report_is_clean():
+    report = {"total": _counts(10, 7, 2, 1), "tables": {"a": _counts(6, 5, 1, 0), "b": _counts(4, 2, 1, 1)}}
+    assert balance_problems(report) == []
+    assert balance_problems({}) == []
+
+
+def test_balance_problems_names_total_table_and_sum():
+    report = {"total": _counts(10, 7, 2, 0), "tables": {"a": _counts(6, 5, 1, 0), "b": _counts(5, 2, 1, 1)}}
+    problems = balance_problems(report)
+    assert any(p.startswith("in total: landed 10 != decoded 7") for p in problems)
+    assert any(p.startswith("for table b: landed 5") for p in problems)
+    assert not any("table a" in p for p in problems)
+    assert any("add up to 11, total says 10" in p for p in problems)
+
+
+def test_balance_problems_missing_counts():
+    problems = balance_problems({"total": {"landed": 1, "decoded": 1}, "tables": {}})
+    assert problems == ["counts in total lack quarantined, ignored"]
