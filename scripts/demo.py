@@ -62,8 +62,7 @@ def main() -> int:
     shutil.rmtree(OUT, ignore_errors=True)
     lake = Lake.at(str(OUT / "lake"))
     manifests = land_files(str(TOPICS), None, lake, PIPELINE, START, END)
-    raw_dirs = [str(OUT / "lake" / m["path"]) if "path" in m else None for m in manifests]
-    raw_dirs = [d for d in raw_dirs if d] or [str(OUT / "lake" / "raw" / PIPELINE)]
+    raw_dirs = [lake.join(m["path"]) for m in manifests]
     print(f"landed {sum(m['totals']['records'] for m in manifests)} messages of {len(manifests)} topics "
           f"for {START:%Y-%m-%d} .. {END:%Y-%m-%d}")
 
