@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -135,29 +136,50 @@ def _null_safe_join_condition(left: DataFrame, right: DataFrame, keys: list[str]
     return cond
 
 
-_OP_RANK = F.when(F.col("op") == C.DELETE, F.lit(1)).otherwise(F.lit(2))
+def _op_rank() -> Column:
+    """Inside one position and offset a delete goes first: a delete + create pair ends created."""
+    return F.when(F.col("op") == C.DELETE, F.lit(1)).otherwise(F.lit(2))
+
+
+@dataclass
+class FoldResult:
+    state: DataFrame  # the table's complete new state
+    tombstones: DataFrame  # keys deleted so far, with the position of their delete
+    folded: DataFrame  # cached; unpersist once both are written
+
+
+TOMBSTONE_META = {"_cdc_position": "string", "_cdc_run_id": "string"}
+
+
+def _key_join(left: DataFrame, right: DataFrame, keys: list[str], how: str) -> DataFrame:
+    return left.join(right.select(*keys), _null_safe_join_condition(left, right, keys), how)
 
 
 def fold_table(
     prior: DataFrame | None,
+    tombstones: DataFrame | None,
     changes: DataFrame,
     info: TableChanges,
-    columns: list[str],
     types: dict[str, str],
     key_columns: list[str],
     run_id: str,
-    skip_through_position: str | None,
-) -> DataFrame:
+    skip_cdc_through: str | None,
+    skip_all_through: str | None,
+) -> FoldResult:
     """New state of one table = fold(prior state, this run's changes of the table).
 
-    ``columns``/``types`` are the table's resulting schema; ``skip_through_position`` is the
-    table's full-load position: CDC events at or before it are already in the load.
+    ``types`` is the table's resulting schema (column -> type, in order); ``skip_cdc_through`` the
+    table's full-load position (CDC events at or before it are in the load); ``skip_all_through``
+    its last TRUNCATE position from earlier runs. ``tombstones`` remembers deleted keys, so that a
+    redelivered old insert in a later run does not bring a deleted row back.
     """
+    columns = list(types)
     ev = changes.where(F.col("op").isin(C.SNAPSHOT, C.INSERT, C.UPDATE, C.DELETE))
-    if info.has_truncate and info.truncate_position:
-        ev = ev.where(F.col("position").isNull() | (F.col("position") > info.truncate_position))
-    if skip_through_position:
-        ev = ev.where(~((F.col("phase") == C.CDC) & (F.col("position") <= skip_through_position)))
+    truncated_through = max([p for p in (skip_all_through, info.truncate_position) if p], default=None)
+    if truncated_through:
+        ev = ev.where(F.col("position").isNull() | (F.col("position") > truncated_through))
+    if skip_cdc_through:
+        ev = ev.where(~((F.col("phase") == C.CDC) & (F.col("position") <= skip_cdc_through)))
 
     # redelivered duplicates: keep the earliest copy of each event
     record_cols = ["op", "key", "after", "present_columns", "position", "event_time", "partition", "offset"]
@@ -169,7 +191,7 @@ def fold_table(
     keyed = ev.select(
         *[from_canonical_string(F.element_at("key", k), types[k]).alias(k) for k in key_columns],
         F.struct(
-            F.struct(F.col("position"), F.col("offset"), _OP_RANK).alias("o"),
+            F.struct(F.col("position"), F.col("offset"), _op_rank()).alias("o"),
             "op", "after", F.col("present_columns").alias("present"), "position", "event_time",
         ).alias("e"),
     )
@@ -181,20 +203,13 @@ def fold_table(
         ).alias("events")
     )
 
-    meta_init = {
-        "_prior_row": F.lit(None).cast("map<string,string>"),
-        "_prior_pos": F.lit(None).cast("string"),
-        "_prior_op": F.lit(None).cast("string"),
-        "_prior_ts": F.lit(None).cast("timestamp"),
-        "_prior_run": F.lit(None).cast("string"),
-    }
-    base = prior
-    if base is not None and info.has_truncate:
-        base = None  # TRUNCATE: nothing before it survives
-    if base is not None:
-        prior_cols = [c for c in columns if c in base.columns]
-        touched = base.join(grouped.select(*key_columns), _null_safe_join_condition(base, grouped, key_columns), "left_semi")
-        prior_rows = touched.select(
+    # TRUNCATE in this run: nothing before it survives, rows nor tombstones
+    if info.has_truncate:
+        prior, tombstones = None, None
+    priors = []
+    if prior is not None:
+        prior_cols = [c for c in columns if c in prior.columns]
+        priors.append(_key_join(prior, grouped, key_columns, "left_semi").select(
             *key_columns,
             F.map_from_arrays(
                 F.array(*[F.lit(c) for c in prior_cols]),
@@ -204,22 +219,37 @@ def fold_table(
             F.col("_cdc_op").alias("_prior_op"),
             F.col("_cdc_event_time").alias("_prior_ts"),
             F.col("_cdc_run_id").alias("_prior_run"),
-        )
+        ))
+    if tombstones is not None:
+        priors.append(_key_join(tombstones, grouped, key_columns, "left_semi").select(
+            *key_columns,
+            F.lit(None).cast("map<string,string>").alias("_prior_row"),
+            F.col("_cdc_position").alias("_prior_pos"),
+            F.lit(C.DELETE).alias("_prior_op"),
+            F.lit(None).cast("timestamp").alias("_prior_ts"),
+            F.col("_cdc_run_id").alias("_prior_run"),
+        ))
+    meta = ["_prior_row", "_prior_pos", "_prior_op", "_prior_ts", "_prior_run"]
+    if priors:
+        prior_rows = priors[0] if len(priors) == 1 else priors[0].unionByName(priors[1])
         g, p = grouped.alias("g"), prior_rows.alias("p")
         cond = F.lit(True)
         for k in key_columns:
             cond = cond & F.col(f"g.{k}").eqNullSafe(F.col(f"p.{k}"))
         joined = g.join(p, cond, "left").select(
-            *[F.col(f"g.{k}").alias(k) for k in key_columns], "g.events",
-            *[F.col(f"p.{m}").alias(m) for m in meta_init],
+            *[F.col(f"g.{k}").alias(k) for k in key_columns], "g.events", *[F.col(f"p.{m}").alias(m) for m in meta]
         )
-        unchanged = base.join(grouped.select(*key_columns), _null_safe_join_condition(base, grouped, key_columns), "left_anti")
     else:
-        joined = grouped.withColumns(meta_init)
-        unchanged = None
+        joined = grouped.withColumns({
+            "_prior_row": F.lit(None).cast("map<string,string>"),
+            "_prior_pos": F.lit(None).cast("string"),
+            "_prior_op": F.lit(None).cast("string"),
+            "_prior_ts": F.lit(None).cast("timestamp"),
+            "_prior_run": F.lit(None).cast("string"),
+        })
 
-    run_literal = sql_str(run_id)
     folded = joined.select(
+        *key_columns,
         F.expr(
             """
             aggregate(
@@ -231,9 +261,10 @@ def fold_table(
                             WHEN e.present IS NULL THEN e.after
                             ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END,
                 'pos', e.position, 'op', e.op, 'ts', e.event_time, 'run', RUN_ID))
-            """.replace("RUN_ID", run_literal)
-        ).alias("s")
-    )
+            """.replace("RUN_ID", sql_str(run_id))
+        ).alias("s"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+
     new_rows = folded.where(F.col("s.row").isNotNull()).select(
         *[from_canonical_string(F.element_at("s.row", c), types[c]).alias(c) for c in columns],
         F.col("s.pos").alias("_cdc_position"),
@@ -241,10 +272,19 @@ def fold_table(
         F.col("s.ts").alias("_cdc_event_time"),
         F.col("s.run").alias("_cdc_run_id"),
     )
-    if unchanged is None:
-        return new_rows
-    kept = unchanged.select(
-        *[(F.col(c) if c in unchanged.columns else F.lit(None)).cast(types[c]).alias(c) for c in columns],
-        *[F.col(m).cast(t).alias(m) for m, t in META_COLUMNS.items()],
+    state = new_rows
+    if prior is not None:
+        unchanged = _key_join(prior, grouped, key_columns, "left_anti")
+        state = unchanged.select(
+            *[(F.col(c) if c in unchanged.columns else F.lit(None)).cast(types[c]).alias(c) for c in columns],
+            *[F.col(m).cast(t).alias(m) for m, t in META_COLUMNS.items()],
+        ).unionByName(new_rows)
+
+    deleted = folded.where(F.col("s.row").isNull() & F.col("s.pos").isNotNull()).select(
+        *key_columns, F.col("s.pos").alias("_cdc_position"), F.col("s.run").alias("_cdc_run_id")
     )
-    return kept.unionByName(new_rows)
+    if tombstones is not None:
+        deleted = _key_join(tombstones, grouped, key_columns, "left_anti").select(
+            *key_columns, *TOMBSTONE_META
+        ).unionByName(deleted)
+    return FoldResult(state, deleted, folded)

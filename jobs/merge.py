@@ -38,33 +38,42 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         if not key_columns:
             tables[table_id] = {"error": "no key columns could be determined", "records": info.records}
             continue
-        load_position = max(
-            [p for p in (table.properties.get(publish.FULL_LOAD_POSITION_PROP) if table else None,
-                         info.full_load_position) if p],
-            default=None,
+        props = table.properties if table is not None else {}
+        load_position = max([p for p in (props.get(publish.FULL_LOAD_POSITION_PROP), info.full_load_position) if p],
+                            default=None)
+        truncate_position = max(
+            [p for p in (props.get(publish.TRUNCATE_POSITION_PROP), info.truncate_position) if p], default=None
         )
-        prior = publish.read_state(spark, table)
-        state = fold.fold_table(
-            prior,
+        result_of_fold = fold.fold_table(
+            publish.read_state(spark, table),
+            publish.read_tombstones(spark, table, {k: data_columns[k] for k in key_columns}),
             changes.where(F.col("table_id") == table_id),
             info,
-            list(data_columns),
             data_columns,
             key_columns,
             run_id,
-            load_position,
+            skip_cdc_through=load_position,
+            skip_all_through=props.get(publish.TRUNCATE_POSITION_PROP),
         )
         properties = {publish.KEY_COLUMNS_PROP: json.dumps(key_columns)}
         if load_position:
             properties[publish.FULL_LOAD_POSITION_PROP] = load_position
-        result = publish.publish_state(
-            catalog, pipeline, table_id, state, {**data_columns, **fold.META_COLUMNS}, run_id, properties
-        )
+        if truncate_position:
+            properties[publish.TRUNCATE_POSITION_PROP] = truncate_position
+        try:
+            result = publish.publish_state(
+                catalog, pipeline, table_id, result_of_fold.state, {**data_columns, **fold.META_COLUMNS}, run_id,
+                properties, tombstones=result_of_fold.tombstones,
+            )
+        finally:
+            result_of_fold.folded.unpersist()
         tables[table_id] = {
             **result.as_dict(),
             "records": info.records,
             "key_columns": key_columns,
-            "key_source": "row identity (no key in messages)" if key_columns == info.columns and len(key_columns) > 1 and not table else "messages / --primary-keys",
+            # a table whose messages carry no key is keyed by the whole row
+            "key_source": "whole row (no key in the messages)" if set(key_columns) == set(data_columns)
+            else "message key or --primary-keys",
             "type_changes": type_changes,
             "full_load_position": load_position,
         }

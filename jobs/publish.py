@@ -23,6 +23,10 @@ RUN_ID_PROP = "cdc.run-id"
 KEY_COLUMNS_PROP = "cdc.key-columns"
 FULL_LOAD_POSITION_PROP = "cdc.full-load-position"
 TABLE_ID_PROP = "cdc.table-id"
+TRUNCATE_POSITION_PROP = "cdc.truncate-position"
+# where the table's tombstones (deleted keys and their positions) of this snapshot are: a Parquet
+# folder written before the commit and named in the same commit, so it changes atomically with the state
+TOMBSTONES_PROP = "cdc.tombstones"
 
 
 def open_catalog(lake: Lake):
@@ -162,6 +166,15 @@ class Published:
         return dict(self.__dict__)
 
 
+def read_tombstones(spark: SparkSession, table, key_types: dict[str, str]) -> DataFrame | None:
+    path = table.properties.get(TOMBSTONES_PROP) if table is not None else None
+    if not path:
+        return None
+    ddl = ", ".join(f"`{c.replace('`', '``')}` {t}" for c, t in {
+        **key_types, "_cdc_position": "string", "_cdc_run_id": "string"}.items())
+    return spark.read.schema(ddl).parquet(_spark_uri(path))
+
+
 def publish_state(
     catalog,
     pipeline: str,
@@ -170,6 +183,7 @@ def publish_state(
     columns: dict[str, str],
     run_id: str,
     properties: dict[str, str],
+    tombstones: DataFrame | None = None,
 ) -> Published:
     """Write the new state with Spark, then commit it as one Iceberg snapshot of the table."""
     from pyiceberg.table import _parquet_files_to_data_files
@@ -191,6 +205,10 @@ def publish_state(
     # overwrite: only an uncommitted attempt of this same run can have left files here
     state.write.mode("overwrite").parquet(_spark_uri(data_dir))
     new_paths = _list_parquet(data_dir)
+    if tombstones is not None:
+        tombstones_dir = f"{location}/tombstones/run={run_id}"
+        tombstones.coalesce(1).write.mode("overwrite").parquet(_spark_uri(tombstones_dir))
+        properties = {**properties, TOMBSTONES_PROP: tombstones_dir}
 
     if table is not None:
         with txn.update_schema() as update:

@@ -52,19 +52,22 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
     """raw -> changes/ + quarantine/ + decode.json; returns the change records (persisted)."""
     with ctx.timed("decode"):
         decoded = decode_messages(read_raw(spark, raw_path), fmt, options)
-        counts = decode_counts(decoded.outcomes)
+        counts = decode_counts(decoded.outcomes)  # fills the outcomes cache
+        # cached before the outcomes are released: recomputing changes from raw would push the
+        # status filter into the decoder's expressions and multiply them
+        changes = decoded.changes.persist()
         changes_path = ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id))
         # partition column named `table` so the folders read table=<table_id> (Spark escapes the value)
-        decoded.changes.withColumn("table", F.col("table_id")).write.mode("overwrite").partitionBy("table").parquet(
+        changes.withColumn("table", F.col("table_id")).write.mode("overwrite").partitionBy("table").parquet(
             changes_path
         )
         decoded.quarantine.write.mode("overwrite").parquet(
             ctx.lake.spark_path(Lake.quarantine_dir(ctx.pipeline, ctx.run_id))
         )
+        changes.count()  # the changes cache is complete before the outcomes cache goes
+        decoded.outcomes.unpersist()
         report = {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "format": fmt, "raw": raw_path, **counts}
         ctx.write_report("decode.json", report)
-        changes = decoded.changes.persist()
-        decoded.outcomes.unpersist()
     return changes
 
 
