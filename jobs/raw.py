@@ -38,10 +38,15 @@ class RawInputError(ValueError):
     """The --raw path is missing or holds nothing readable."""
 
 
+def _is_message_file(path: Path) -> bool:
+    # `_manifest.json`, `_SUCCESS`, `.crc`: bookkeeping of landers and Spark, never messages
+    return path.is_file() and path.name.endswith(TEXT_SUFFIXES) and not path.name.startswith(("_", "."))
+
+
 def _text_files(path: Path) -> list[str]:
     if path.is_file():
         return [str(path)] if path.name.endswith(TEXT_SUFFIXES) else []
-    return sorted(str(p) for p in path.rglob("*") if p.is_file() and p.name.endswith(TEXT_SUFFIXES))
+    return sorted(str(p) for p in path.rglob("*") if _is_message_file(p))
 
 
 def _has_parquet(path: Path) -> bool:

@@ -86,7 +86,8 @@ def main() -> int:
     for i, raw in enumerate(sink.messages):
         mail_dir.mkdir(parents=True, exist_ok=True)
         (mail_dir / f"alert-{i}.eml").write_bytes(raw)
-        print(f"SMTP sink received: {message_from_bytes(raw)['Subject']} -> {mail_dir / f'alert-{i}.eml'}")
+        subject = " ".join(str(message_from_bytes(raw)["Subject"]).split())  # unfold the header
+        print(f"SMTP sink received: {subject} -> {mail_dir / f'alert-{i}.eml'}")
     if not sink.messages:
         print("SMTP sink received no email")
     return code
