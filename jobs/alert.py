@@ -259,9 +259,14 @@ def _settings_from_airflow_connection(value: str) -> SmtpSettings:
             conn = Connection.from_json(value, conn_id="smtp_default")
         else:
             conn = Connection.from_uri(value, conn_id="smtp_default")
-        extra = conn.extra_dejson
     except Exception as exc:  # noqa: BLE001 - Airflow's messages may echo the URI with its password
         raise SmtpConfigError(f"{AIRFLOW_CONN_ENV} cannot be parsed ({type(exc).__name__})") from None
+    return settings_from_connection(conn)
+
+
+def settings_from_connection(conn) -> SmtpSettings:
+    """SMTP settings from an Airflow Connection (env, secrets backend or metadata database)."""
+    extra = conn.extra_dejson
     # extras as the smtp provider's SmtpHook reads them: TLS and SSL are on unless disabled
     use_ssl = not _truthy(extra.get("disable_ssl"), False)
     try:
@@ -328,8 +333,11 @@ def run_alert(
     alert_to: list[str],
     report_location: str,
     quarantine_threshold: float = 0.0,
+    settings: SmtpSettings | None = None,
 ) -> dict:
-    """Compute the reasons and send at most one email; failures are reported, never raised."""
+    """Compute the reasons and send at most one email; failures are reported, never raised.
+
+    ``settings`` defaults to :func:`smtp_settings` (environment)."""
     reasons = alert_reasons(validation, reconciliation, decode, quarantine_threshold)
     recipients = [addr.strip() for addr in alert_to or [] if addr and addr.strip()]
     result: dict = {
@@ -344,7 +352,7 @@ def run_alert(
         result["skipped"] = "no recipients"
         return result
     try:
-        settings = smtp_settings()
+        settings = settings or smtp_settings()
     except SmtpConfigError as exc:
         result["error"] = str(exc)
         return result

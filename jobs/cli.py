@@ -16,6 +16,7 @@ from pathlib import Path
 
 from jobs.decoders import DecodeOptions, available_formats
 from jobs.lake import Lake, LakeError, check_name
+from jobs.raw import RawInputError, expand
 
 
 class UsageError(ValueError):
@@ -44,7 +45,8 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--raw", required=True, action="append",
         help="raw snapshot: a file or folder of Parquet in Spark's Kafka source schema, or text files "
-        "(.jsonl/.json/.txt, optionally .gz) with one message value per line; repeatable",
+        "(.jsonl/.json/.txt, optionally .gz) with one message value per line; repeatable; a local glob "
+        "pattern (quoted) reads every match",
     )
     p.add_argument(
         "--primary-keys", action="append", default=[], metavar="TABLE=COL[,COL...]",
@@ -92,8 +94,9 @@ def _check(args: argparse.Namespace) -> Lake:
     if getattr(args, "format", None) and args.format not in available_formats():
         raise UsageError(f"unknown format {args.format!r}; known: {', '.join(available_formats())}")
     for raw in getattr(args, "raw", None) or []:
-        if "://" not in raw and not Path(raw).exists():
-            raise UsageError(f"--raw {raw}: no such file or directory")
+        for path in expand(raw):
+            if "://" not in path and not Path(path).exists():
+                raise UsageError(f"--raw {path}: no such file or directory")
     counts = getattr(args, "source_counts", None)
     if counts and "://" not in counts and not Path(counts).is_file():
         raise UsageError(f"--source-counts {counts}: neither a SQLAlchemy URL nor an existing JSON file")
@@ -112,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lake = _check(args)
         options = DecodeOptions(primary_keys=_primary_keys(getattr(args, "primary_keys", [])))
-    except (UsageError, LakeError, ValueError) as exc:
+    except (UsageError, LakeError, RawInputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -1,6 +1,7 @@
 """Reading a raw topic snapshot: Parquet in Spark's Kafka source schema, or text files of message values."""
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -57,11 +58,22 @@ def _has_parquet(path: Path) -> bool:
 
 def read_raw(spark: SparkSession, raws: str | list[str]) -> DataFrame:
     """A DataFrame in Spark's Kafka source schema, whatever form the snapshots were landed in."""
-    frames = [_read_one(spark, raw) for raw in ([raws] if isinstance(raws, str) else raws)]
+    paths = [p for raw in ([raws] if isinstance(raws, str) else raws) for p in expand(raw)]
+    frames = [_read_one(spark, raw) for raw in paths]
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)
     return out
+
+
+def expand(raw: str) -> list[str]:
+    """A local glob (e.g. every topic's folder of one interval) -> its matches; anything else as is."""
+    if "://" in raw or not any(ch in raw for ch in "*?["):
+        return [raw]
+    matches = sorted(glob.glob(raw))
+    if not matches:
+        raise RawInputError(f"--raw {raw}: the pattern matches nothing")
+    return matches
 
 
 def _read_one(spark: SparkSession, raw: str) -> DataFrame:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,9 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CDC_SHARED_DIR", REPO.parent / "shared"))
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+# importing airflow creates $AIRFLOW_HOME (default ~/airflow): keep tests out of the user's home
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-tests-airflow-"))
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 
 @pytest.fixture(scope="session")
