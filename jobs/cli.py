@@ -10,7 +10,6 @@ and alerted, not crashes); 2 with one clear line for unusable arguments; 1 when 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 

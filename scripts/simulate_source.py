@@ -1360,20 +1360,10 @@ class SourceSimulator:
 
 # ---- Parquet in Spark's Kafka source schema ----------------------------------------------------
 def kafka_arrow_schema() -> "pyarrow.Schema":
-    """Spark's Kafka source schema as an Arrow schema (``pyarrow.Schema``)."""
-    import pyarrow as pa
+    """Spark's Kafka source schema as an Arrow schema: the one the land stage writes."""
+    from jobs.land import KAFKA_ARROW_SCHEMA
 
-    header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-    return pa.schema([
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-        pa.field("headers", pa.list_(pa.field("element", header))),
-    ])
+    return KAFKA_ARROW_SCHEMA
 
 
 def write_parquet(path: str | Path, records: Iterable[Mapping[str, Any]], *, batch_rows: int = 50_000) -> int:

@@ -91,42 +91,55 @@ def _decimal_sql(b64: str, scale: str) -> str:
     )
 
 
+def _epoch(unit_sql: str, fmt: str) -> str:
+    # try_cast: a malformed value becomes null in its column, it never fails the run
+    return f"date_format({unit_sql.format(v='try_cast(v AS BIGINT)')}, {fmt})"
+
+
+_MILLIS, _MICROS, _NANOS = "timestamp_millis({v})", "timestamp_micros({v})", "timestamp_micros({v} DIV 1000)"
+# Debezium / Kafka Connect logical types with a fixed state type and conversion. Times of day stay
+# strings in state: there is no TIME type every Parquet reader agrees on.
+_LOGICAL: dict[str, ColumnSpec] = {
+    **dict.fromkeys(("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"), ColumnSpec(
+        "date", "CAST(date_add(DATE'1970-01-01', try_cast(v AS INT)) AS STRING)")),
+    **dict.fromkeys(("io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Timestamp"),
+                    ColumnSpec("timestamp", _epoch(_MILLIS, _TS_FMT))),
+    "io.debezium.time.MicroTimestamp": ColumnSpec("timestamp", _epoch(_MICROS, _TS_FMT)),
+    "io.debezium.time.NanoTimestamp": ColumnSpec("timestamp", _epoch(_NANOS, _TS_FMT)),
+    "io.debezium.time.ZonedTimestamp": ColumnSpec("timestamp", f"date_format(try_cast(v AS TIMESTAMP), {_TS_FMT})"),
+    **dict.fromkeys(("io.debezium.time.Time", "org.apache.kafka.connect.data.Time"),
+                    ColumnSpec("string", _epoch(_MILLIS, _TIME_FMT))),
+    "io.debezium.time.MicroTime": ColumnSpec("string", _epoch(_MICROS, _TIME_FMT)),
+    "io.debezium.time.NanoTime": ColumnSpec("string", _epoch(_NANOS, _TIME_FMT)),
+    "io.debezium.time.Year": ColumnSpec("int", None),
+    **dict.fromkeys(("io.debezium.data.Json", "io.debezium.data.Enum", "io.debezium.data.EnumSet",
+                     "io.debezium.data.Uuid", "io.debezium.data.Xml", "io.debezium.time.ZonedTime"),
+                    ColumnSpec("string", None)),
+    "io.debezium.data.Bits": ColumnSpec("binary", None),
+}
+
+
+def _int_param(params: dict, name: str, default: int) -> int:
+    try:
+        return int(params.get(name, default))
+    except (TypeError, ValueError):
+        return default
+
+
 def column_spec(field: dict) -> ColumnSpec:
     """Kafka Connect field schema (with Debezium's logical names) -> state type + value conversion."""
     name = field.get("name") or ""
     ftype = (field.get("type") or "string").lower()
     params = field.get("parameters") or {}
     if name == "org.apache.kafka.connect.data.Decimal":
-        scale = int(params.get("scale", 0))
-        precision = min(int(params.get("connect.decimal.precision", 38)), 38)
+        scale = _int_param(params, "scale", 0)
+        precision = min(_int_param(params, "connect.decimal.precision", 38), 38)
         return ColumnSpec(f"decimal({precision},{min(scale, precision)})", _decimal_sql("v", str(scale)))
     if name == "io.debezium.data.VariableScaleDecimal":
-        value, scale = "get_json_object(v, '$.value')", "CAST(get_json_object(v, '$.scale') AS INT)"
+        value, scale = "get_json_object(v, '$.value')", "try_cast(get_json_object(v, '$.scale') AS INT)"
         return ColumnSpec("decimal(38,18)", _decimal_sql(value, scale))
-    if name in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
-        return ColumnSpec("date", "CAST(date_add(DATE'1970-01-01', CAST(v AS INT)) AS STRING)")
-    if name in ("io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Timestamp"):
-        return ColumnSpec("timestamp", f"date_format(timestamp_millis(CAST(v AS BIGINT)), {_TS_FMT})")
-    if name == "io.debezium.time.MicroTimestamp":
-        return ColumnSpec("timestamp", f"date_format(timestamp_micros(CAST(v AS BIGINT)), {_TS_FMT})")
-    if name == "io.debezium.time.NanoTimestamp":
-        return ColumnSpec("timestamp", f"date_format(timestamp_micros(CAST(v AS BIGINT) DIV 1000), {_TS_FMT})")
-    if name == "io.debezium.time.ZonedTimestamp":
-        return ColumnSpec("timestamp", f"date_format(try_cast(v AS TIMESTAMP), {_TS_FMT})")
-    # times of day stay strings in state (no portable TIME type across Parquet readers)
-    if name in ("io.debezium.time.Time", "org.apache.kafka.connect.data.Time"):
-        return ColumnSpec("string", f"date_format(timestamp_millis(CAST(v AS BIGINT)), {_TIME_FMT})")
-    if name == "io.debezium.time.MicroTime":
-        return ColumnSpec("string", f"date_format(timestamp_micros(CAST(v AS BIGINT)), {_TIME_FMT})")
-    if name == "io.debezium.time.NanoTime":
-        return ColumnSpec("string", f"date_format(timestamp_micros(CAST(v AS BIGINT) DIV 1000), {_TIME_FMT})")
-    if name == "io.debezium.time.Year":
-        return ColumnSpec("int", None)
-    if name in ("io.debezium.data.Json", "io.debezium.data.Enum", "io.debezium.data.EnumSet",
-                "io.debezium.data.Uuid", "io.debezium.data.Xml", "io.debezium.time.ZonedTime"):
-        return ColumnSpec("string", None)
-    if name == "io.debezium.data.Bits":
-        return ColumnSpec("binary", None)
+    if name in _LOGICAL:
+        return _LOGICAL[name]
     if ftype in ("array", "map", "struct"):
         return ColumnSpec("string", None)  # kept as its JSON text
     return ColumnSpec(_CONNECT_TYPES.get(ftype, "string"), None)
