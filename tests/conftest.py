@@ -1,6 +1,7 @@
 """Shared fixtures: one SparkSession for the whole test session, and the shared/ folder."""
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -15,6 +16,8 @@ if str(REPO) not in sys.path:
 # importing airflow creates $AIRFLOW_HOME (default ~/airflow): keep tests out of the user's home
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-tests-airflow-"))
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+# py4j logs from __del__ at interpreter exit, after pytest closed the streams
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
