@@ -160,7 +160,8 @@ def _print_summary(ctx, alert: dict) -> None:
         print(f"{row['table']:<40} {row['state_rows']:>10} {src:>11}  {row['status']}")
     print(f"report: {ctx.lake.join(ctx.report_dir)}")
     sent = "yes" if alert.get("sent") else "no"
-    why = f" ({len(alert.get('reasons', []))} problems)" if alert.get("reasons") else ""
+    problems = len(alert.get("reasons") or [])
+    why = f" ({problems} problem{'s' if problems != 1 else ''})" if problems else ""
     err = f"; error: {alert['error']}" if alert.get("error") else ""
     print(f"alert email sent: {sent}{why}{err}")
 

@@ -16,6 +16,7 @@ SPARK_CONF = {
     "spark.sql.shuffle.partitions": os.environ.get("CDC_SHUFFLE_PARTITIONS", "8"),
     "spark.sql.adaptive.enabled": "true",
     "spark.ui.enabled": os.environ.get("CDC_SPARK_UI", "false"),
+    "spark.ui.showConsoleProgress": "false",
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }

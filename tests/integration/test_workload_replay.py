@@ -112,11 +112,10 @@ def test_postgres_with_schema_two_runs_through_the_cli(tmp_path):
     sim = make_workload(11, "postgresql", 300)
     raws = write_runs(sim, tmp_path, with_schema=True, runs=2)
     lake = tmp_path / "lake"
-    counts = tmp_path / "counts.json"
-    counts.write_text(json.dumps(sim.source_counts()))
+    source_db = sim.save_sqlite(tmp_path / "source.db")  # reconciled through SQLAlchemy COUNT(*)
     for i, raw in enumerate(raws):
         proc = run_cli(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake),
-                        "--pipeline", "wl", "--run-id", f"r{i}", "--source-counts", str(counts)])
+                        "--pipeline", "wl", "--run-id", f"r{i}", "--source-counts", f"sqlite:///{source_db}"])
         assert proc.returncode == 0, proc.stderr[-3000:]
     assert_state_equals_source(sim, lake, "wl", with_schema=True)
 
@@ -126,6 +125,8 @@ def test_postgres_with_schema_two_runs_through_the_cli(tmp_path):
     assert sum(d["total"]["quarantined"] for d in decoded) == sim.garbage_count
     recon = json.loads((reports / "run=r1/reconciliation.json").read_text())
     assert {r["status"] for r in recon["tables"]} == {"match"}
+    assert {r["table"]: r["source_rows"] for r in recon["tables"]} == {
+        f"inv.public.{t}": n for t, n in sim.source_counts().items()}
     assert "match" in proc.stdout and "alert email sent:" in proc.stdout
 
     # re-running a published run id changes nothing
