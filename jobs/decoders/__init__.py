@@ -44,9 +44,17 @@ def register(name: str) -> Callable[[Callable[[], Decoder]], Callable[[], Decode
     return wrap
 
 
+_SUPPORT_MODULES = {"common"}
+
+
 def _load_builtin() -> None:
-    # importing a decoder module registers it
-    from jobs.decoders import debezium  # noqa: F401
+    """Import every decoder module of this package: importing one registers it."""
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.iter_modules(__path__):
+        if module.name not in _SUPPORT_MODULES:
+            importlib.import_module(f"{__name__}.{module.name}")
 
 
 def available_formats() -> list[str]:
