@@ -1,0 +1,168 @@
+"""Alibaba DataWorks real-time sync JSON (seed 001): ``schema`` + ``payload`` + ``version``.
+
+- Six value types, typed in state: LONG bigint, DOUBLE double, BOOLEAN boolean, DATE timestamp
+  (epoch milliseconds), BYTES binary (base64, kept as sent: base64 is the canonical binary string),
+  STRING string.
+- Updates arrive merged (one UPDATE_AFTER with both images) or split (UPDATE_BEFOR + UPDATE_AFTER
+  sharing a sequenceId). The before half of a split update is decoded as a delete of the old key
+  ordered just before its after half (position suffix .0 / .1): the images are complete rows, so
+  delete-then-upsert is exact whether or not the key changed, and needs no pairing across messages.
+- Full sync rows carry sequenceId -1 (as in the real messages under shared/samples/dataworks): they
+  are the full load, ordered by offset.
+- Key: schema.primaryKey, else the synthetic row id column (``#alibaba_rds_row_id#`` for MySQL,
+  ``rowid`` for Oracle), else --primary-keys, else the whole row.
+- MHEARTBEAT and TRANSACTION_BEGIN/END are ignored and counted; CREATE/ALTER/RENAME/QUERY/CINDEX/
+  DINDEX/ERASE are recorded as DDL (statement in ``after['ddl']``); TRUNCATE empties the table.
+The documentation's examples carry ``//`` comments: they are accepted (JSON parsed with comments).
+"""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs import canonical as C
+from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
+from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned
+
+_MAP = "map<string,string>"
+_IMAGE = f"struct<dataColumn:{_MAP}>"
+_VALUE_SCHEMA = (
+    "struct<schema:struct<dataColumn:array<struct<name:string,type:string>>, primaryKey:array<string>, "
+    "source:struct<dbType:string,dbVersion:string,dbName:string,schemaName:string,tableName:string>>, "
+    f"payload:struct<before:{_IMAGE}, after:{_IMAGE}, sequenceId:string, scn:string, op:string, "
+    "timestamp:struct<eventTime:bigint,systemTime:bigint,checkpointTime:bigint>, ddl:struct<text:string,ddlMeta:string>>, "
+    "version:string, _corrupt:string>"
+)
+_TYPES = {"LONG": "bigint", "DOUBLE": "double", "BOOLEAN": "boolean", "DATE": "timestamp", "BYTES": "binary",
+          "STRING": "string"}
+_ROW_ID_COLUMNS = ("#alibaba_rds_row_id#", "rowid")
+_DDL_OPS = ("CREATE", "ALTER", "RENAME", "QUERY", "CINDEX", "DINDEX", "ERASE")
+_IGNORED_OPS = {"MHEARTBEAT": "heartbeat", "TRANSACTION_BEGIN": "transaction marker",
+                "TRANSACTION_END": "transaction marker", "GTID": "transaction marker",
+                "XACOMMIT": "transaction marker", "XAROLLBACK": "transaction marker"}
+_TS_FMT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
+
+
+def _typed_image(image: Column, types: Column) -> Column:
+    """DATE values are epoch milliseconds: to the canonical timestamp string; the rest as sent."""
+    return F.transform_values(
+        image,
+        lambda k, v: F.when(
+            (F.element_at(types, k) == "timestamp") & v.rlike(r"^-?[0-9]+$"),
+            F.date_format(F.timestamp_millis(v.try_cast("bigint")), _TS_FMT),
+        ).otherwise(v),
+    )
+
+
+def _key_of(image: Column, pk: Column) -> Column:
+    return F.when(image.isNotNull() & pk.isNotNull() & (F.size(pk) > 0),
+                  F.map_from_arrays(pk, F.transform(pk, lambda c: F.element_at(image, c))))
+
+
+class DataWorksDecoder:
+    name = "dataworks"
+
+    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        text = F.col("value").cast("string")
+        j = F.from_json(text, _VALUE_SCHEMA,
+                        {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE", "allowComments": "true"})
+        df = raw.select("*", j.alias("j"))
+        schema, payload = F.col("j")["schema"], F.col("j")["payload"]
+        columns = schema["dataColumn"]
+        types = F.map_from_arrays(
+            F.transform(columns, lambda c: c["name"]),
+            F.transform(columns, lambda c: F.coalesce(F.element_at(F.create_map(
+                *[x for k, v in _TYPES.items() for x in (F.lit(k), F.lit(v))]), F.upper(c["type"])), F.lit("string"))),
+        )
+        source = schema["source"]
+        df = df.withColumns({
+            "_op_code": payload["op"],
+            "_types": F.when(columns.isNotNull(), types),
+            "table_id": F.when(F.coalesce(source["tableName"], F.lit("")) != "",
+                               C.table_id_col(source["dbName"], source["schemaName"], source["tableName"])),
+            "_seq": payload["sequenceId"],
+        })
+        df = df.withColumns({
+            "_before": _typed_image(payload["before"]["dataColumn"], F.col("_types")),
+            "_after": _typed_image(payload["after"]["dataColumn"], F.col("_types")),
+        })
+        op_code, before, after = F.col("_op_code"), F.col("_before"), F.col("_after")
+        full_load = F.col("_seq") == "-1"
+        # the format's key: declared primary key, else the synthetic row id column, if the row has one
+        row_id_col = F.coalesce(*[F.when(F.array_contains(F.transform(columns, lambda c: c["name"]), F.lit(c)),
+                                         F.array(F.lit(c))) for c in _ROW_ID_COLUMNS])
+        pk = F.when(F.size(F.coalesce(schema["primaryKey"], F.array())) > 0, schema["primaryKey"]).otherwise(row_id_col)
+        image = F.coalesce(after, before)
+        position_base = F.when(~full_load & F.col("_seq").rlike(r"^[0-9]+$"), pad_unsigned(F.col("_seq")))
+        df = df.withColumns({
+            "_new_key": F.coalesce(configured_key(F.col("table_id"), after, options), _key_of(after, pk)),
+            "_old_key": F.coalesce(configured_key(F.col("table_id"), before, options), _key_of(before, pk)),
+            "_position": F.when(position_base.isNotNull(), F.concat(
+                position_base, F.when(op_code == "UPDATE_BEFOR", F.lit(".0")).otherwise(F.lit(".1")))),
+        })
+        new_key, old_key = F.col("_new_key"), F.col("_old_key")
+        table_id = F.col("table_id")
+
+        no_map = F.lit(None).cast(_MAP)
+
+        def record(op: Column, key: Column, rec_before: Column, rec_after: Column, phase: Column) -> Column:
+            return F.struct(
+                F.lit(self.name).alias("format"), table_id.alias("table_id"), op.alias("op"), phase.alias("phase"),
+                key.alias("key"), rec_before.alias("before"), rec_after.alias("after"),
+                F.lit(None).cast("array<string>").alias("present_columns"),
+                F.col("_position").alias("position"),
+                F.lit(None).cast("string").alias("tx_id"), F.lit(None).cast("bigint").alias("tx_seq"),
+                F.lit(None).cast("boolean").alias("tx_last"),
+                F.when(payload["timestamp"]["eventTime"] > 0,
+                       F.timestamp_millis(payload["timestamp"]["eventTime"])).alias("event_time"),
+                F.col("_types").alias("column_types"),
+                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
+                event_id(table_id, op, F.col("_position"), key, rec_before, rec_after).alias("event_id"),
+            )
+
+        cdc, load = F.lit(C.CDC), F.lit(C.FULL_LOAD)
+        # without any key the whole row is its identity
+        k_new, k_old = F.coalesce(new_key, after), F.coalesce(old_key, before)
+        # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
+        key_changed = before.isNotNull() & ~F.coalesce(F.to_json(k_old) == F.to_json(k_new), F.lit(False))
+        records = (
+            F.when(op_code == "INSERT",
+                   F.array(record(F.when(full_load, F.lit(C.SNAPSHOT)).otherwise(F.lit(C.INSERT)), k_new, no_map,
+                                  after, F.when(full_load, load).otherwise(cdc))))
+            .when(op_code == "UPDATE_BEFOR", F.array(record(F.lit(C.DELETE), k_old, before, no_map, cdc)))
+            .when((op_code == "UPDATE_AFTER") & key_changed,
+                  F.array(record(F.lit(C.DELETE), k_old, before, no_map, cdc),
+                          record(F.lit(C.INSERT), k_new, no_map, after, cdc)))
+            .when(op_code == "UPDATE_AFTER", F.array(record(F.lit(C.UPDATE), k_new, before, after, cdc)))
+            .when(op_code == "DELETE", F.array(record(F.lit(C.DELETE), k_old, before, no_map, cdc)))
+            .when(op_code == "TRUNCATE", F.array(record(F.lit(C.TRUNCATE), no_map, no_map, no_map, cdc)))
+            .when(op_code.isin(*_DDL_OPS),
+                  F.array(record(F.lit(C.DDL), no_map, no_map,
+                                 F.create_map(F.lit("ddl"), payload["ddl"]["text"]), cdc)))
+        )
+        ignored = F.create_map(*[x for k, v in _IGNORED_OPS.items() for x in (F.lit(k), F.lit(v))])
+        empty = F.col("value").isNull() | (F.length("value") == 0)
+        reason = (
+            F.when(empty, F.lit("tombstone"))
+            .when(F.col("j")["_corrupt"].isNotNull() | F.col("j").isNull(), F.lit("malformed JSON or not a JSON object"))
+            .when(op_code.isNull(), F.lit("not a DataWorks message: no payload.op"))
+            .when(F.element_at(ignored, op_code).isNotNull(), F.element_at(ignored, op_code))
+            .when(records.isNull(), F.concat(F.lit("unknown operation type '"), op_code, F.lit("'")))
+            .when(table_id.isNull(), F.lit("no schema.source.tableName"))
+            .when(op_code.isin("INSERT", "UPDATE_AFTER") & after.isNull(),
+                  F.concat(F.lit("'after' is null for op '"), op_code, F.lit("'")))
+            .when(op_code.isin("DELETE", "UPDATE_BEFOR") & before.isNull(),
+                  F.concat(F.lit("'before' is null for op '"), op_code, F.lit("'")))
+        )
+        df = df.withColumn("reason", reason)
+        status = (
+            F.when(F.col("reason").isNull(), F.lit(DECODED))
+            .when(F.col("reason").isin("tombstone", *set(_IGNORED_OPS.values())), F.lit(IGNORED))
+            .otherwise(F.lit(QUARANTINED))
+        )
+        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+
+
+@register("dataworks")
+def _factory() -> DataWorksDecoder:
+    return DataWorksDecoder()

@@ -1,0 +1,137 @@
+"""The DataWorks decoder on Paimon's real messages (shared/samples/dataworks) and the seed's examples."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from jobs import cli, publish
+from jobs.decode import decode_counts, decode_messages
+from jobs.decoders import DecodeOptions
+from jobs.lake import Lake
+from jobs.raw import KAFKA_SCHEMA
+
+
+def raw_frame(spark, values):
+    ts = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    rows = [(None, None if v is None else v.encode(), "dw", 0, i, ts, 0, None) for i, v in enumerate(values)]
+    return spark.createDataFrame(rows, KAFKA_SCHEMA)
+
+
+def decode(spark, values, options=DecodeOptions()):
+    decoded = decode_messages(raw_frame(spark, values), "dataworks", options)
+    records = [r.asDict(recursive=True) for r in decoded.changes.orderBy("offset", "op").collect()]
+    quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
+    return records, quarantine, decode_counts(decoded.outcomes)
+
+
+def json_blocks(text: str) -> list[str]:
+    """The top-level {...} blocks of a document, as printed (they carry // comments)."""
+    blocks, depth, start, i, in_str, esc = [], 0, 0, 0, False, False
+    while i < len(text):
+        ch = text[i]
+        if in_str:
+            esc, in_str = (False, in_str) if esc else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_str = True
+        elif text.startswith("//", i):
+            i = text.find("\n", i) if "\n" in text[i:] else len(text)
+            continue
+        elif ch == "{":
+            start = i if depth == 0 else start
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                blocks.append(text[start:i + 1])
+        i += 1
+    return blocks
+
+
+def test_paimon_samples(spark, shared_dir):
+    values = []
+    for name in ("event-insert.txt", "event-update-in-one.txt", "event-delete.txt"):
+        # Paimon's test keeps only the lines that parse as JSON (the files open with a license comment)
+        values += [line for line in (shared_dir / "samples/dataworks/paimon" / name).read_text().splitlines()
+                   if line.strip().startswith("{")]
+    records, quarantine, counts = decode(spark, values)
+    assert quarantine == [] and counts["balanced"]
+    assert [r["table_id"] for r in records] == ["bigdata_test._.sync_test_table"] * 3
+    insert, update, delete = records
+    # sequenceId -1: a full-sync row
+    assert (insert["op"], insert["phase"], insert["key"]) == ("SNAPSHOT", "FULL_LOAD", {"id": "2"})
+    assert insert["after"] == {"id": "2", "val": "1.100000", "name": "a", "create_time": "2024-11-15 08:58:34.000000"}
+    assert (update["op"], update["key"], update["after"]["val"], update["before"]["val"]) == (
+        "UPDATE", {"id": "2"}, "2.200000", "1.100000")
+    assert (delete["op"], delete["key"]) == ("DELETE", {"id": "1"})
+    assert insert["column_types"] == {"id": "bigint", "val": "double", "name": "string", "create_time": "timestamp"}
+    assert delete["position"] < update["position"]  # sequenceIds ...000 then ...001
+
+
+def test_seed_examples(spark, shared_dir):
+    blocks = json_blocks((shared_dir / "seeds/001_6ae6608ec27241fb.txt").read_text())
+    assert len(blocks) == 7
+    records, quarantine, counts = decode(spark, blocks)
+    # the overall-format example lists every op in one string: not an operation
+    assert [q["reason"] for q in quarantine] == [
+        "unknown operation type 'INSERT/UPDATE_BEFOR/UPDATE_AFTER/DELETE/TRANSACTION_BEGIN/TRANSACTION_END/CREATE/"
+        "ALTER/ERASE/QUERY/TRUNCATE/RENAME/CINDEX/DINDEX/GTID/XACOMMIT/XAROLLBACK/MHEARTBEAT...'"]
+    assert counts["ignored_reasons"] == {"heartbeat": 1}
+    assert counts["balanced"] and counts["total"]["decoded"] == 5
+    # primaryKey null: keyed by the synthetic row id column
+    assert all(r["key"] == {"#alibaba_rds_row_id#": "15"} for r in records)
+    assert [r["op"] for r in records] == ["INSERT", "DELETE", "UPDATE", "UPDATE", "DELETE"]
+    split_before, split_after = records[1], records[2]
+    assert split_before["position"] < split_after["position"]  # one sequenceId, before half first
+
+
+def test_malformed_and_unknown(spark):
+    good_source = {"dataColumn": [{"name": "id", "type": "LONG"}], "primaryKey": ["id"],
+                   "source": {"dbName": "d", "tableName": "t"}}
+    values = ["{]", json.dumps({"schema": good_source, "payload": {"op": "UPSERT", "after": {"dataColumn": {"id": 1}}}}),
+              json.dumps({"schema": good_source, "payload": {"op": "INSERT", "after": None}}),
+              json.dumps({"payload": {"op": "TRANSACTION_BEGIN"}}), "{}"]
+    records, quarantine, counts = decode(spark, values)
+    assert records == []
+    assert [q["reason"] for q in quarantine] == [
+        "malformed JSON or not a JSON object", "unknown operation type 'UPSERT'", "'after' is null for op 'INSERT'",
+        "not a DataWorks message: no payload.op"]
+    assert counts["ignored_reasons"] == {"transaction marker": 1} and counts["balanced"]
+
+
+def test_stream_folds_to_expected_state(spark, tmp_path):
+    """Split and merged updates, a key change, deletes, a redelivery and garbage, folded into Iceberg."""
+    def msg(op, seq, before=None, after=None):
+        return json.dumps({
+            "schema": {"dataColumn": [{"name": "id", "type": "LONG"}, {"name": "v", "type": "STRING"},
+                                      {"name": "at", "type": "DATE"}, {"name": "ok", "type": "BOOLEAN"}],
+                       "primaryKey": ["id"], "source": {"dbType": "MySQL", "dbName": "shop", "tableName": "items"}},
+            "payload": {"before": before and {"dataColumn": before}, "after": after and {"dataColumn": after},
+                        "sequenceId": seq, "op": op, "timestamp": {"eventTime": 1731662097000}, "ddl": None},
+            "version": "0.0.1"})
+
+    def row(i, v):
+        return {"id": i, "v": v, "at": 1731661114000, "ok": i % 2 == 0}
+
+    stream = [
+        msg("INSERT", "-1", after=row(1, "a")), msg("INSERT", "-1", after=row(2, "b")),
+        msg("INSERT", "-1", after=row(3, "c")),
+        msg("UPDATE_BEFOR", "100", before=row(1, "a")), msg("UPDATE_AFTER", "100", after=row(1, "a2")),
+        msg("UPDATE_AFTER", "101", before=row(2, "b"), after=row(20, "b")),  # key change, merged form
+        msg("DELETE", "102", before=row(3, "c")),
+        msg("INSERT", "103", after=row(4, "d")),
+        msg("UPDATE_AFTER", "100", after=row(1, "a2")),  # redelivered
+        "not json at all",
+    ]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "topic.jsonl").write_text("\n".join(stream) + "\n")
+    lake = tmp_path / "lake"
+    assert cli.main(["run", "--format", "dataworks", "--raw", str(raw), "--lake", str(lake), "--pipeline", "dw",
+                     "--run-id", "r1"]) == 0
+    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "dw", "shop._.items")
+    rows = sorted(table.scan().to_arrow().select(["id", "v", "at", "ok"]).to_pylist(), key=lambda r: r["id"])
+    at = datetime(2024, 11, 15, 8, 58, 34, tzinfo=timezone.utc)
+    assert rows == [{"id": 1, "v": "a2", "at": at, "ok": False}, {"id": 4, "v": "d", "at": at, "ok": True},
+                    {"id": 20, "v": "b", "at": at, "ok": True}]
+    decode_report = json.loads((lake / "reports/dw/run=r1/decode.json").read_text())
+    assert decode_report["total"]["quarantined"] == 1 and decode_report["balanced"]
