@@ -90,7 +90,7 @@ def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame | None = 
 
 def run_validate(spark: SparkSession, ctx: RunContext, changes: DataFrame | None = None) -> dict:
     from jobs import publish
-    from jobs.validate import validate_changes, validate_state, validation_report
+    from jobs.validate import render_data_docs, validate_changes, validate_state, validation_report
 
     with ctx.timed("validate"):
         changes = changes if changes is not None else read_changes(spark, ctx)
@@ -105,6 +105,8 @@ def run_validate(spark: SparkSession, ctx: RunContext, changes: DataFrame | None
                 results.append(validate_state(state, table_id, keys))
         report = validation_report(results)
         ctx.write_report("validation.json", report)
+        # the data docs kept with the run: one escaped HTML page
+        ctx.lake.write_text(f"{ctx.report_dir}/validation.html", render_data_docs(results))
     return report
 
 
