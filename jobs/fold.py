@@ -179,7 +179,8 @@ def fold_table(
     if truncated_through:
         ev = ev.where(F.col("position").isNull() | (F.col("position") > truncated_through))
     if skip_cdc_through:
-        ev = ev.where(~((F.col("phase") == C.CDC) & (F.col("position") <= skip_cdc_through)))
+        # a CDC event without a position cannot be placed before the load: it is kept
+        ev = ev.where(~F.coalesce((F.col("phase") == C.CDC) & (F.col("position") <= skip_cdc_through), F.lit(False)))
 
     # redelivered duplicates: keep the earliest copy of each event
     record_cols = ["op", "key", "after", "present_columns", "position", "event_time", "partition", "offset"]

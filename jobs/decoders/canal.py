@@ -1,0 +1,265 @@
+"""Canal JSON (Alibaba Canal's flat messages, and Alibaba DTS "Canal Json", seed 004).
+
+One message carries one statement's rows: ``data`` (the row images) and, for an UPDATE, ``old``
+(only the changed columns' previous values, one object per row). Decoded in Spark SQL: one
+``from_json`` with row images as ``map<string,string>``, then per-row ``transform`` lambdas; no UDF,
+nothing collected.
+
+- One record per row of ``data``, in order. An UPDATE's before image is the ``data`` row overlaid
+  with its ``old`` row. A primary key changed by an UPDATE (the old key differs from the new one)
+  is a DELETE of the old key plus an INSERT of the new row.
+- ``type`` INSERT / UPDATE / DELETE are CDC; INIT is DTS's full load (phase FULL_LOAD, op SNAPSHOT).
+- ``isDdl`` (or a DDL ``type``: CREATE, ALTER, QUERY, ...) is recorded as op DDL with the statement
+  in ``after['ddl']``; a DDL whose statement is a TRUNCATE (or type TRUNCATE) empties the table.
+- DTS instances created before 2022-03-20 send a DELETE's row in ``old`` with ``data`` null: both
+  shapes decode to the same DELETE.
+- Key: --primary-keys, else ``pkNames``, else the whole row (keyless: an UPDATE is then a DELETE of
+  the old row and an INSERT of the new one).
+- Position: ``es`` (binlog time, ms), then ``id`` (Canal's batch id / DTS's serial number), then the
+  row index, each zero-padded so that string order is source order.
+- Column types from ``mysqlType`` (``tinyint(1)`` is boolean, ``decimal(p,s)`` keeps its precision;
+  DTS sends types without parameters, so a bare ``decimal`` becomes ``decimal(38,18)``), else from
+  ``sqlType`` (java.sql.Types codes). Binary values, which Canal writes as ISO-8859-1 text, are
+  re-encoded as base64.
+The documentation's examples carry ``//`` comments: they are accepted (JSON parsed with comments).
+"""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs import canonical as C
+from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
+from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned
+
+_MAP = "map<string,string>"
+_VALUE_SCHEMA = (
+    f"struct<data:array<{_MAP}>, old:array<{_MAP}>, database:string, table:string, type:string, isDdl:string, "
+    f"sql:string, pkNames:array<string>, mysqlType:{_MAP}, sqlType:{_MAP}, es:string, ts:string, id:string, "
+    "gtid:string, _corrupt:string>"
+)
+_ROW_TYPES = ("INSERT", "UPDATE", "DELETE", "INIT")
+# Canal's EventType names of DDL statements (plus DTS's plain "DDL")
+_DDL_TYPES = ("DDL", "CREATE", "ALTER", "ERASE", "QUERY", "TRUNCATE", "RENAME", "CINDEX", "DINDEX")
+_IGNORED_TYPES = {"HEARTBEAT": "heartbeat", "TRANSACTIONBEGIN": "transaction marker",
+                  "TRANSACTIONEND": "transaction marker", "BEGIN": "transaction marker", "COMMIT": "transaction marker"}
+_TS_FMT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
+# java.sql.Types codes (Canal's sqlType) -> state type, used where mysqlType is missing
+_SQL_TYPES = {"-6": "int", "5": "int", "4": "int", "-5": "bigint", "7": "float", "6": "double", "8": "double",
+              "2": "decimal(38,18)", "3": "decimal(38,18)", "16": "boolean", "91": "date", "93": "timestamp",
+              "-2": "binary", "-3": "binary", "-4": "binary", "2004": "binary"}
+
+
+def mysql_type(declared: Column) -> Column:
+    """A MySQL column type as Canal/DTS write it ("int(11)", "DECIMAL(10,2)", "bigint unsigned") ->
+    the state's Spark SQL type name."""
+    t = F.lower(F.trim(declared))
+    base = F.regexp_extract(t, r"^([a-z]+)", 1)
+    unsigned = t.contains("unsigned")
+    precision = F.regexp_extract(t, r"\(\s*(\d+)", 1)
+    scale = F.regexp_extract(t, r"\(\s*\d+\s*,\s*(\d+)\s*\)", 1)
+    decimal = (
+        F.when(precision == "", F.lit("decimal(38,18)"))  # no parameters (DTS): room for any scale
+        .when(precision.cast("int") > 38, F.lit("string"))  # wider than Spark's decimals: kept exact as text
+        .otherwise(F.concat(F.lit("decimal("), precision, F.lit(","), F.when(scale == "", F.lit("0"))
+                            .otherwise(scale), F.lit(")")))
+    )
+    return (
+        F.when(declared.isNull(), F.lit(None).cast("string"))
+        .when((base == "tinyint") & (precision == "1"), F.lit("boolean"))
+        .when(base.isin("bool", "boolean"), F.lit("boolean"))
+        .when(base.isin("tinyint", "smallint", "mediumint"), F.lit("int"))
+        .when(base.isin("int", "integer"), F.when(unsigned, F.lit("bigint")).otherwise(F.lit("int")))
+        .when(base == "bigint", F.when(unsigned, F.lit("decimal(20,0)")).otherwise(F.lit("bigint")))
+        .when(base.isin("decimal", "numeric", "dec", "fixed"), decimal)
+        .when(base == "float", F.lit("float"))
+        .when(base.isin("double", "real"), F.lit("double"))
+        .when(base.isin("datetime", "timestamp"), F.lit("timestamp"))
+        .when(base == "date", F.lit("date"))
+        .when(base == "year", F.lit("int"))
+        .when(base.isin("binary", "varbinary", "blob", "tinyblob", "mediumblob", "longblob"), F.lit("binary"))
+        .otherwise(F.lit("string"))  # char, varchar, text, enum, set, json, time, bit, geometry...
+    )
+
+
+def _column_types(mysql_types: Column, sql_types: Column) -> Column:
+    sql_map = F.create_map(*[x for k, v in _SQL_TYPES.items() for x in (F.lit(k), F.lit(v))])
+    from_sql = F.transform_values(sql_types, lambda k, v: F.coalesce(F.element_at(sql_map, v), F.lit("string")))
+    return F.coalesce(F.transform_values(mysql_types, lambda k, v: mysql_type(v)), from_sql)
+
+
+def _typed_image(image: Column, types: Column) -> Column:
+    """Values as canonical strings of their state type (Canal sends every value as text)."""
+    def convert(k: Column, v: Column) -> Column:
+        t = F.element_at(types, k)
+        number = v.try_cast("decimal(38,0)")
+        return (
+            F.when(v.isNull() | t.isNull(), v)
+            .when(t == "timestamp", F.date_format(v.try_cast("timestamp"), _TS_FMT))  # zero dates -> null
+            .when(t == "date", F.date_format(v.try_cast("date"), "yyyy-MM-dd"))
+            .when(t == "boolean", F.when(F.lower(v).isin("true", "false"), F.lower(v))
+                  .when(number.isNull(), v).when(number == 0, F.lit("false")).otherwise(F.lit("true")))
+            .when(t == "binary", F.base64(F.encode(v, "ISO-8859-1")))
+            .otherwise(v)
+        )
+    return F.when(image.isNotNull(), F.transform_values(image, convert))
+
+
+def _overlay(row: Column, old: Column) -> Column:
+    """The before image of an UPDATE row: the new row with the changed columns' old values."""
+    replaced = F.transform_values(row, lambda k, v: F.when(F.map_contains_key(old, k), F.element_at(old, k))
+                                  .otherwise(v))
+    extra = F.map_filter(old, lambda k, v: ~F.map_contains_key(row, k))
+    return F.map_concat(replaced, extra)
+
+
+def _key_of(image: Column, pk: Column) -> Column:
+    return F.when(image.isNotNull() & pk.isNotNull(),
+                  F.map_from_arrays(pk, F.transform(pk, lambda c: F.element_at(image, c))))
+
+
+def _is_truncate(sql: Column) -> Column:
+    # leading comments (/* ... */ hints, -- lines) do not hide a TRUNCATE
+    stripped = F.regexp_replace(sql, r"^(\s|/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)*", "")
+    return F.upper(stripped).rlike(r"^TRUNCATE\b")
+
+
+class CanalDecoder:
+    name = "canal"
+
+    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        text = F.col("value").cast("string")
+        j = F.from_json(text, _VALUE_SCHEMA,
+                        {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE", "allowComments": "true"})
+        df = raw.select("*", j.alias("j"))
+        return self._outcomes(df, options)
+
+    def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
+        # Built in steps of named columns so that each non-trivial expression is evaluated once.
+        j = F.col("j")
+        msg_type = F.upper(j["type"])
+        is_ddl = (F.lower(j["isDdl"]) == "true") | msg_type.isin(*_DDL_TYPES)
+        has_table = F.coalesce(j["table"], F.lit("")) != ""
+        has_db = F.coalesce(j["database"], F.lit("")) != ""
+        # 1. message-level facts
+        df = df.withColumns({
+            "_type": msg_type,
+            "_is_ddl": F.coalesce(is_ddl, F.lit(False)),
+            # DTS before 2022-03-20: a DELETE's row is in `old` and `data` is null
+            "_rows": F.when((msg_type == "DELETE") & (F.coalesce(F.size(j["data"]), F.lit(0)) <= 0), j["old"])
+                      .otherwise(j["data"]),
+            "_has_table": has_table,
+            "_types": _column_types(j["mysqlType"], j["sqlType"]),
+            "_pk": F.when(F.size(j["pkNames"]) > 0, j["pkNames"]),
+            "table_id": F.when(has_table, C.table_id_col(j["database"], F.lit(None), j["table"]))
+                         .when(is_ddl & has_db, C.table_id_col(j["database"], F.lit(None), F.lit(None))),
+            "_base": F.when(j["es"].rlike(r"^[0-9]+$"), F.concat_ws(
+                ".", pad_unsigned(j["es"]), pad_unsigned(F.coalesce(j["id"].try_cast("bigint"), F.lit(0))))),
+        })
+        table_id, rows, types, pk, base = (F.col(c) for c in ("table_id", "_rows", "_types", "_pk", "_base"))
+        old = F.when(F.col("_type") == "UPDATE", j["old"])
+        msg_type = F.col("_type")
+
+        # 2. per row: typed images
+        def images(row: Column, i: Column) -> Column:
+            old_row = F.get(old, i)
+            before = (
+                F.when(msg_type == "DELETE", row)
+                .when((msg_type == "UPDATE") & old_row.isNotNull(), _overlay(row, old_row))
+            )
+            return F.struct(i.alias("idx"), _typed_image(F.when(msg_type != "DELETE", row), types).alias("after"),
+                            _typed_image(before, types).alias("before"))
+
+        df = df.withColumn("_images", F.transform(rows, images))
+
+        # 3. per row: keys and position
+        def keyed(x: Column) -> Column:
+            return F.struct(
+                x["idx"].alias("idx"), x["after"].alias("after"), x["before"].alias("before"),
+                F.coalesce(configured_key(table_id, x["after"], options), _key_of(x["after"], pk)).alias("new_key"),
+                F.coalesce(configured_key(table_id, x["before"], options), _key_of(x["before"], pk)).alias("old_key"),
+                F.when(base.isNotNull(), F.concat(base, F.lit("."), F.lpad(x["idx"].cast("string"), 10, "0")))
+                .alias("position"),
+            )
+
+        df = df.withColumn("_keyed", F.transform(F.col("_images"), keyed))
+
+        # 4. reasons, then the records of what decoded
+        no_map = F.lit(None).cast(_MAP)
+        has_configured = configured_key(table_id, F.create_map().cast(_MAP), options).isNotNull()
+        keyless = pk.isNull() & ~has_configured
+        empty = F.col("value").isNull() | (F.length("value") == 0)
+        ignored = F.create_map(*[x for k, v in _IGNORED_TYPES.items() for x in (F.lit(k), F.lit(v))])
+        is_ddl = F.col("_is_ddl")
+        truncate = (msg_type == "TRUNCATE") | F.coalesce(_is_truncate(j["sql"]), F.lit(False))
+        reason = (
+            F.when(empty, F.lit("tombstone"))
+            .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))
+            .when(msg_type.isNull() & ~is_ddl, F.lit("not a Canal message: no 'type'"))
+            .when(F.element_at(ignored, msg_type).isNotNull(), F.element_at(ignored, msg_type))
+            .when(~is_ddl & ~msg_type.isin(*_ROW_TYPES), F.concat(F.lit("unknown operation type '"), msg_type,
+                                                                  F.lit("'")))
+            .when(is_ddl & truncate & ~F.col("_has_table"), F.lit("TRUNCATE names no table"))
+            .when(table_id.isNull() & is_ddl, F.lit("DDL names no database or table"))
+            .when(table_id.isNull(), F.lit("no database/table"))
+            .when(~is_ddl & (F.coalesce(F.size(rows), F.lit(0)) <= 0),
+                  F.concat(F.lit("'data' is empty for type "), msg_type))
+            .when(~is_ddl & F.exists(rows, lambda r: r.isNull()), F.lit("null row in 'data'"))
+            .when(~is_ddl & (msg_type == "UPDATE") & keyless & (F.coalesce(F.size(j["old"]), F.lit(0)) <= 0),
+                  F.lit("update of a table without pkNames has no 'old' image: give --primary-keys"))
+        )
+        df = df.withColumn("reason", reason)
+
+        event_time = F.timestamp_millis(j["es"].try_cast("bigint"))
+
+        def record(op: Column, phase: Column, key: Column, before: Column, after: Column, position: Column) -> Column:
+            return F.struct(
+                F.lit(self.name).alias("format"), table_id.alias("table_id"), op.alias("op"), phase.alias("phase"),
+                key.alias("key"), before.alias("before"), after.alias("after"),
+                F.lit(None).cast("array<string>").alias("present_columns"),
+                position.alias("position"),
+                j["gtid"].alias("tx_id"), F.lit(None).cast("bigint").alias("tx_seq"),
+                F.lit(None).cast("boolean").alias("tx_last"),
+                event_time.alias("event_time"),
+                types.alias("column_types"),
+                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
+                event_id(table_id, op, position, key, before, after).alias("event_id"),
+            )
+
+        cdc, load = F.lit(C.CDC), F.lit(C.FULL_LOAD)
+
+        def row_records(x: Column) -> Column:
+            after, before, pos = x["after"], x["before"], x["position"]
+            # without any key the whole row is its identity
+            k_new, k_old = F.coalesce(x["new_key"], after), F.coalesce(x["old_key"], before)
+            # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
+            key_changed = before.isNotNull() & ~F.coalesce(F.to_json(k_old) == F.to_json(k_new), F.lit(False))
+            return (
+                F.when(msg_type == "INIT", F.array(record(F.lit(C.SNAPSHOT), load, k_new, no_map, after, pos)))
+                .when(msg_type == "INSERT", F.array(record(F.lit(C.INSERT), cdc, k_new, no_map, after, pos)))
+                .when((msg_type == "UPDATE") & key_changed,
+                      F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map, pos),
+                              record(F.lit(C.INSERT), cdc, k_new, no_map, after, pos)))
+                .when(msg_type == "UPDATE", F.array(record(F.lit(C.UPDATE), cdc, k_new, before, after, pos)))
+                .otherwise(F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map, pos)))
+            )
+
+        ddl_position = F.when(base.isNotNull(), F.concat(base, F.lit(".0000000000")))
+        records = (
+            F.when(is_ddl & truncate,
+                   F.array(record(F.lit(C.TRUNCATE), cdc, no_map, no_map, no_map, ddl_position)))
+            .when(is_ddl, F.array(record(F.lit(C.DDL), cdc, no_map, no_map,
+                                         F.create_map(F.lit("ddl"), j["sql"]), ddl_position)))
+            .otherwise(F.flatten(F.transform(F.col("_keyed"), row_records)))
+        )
+        status = (
+            F.when(F.col("reason").isNull(), F.lit(DECODED))
+            .when(F.col("reason").isin("tombstone", *set(_IGNORED_TYPES.values())), F.lit(IGNORED))
+            .otherwise(F.lit(QUARANTINED))
+        )
+        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+
+
+@register("canal")
+def _factory() -> CanalDecoder:
+    return CanalDecoder()

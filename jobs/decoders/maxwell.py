@@ -1,0 +1,176 @@
+"""Maxwell's daemon JSON (MySQL binlog -> Kafka), one row per message.
+
+``{database, table, type, ts, xid, xoffset, commit, position, data, old, primary_key_columns}``.
+Decoded in Spark SQL: one ``from_json`` with row images as ``map<string,string>``; no UDF, nothing
+collected.
+
+- type insert / update / delete are CDC; bootstrap-insert is the full load (phase FULL_LOAD, op
+  SNAPSHOT); bootstrap-start / bootstrap-complete and heartbeat rows are ignored (and counted);
+  table-* / database-* schema changes (output_ddl) are recorded as op DDL (statement in
+  ``after['ddl']``).
+- An update's before image is ``data`` overlaid with ``old`` (the changed columns' old values); a
+  primary key changed by an update is a DELETE of the old key plus an INSERT of the new row.
+- Key: --primary-keys, else the ``pk.*`` fields of the Kafka message key (hash form
+  ``{"database":..,"table":..,"pk.id":1}`` or array form ``["db","table",[{"id":1}]]``), else
+  ``primary_key_columns`` (output_primary_key_columns), else the whole row.
+- Position (output_binlog_position): ``"binlog.000003:1234"`` -> binlog file number, offset, then
+  xoffset (the commit row, which carries no xoffset, is last in its transaction), zero-padded so
+  that string order is source order. Without a position the record's position is null and the
+  Kafka offset orders events (Maxwell keeps a row's order inside its partition); the event id then
+  uses ts/xid/xoffset so that equal-looking rows of different transactions stay distinct.
+- Maxwell declares no column types: column_types is null (columns stay strings in state).
+"""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs import canonical as C
+from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
+from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned
+
+_MAP = "map<string,string>"
+_VALUE_SCHEMA = (
+    "struct<database:string, table:string, type:string, ts:string, ts_ms:string, xid:string, xoffset:string, "
+    f"commit:string, position:string, data:{_MAP}, old:{_MAP}, primary_key_columns:array<string>, sql:string, "
+    "_corrupt:string>"
+)
+_ROW_TYPES = ("insert", "update", "delete", "bootstrap-insert")
+_DDL_TYPES = ("table-create", "table-alter", "table-drop", "database-create", "database-alter", "database-drop")
+_IGNORED_TYPES = {"bootstrap-start": "bootstrap marker", "bootstrap-complete": "bootstrap marker",
+                  "heartbeat": "heartbeat"}
+_LAST_IN_TX = "9999999999"  # xoffset of the commit row, which Maxwell writes without one
+
+
+def _key_of(image: Column, cols: Column) -> Column:
+    return F.when(image.isNotNull() & cols.isNotNull(),
+                  F.map_from_arrays(cols, F.transform(cols, lambda c: F.element_at(image, c))))
+
+
+def _kafka_key_columns(key: Column) -> Column:
+    """Primary-key column names from Maxwell's Kafka key (hash or array form), else null."""
+    text = key.cast("string")
+    as_hash = F.from_json(text, _MAP)
+    pk_names = F.transform(F.filter(F.map_keys(as_hash), lambda k: k.startswith("pk.")),
+                           lambda k: F.substring(k, 4, 1 << 20))
+    as_array = F.from_json(text, "array<string>")
+    array_pks = F.from_json(F.get(as_array, 2), f"array<{_MAP}>")
+    array_names = F.flatten(F.transform(array_pks, lambda m: F.map_keys(m)))
+    names = F.coalesce(F.when(F.size(pk_names) > 0, pk_names), F.when(F.size(array_names) > 0, array_names))
+    return F.when(key.isNotNull(), names)
+
+
+def _overlay(row: Column, old: Column) -> Column:
+    replaced = F.transform_values(row, lambda k, v: F.when(F.map_contains_key(old, k), F.element_at(old, k))
+                                  .otherwise(v))
+    return F.map_concat(replaced, F.map_filter(old, lambda k, v: ~F.map_contains_key(row, k)))
+
+
+class MaxwellDecoder:
+    name = "maxwell"
+
+    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        j = F.from_json(F.col("value").cast("string"), _VALUE_SCHEMA,
+                        {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"})
+        return self._outcomes(raw.select("*", j.alias("j")), options)
+
+    def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
+        # Built in steps of named columns so that each non-trivial expression is evaluated once.
+        j = F.col("j")
+        msg_type = F.lower(j["type"])
+        binlog = F.regexp_extract(j["position"], r"(\d+):(\d+)$", 1)
+        offset_in_file = F.regexp_extract(j["position"], r"(\d+):(\d+)$", 2)
+        xoffset = F.coalesce(j["xoffset"].try_cast("bigint").cast("string"),
+                             F.when(F.lower(j["commit"]) == "true", F.lit(_LAST_IN_TX)), F.lit("0"))
+        has_table = F.coalesce(j["table"], F.lit("")) != ""
+        has_db = F.coalesce(j["database"], F.lit("")) != ""
+        # 1. message-level facts
+        df = df.withColumns({
+            "_type": msg_type,
+            "table_id": F.when(has_table, C.table_id_col(j["database"], F.lit(None), j["table"]))
+                         .when(msg_type.isin(*_DDL_TYPES) & has_db,
+                               C.table_id_col(j["database"], F.lit(None), F.lit(None))),
+            "_position": F.when(binlog != "", F.concat_ws(
+                ".", pad_unsigned(binlog), pad_unsigned(offset_in_file), F.lpad(xoffset, 10, "0"))),
+            # what tells events apart when there is no binlog position (never used for ordering)
+            "_identity": F.concat_ws("|", F.lit("ts"), j["ts"], j["ts_ms"], j["xid"], xoffset),
+            "_key_cols": F.coalesce(_kafka_key_columns(F.col("key")),
+                                    F.when(F.size(j["primary_key_columns"]) > 0, j["primary_key_columns"])),
+            "_after": F.when(msg_type != "delete", j["data"]),
+            "_before": F.when(msg_type == "delete", j["data"])
+                        .when((msg_type == "update") & j["old"].isNotNull(), _overlay(j["data"], j["old"])),
+        })
+        table_id, before, after, key_cols = (F.col(c) for c in ("table_id", "_before", "_after", "_key_cols"))
+        msg_type = F.col("_type")
+        df = df.withColumns({
+            "_new_key": F.coalesce(configured_key(table_id, after, options), _key_of(after, key_cols)),
+            "_old_key": F.coalesce(configured_key(table_id, before, options), _key_of(before, key_cols)),
+        })
+
+        # 2. reasons, then the records of what decoded
+        has_configured = configured_key(table_id, F.create_map().cast(_MAP), options).isNotNull()
+        keyless = key_cols.isNull() & ~has_configured
+        empty = F.col("value").isNull() | (F.length("value") == 0)
+        ignored = F.create_map(*[x for k, v in _IGNORED_TYPES.items() for x in (F.lit(k), F.lit(v))])
+        reason = (
+            F.when(empty, F.lit("tombstone"))
+            .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))
+            .when(msg_type.isNull(), F.lit("not a Maxwell message: no 'type'"))
+            .when(F.element_at(ignored, msg_type).isNotNull(), F.element_at(ignored, msg_type))
+            .when(~msg_type.isin(*_ROW_TYPES, *_DDL_TYPES),
+                  F.concat(F.lit("unknown operation type '"), j["type"], F.lit("'")))
+            .when(table_id.isNull(), F.lit("no database/table"))
+            .when(msg_type.isin(*_ROW_TYPES) & j["data"].isNull(), F.concat(F.lit("'data' is null for type "), msg_type))
+            .when((msg_type == "update") & keyless & j["old"].isNull(),
+                  F.lit("update of a table without a known key has no 'old' image: give --primary-keys"))
+        )
+        df = df.withColumn("reason", reason)
+
+        no_map = F.lit(None).cast(_MAP)
+        position = F.col("_position")
+        identity = F.coalesce(position, F.col("_identity"))
+        event_time = F.coalesce(F.timestamp_millis(j["ts_ms"].try_cast("bigint")),
+                                F.timestamp_seconds(j["ts"].try_cast("bigint")))
+        has_tx = j["xid"].isNotNull()
+
+        def record(op: Column, phase: Column, key: Column, rec_before: Column, rec_after: Column) -> Column:
+            return F.struct(
+                F.lit(self.name).alias("format"), table_id.alias("table_id"), op.alias("op"), phase.alias("phase"),
+                key.alias("key"), rec_before.alias("before"), rec_after.alias("after"),
+                F.lit(None).cast("array<string>").alias("present_columns"),
+                position.alias("position"),
+                j["xid"].alias("tx_id"),
+                F.when(has_tx, xoffset.cast("bigint")).alias("tx_seq"),
+                F.when(has_tx, F.coalesce(F.lower(j["commit"]) == "true", F.lit(False))).alias("tx_last"),
+                event_time.alias("event_time"),
+                F.lit(None).cast(_MAP).alias("column_types"),
+                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
+                event_id(table_id, op, identity, key, rec_before, rec_after).alias("event_id"),
+            )
+
+        cdc, load = F.lit(C.CDC), F.lit(C.FULL_LOAD)
+        # without any key the whole row is its identity
+        k_new, k_old = F.coalesce(F.col("_new_key"), after), F.coalesce(F.col("_old_key"), before)
+        # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
+        key_changed = before.isNotNull() & ~F.coalesce(F.to_json(k_old) == F.to_json(k_new), F.lit(False))
+        records = (
+            F.when(msg_type == "bootstrap-insert", F.array(record(F.lit(C.SNAPSHOT), load, k_new, no_map, after)))
+            .when(msg_type == "insert", F.array(record(F.lit(C.INSERT), cdc, k_new, no_map, after)))
+            .when((msg_type == "update") & key_changed,
+                  F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map),
+                          record(F.lit(C.INSERT), cdc, k_new, no_map, after)))
+            .when(msg_type == "update", F.array(record(F.lit(C.UPDATE), cdc, k_new, before, after)))
+            .when(msg_type == "delete", F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map)))
+            .otherwise(F.array(record(F.lit(C.DDL), cdc, no_map, no_map, F.create_map(F.lit("ddl"), j["sql"]))))
+        )
+        status = (
+            F.when(F.col("reason").isNull(), F.lit(DECODED))
+            .when(F.col("reason").isin("tombstone", *set(_IGNORED_TYPES.values())), F.lit(IGNORED))
+            .otherwise(F.lit(QUARANTINED))
+        )
+        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+
+
+@register("maxwell")
+def _factory() -> MaxwellDecoder:
+    return MaxwellDecoder()
