@@ -1,19 +1,24 @@
 """
 ### CDC demo pipeline
 
-Runs the demo pipeline for its data interval `[start, end)`, one task per stage:
+Runs the pipeline for the data interval `[start, end)` of each run, one task per stage:
 
-`land` (topic dumps → raw snapshot + manifest) → `decode` → `merge` (dedupe + fold + Iceberg
-commit) → `validate` (Great Expectations) → `reconcile` (state rows vs source rows) → `alert`
-(one data-quality email when a check failed).
+`land` (topics → raw snapshot + `_manifest.json` per topic) → `decode` → `merge` (dedupe + fold +
+Iceberg commit) → `validate` (Great Expectations) → `reconcile` (state rows vs source rows) →
+`alert` (one data-quality email when a check failed).
 
-- Spark stages run through `SparkSubmitOperator` on connection `spark_default` (`local[*]` on the
-  embedded default); SMTP comes from connection `smtp_default`.
-- The run id is the interval (`20261101T000000Z_20261102T000000Z`): re-running or backfilling an
-  interval reuses it, and re-running a published run changes nothing.
-- Manual runs have no width: give `start` and `end` (ISO-8601) as params.
-- Intervals fold in order: `max_active_runs=1` and `depends_on_past`.
-- Settings (lake, pipeline, topics, source counts, recipients): see `jobs/airflow_tasks.py`.
+- **Windows**: daily, `00:00 UTC` to `00:00 UTC` (`CronDataIntervalTimetable`). A manual run has
+  no window of its own: trigger it with params `start` and `end` (ISO-8601), e.g.
+  `airflow dags trigger cdc_demo_pipeline -c '{"start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z"}'`.
+- **Run id** = the window (`20261101T000000Z_20261102T000000Z`): clearing, re-running or
+  backfilling an interval reuses it, and re-running a published run changes nothing.
+- **In order**: `max_active_runs=1` and `depends_on_past` fold intervals one after the other.
+- **Spark** stages run `jobs/cli.py` through `SparkSubmitOperator` on connection `spark_default`
+  (e.g. `{"conn_type": "spark", "host": "local[*]"}`); `decode` gets one `--raw` per landed topic.
+- **Email**: the `alert` task sends through connection `smtp_default`; with `CDC_ALERT_TO` set, a
+  failed task also notifies those recipients.
+- **Settings** (lake, pipeline, topics, format, source counts, recipients): params, Variables
+  `cdc_<name>` or `CDC_*` environment variables, see `jobs/airflow_tasks.py`.
 """
 from __future__ import annotations
 
@@ -22,43 +27,48 @@ from datetime import timedelta
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.python import PythonOperator
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from jobs import airflow_tasks as tasks
 
 with DAG(
     dag_id="cdc_demo_pipeline",
+    description="Topic snapshots in, reconciled Iceberg tables out, one data interval per run",
     doc_md=__doc__,
     schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
     start_date=pendulum.datetime(2026, 11, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
-    tags=["cdc", "debezium", "iceberg", "demo"],
+    tags=["cdc", "debezium", "iceberg", "spark", "demo"],
+    params=tasks.dag_params(),
     default_args={
         "owner": "data-platform",
+        "depends_on_past": True,
         "retries": 1,
         "retry_delay": timedelta(minutes=2),
-        "depends_on_past": True,
-    },
-    params={
-        "start": Param("", type="string", description="interval start (ISO-8601); empty = data interval"),
-        "end": Param("", type="string", description="interval end (ISO-8601); empty = data interval"),
+        "execution_timeout": timedelta(hours=2),
+        "on_failure_callback": tasks.failure_notifiers(),
     },
 ) as dag:
-    land = PythonOperator(task_id=tasks.LAND_TASK, python_callable=tasks.land)
-    spark_stages = [
+    land = PythonOperator(task_id=tasks.LAND_TASK, python_callable=tasks.land, multiple_outputs=True)
+
+    decode, merge, validate = (
         SparkSubmitOperator(
             task_id=stage,
             application=tasks.APPLICATION,
-            application_args=tasks.stage_args(stage),
+            application_args=land.output[f"{stage}_args"],
             conn_id="spark_default",
             env_vars=tasks.spark_env(),
+            conf=tasks.spark_conf(),
+            packages=tasks.spark_packages(),
             name=f"cdc-{stage}",
         )
-        for stage in ("decode", "merge", "validate")
-    ]
-    reconcile = PythonOperator(task_id="reconcile", python_callable=tasks.reconcile)
-    alert = PythonOperator(task_id="alert", python_callable=tasks.alert)
+        for stage in tasks.SPARK_STAGES
+    )
 
-    land >> spark_stages[0] >> spark_stages[1] >> spark_stages[2] >> reconcile >> alert
+    reconcile = PythonOperator(task_id="reconcile", python_callable=tasks.reconcile,
+                               op_kwargs={"plan": land.output["plan"]})
+    alert = PythonOperator(task_id="alert", python_callable=tasks.alert, op_kwargs={"plan": land.output["plan"]})
+
+    land >> decode >> merge >> validate >> reconcile >> alert

@@ -1,27 +1,90 @@
-"""Everything the Airflow DAG needs, so that the DAG file only wires tasks.
+"""Everything the Airflow DAG needs, so that ``dags/cdc_demo_pipeline.py`` only wires tasks.
 
-Kept light at import (no pyspark, no Airflow at module level): the DAG processor imports it on
-every parse. Settings come from the environment (or Airflow Variables exported as env vars):
+Light at import (standard library only; Airflow, pyarrow and pyspark are imported inside the
+functions that need them): the DAG processor imports this module on every parse.
 
-    CDC_LAKE            lake root                     (default <repo>/demo/out/airflow-lake)
-    CDC_PIPELINE        pipeline name                 (default demo)
-    CDC_TOPICS_DIR      topic dumps to land from      (default <repo>/demo/topics)
-    CDC_FORMAT          message format                (default debezium)
-    CDC_SOURCE_COUNTS   JSON file or SQLAlchemy URL   (default sqlite:///<repo>/demo/source.db)
-    CDC_ALERT_TO        comma-separated recipients    (default none: alerts are reported, not sent)
+Settings, resolved when a run starts, first match wins:
+    1. the DAG run's param of the same name (non-empty; not for ``source_counts``, which may
+       hold a password and params are stored and shown in clear),
+    2. the Airflow Variable ``cdc_<name>``,
+    3. the environment variable,
+    4. the default.
+
+    name                   env                       default
+    lake                   CDC_LAKE                  <repo>/demo/out/airflow-lake
+    pipeline               CDC_PIPELINE              demo
+    topics_dir             CDC_DEMO_TOPICS           <repo>/demo/topics   (Parquet topic dumps)
+    kafka_bootstrap        CDC_KAFKA_BOOTSTRAP       empty: land from topics_dir, else from Kafka
+    topics                 CDC_TOPICS                empty: every topic of the dumps (required for Kafka)
+    format                 CDC_FORMAT                debezium
+    source_counts          CDC_SOURCE_COUNTS         sqlite:///<repo>/demo/source.db
+                           (a JSON counts file, a SQLAlchemy URL, ``conn:<connection id>`` for an
+                           Airflow connection, or empty for no source counts)
+    alert_to               CDC_ALERT_TO              empty (comma-separated recipients)
+    quarantine_threshold   CDC_QUARANTINE_THRESHOLD  0 (alert when quarantined/landed exceeds it)
+
+Read when the DAG file is parsed (they shape the tasks, not one run): ``CDC_ALERT_TO`` also adds
+an SmtpNotifier failure callback; ``CDC_SPARK_PACKAGES`` and ``CDC_SPARK_CONF`` (a JSON object)
+go to spark-submit, e.g. hadoop-aws and the ``fs.s3a.*`` settings of an S3 lake.
+
+The run id is the interval, ``20261101T000000Z_20261102T000000Z``: a re-run or a backfill of an
+interval reuses it, and every stage is idempotent for a run id.
 """
 from __future__ import annotations
 
+import json
+import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 REPO = Path(__file__).resolve().parents[1]
-APPLICATION = str(REPO / "jobs" / "cli.py")
+APPLICATION = str(REPO / "jobs" / "cli.py")  # spark-submit'ed: `spark-submit jobs/cli.py <stage> ...`
 LAND_TASK = "land"
+SPARK_STAGES = ("decode", "merge", "validate")
+INTERVAL_FORMAT = "%Y%m%dT%H%M%SZ"  # the lake's interval= and run= folder names
+VARIABLE_PREFIX = "cdc_"
+
+log = logging.getLogger(__name__)
+
+
+class IntervalError(ValueError):
+    """The run has no usable [start, end) window."""
+
+
+class AlertNotSent(RuntimeError):
+    """Problems were found and recipients are set, but the email could not be sent."""
+
+
+# ---- settings ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    env: str
+    default: str
+    description: str
+    as_param: bool = True  # False for values that may hold secrets
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("lake", "CDC_LAKE", str(REPO / "demo" / "out" / "airflow-lake"),
+            "lake root: a local folder, file://, s3:// or s3a:// URI"),
+    Setting("pipeline", "CDC_PIPELINE", "demo", "pipeline name: Iceberg namespace and lake sub-folder"),
+    Setting("topics_dir", "CDC_DEMO_TOPICS", str(REPO / "demo" / "topics"),
+            "folder (or s3:// prefix) of Parquet topic dumps to land from when no Kafka bootstrap is set"),
+    Setting("kafka_bootstrap", "CDC_KAFKA_BOOTSTRAP", "",
+            "Kafka bootstrap servers; when set, topics are landed from Kafka (settings in $CDC_KAFKA_CONFIG)"),
+    Setting("topics", "CDC_TOPICS", "", "comma-separated topics (required with Kafka; default: all dumped topics)"),
+    Setting("format", "CDC_FORMAT", "debezium", "message format of the topics"),
+    Setting("source_counts", "CDC_SOURCE_COUNTS", f"sqlite:///{REPO / 'demo' / 'source.db'}",
+            "source row counts: JSON file, SQLAlchemy URL or conn:<Airflow connection id>", as_param=False),
+    Setting("alert_to", "CDC_ALERT_TO", "", "comma-separated data-quality alert recipients"),
+    Setting("quarantine_threshold", "CDC_QUARANTINE_THRESHOLD", "0",
+            "alert when quarantined/landed exceeds this fraction"),
+)
 
 
 @dataclass(frozen=True)
@@ -29,128 +92,388 @@ class PipelineSettings:
     lake: str
     pipeline: str
     topics_dir: str
+    kafka_bootstrap: str
+    topics: tuple[str, ...]
     fmt: str
     source_counts: str | None
     alert_to: tuple[str, ...]
+    quarantine_threshold: float
 
 
-def settings(env: dict[str, str] | None = None) -> PipelineSettings:
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def resolve_settings(
+    params: Mapping[str, Any] | None = None,
+    variable: Callable[[str], str | None] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> PipelineSettings:
+    """The settings of a run: params, then Variables ``cdc_<name>``, then env, then defaults.
+
+    A Variable or environment variable that is set but empty counts (e.g. ``CDC_SOURCE_COUNTS=""``
+    turns source counts off); an empty param means "not given" (the trigger form's default)."""
+    params = params or {}
     env = os.environ if env is None else env
+    values: dict[str, str] = {}
+    for setting in SETTINGS:
+        param = params.get(setting.name) if setting.as_param else None
+        if param not in (None, ""):
+            values[setting.name] = str(param).strip()
+            continue
+        from_variable = variable(VARIABLE_PREFIX + setting.name) if variable else None
+        if from_variable is not None:
+            values[setting.name] = str(from_variable).strip()
+        elif env.get(setting.env) is not None:
+            values[setting.name] = env[setting.env].strip()
+        else:
+            values[setting.name] = setting.default
+    try:
+        threshold = float(values["quarantine_threshold"] or 0)
+    except ValueError:
+        raise ValueError(f"quarantine_threshold {values['quarantine_threshold']!r} is not a number") from None
+    if not 0 <= threshold <= 1:
+        raise ValueError(f"quarantine_threshold {threshold} is not a fraction between 0 and 1")
+    for required in ("lake", "pipeline", "format"):
+        if not values[required]:
+            raise ValueError(f"setting {required} is empty")
     return PipelineSettings(
-        lake=env.get("CDC_LAKE") or str(REPO / "demo" / "out" / "airflow-lake"),
-        pipeline=env.get("CDC_PIPELINE") or "demo",
-        topics_dir=env.get("CDC_TOPICS_DIR") or str(REPO / "demo" / "topics"),
-        fmt=env.get("CDC_FORMAT") or "debezium",
-        source_counts=env.get("CDC_SOURCE_COUNTS", f"sqlite:///{REPO / 'demo' / 'source.db'}") or None,
-        alert_to=tuple(a.strip() for a in (env.get("CDC_ALERT_TO") or "").split(",") if a.strip()),
+        lake=values["lake"],
+        pipeline=values["pipeline"],
+        topics_dir=values["topics_dir"],
+        kafka_bootstrap=values["kafka_bootstrap"],
+        topics=_split(values["topics"]),
+        fmt=values["format"],
+        source_counts=values["source_counts"] or None,
+        alert_to=_split(values["alert_to"]),
+        quarantine_threshold=threshold,
     )
 
 
-def _utc(value: Any) -> datetime:
+def _airflow_variable(name: str) -> str | None:
+    from airflow.sdk import Variable
+
+    return Variable.get(name, default=None)
+
+
+def dag_params() -> dict[str, Any]:
+    """The DAG's params: the window of a manual run, and per-run overrides of the settings."""
+    from airflow.sdk import Param
+
+    params: dict[str, Any] = {
+        "start": Param("", type="string", title="Interval start",
+                       description="ISO-8601, e.g. 2026-11-01T00:00:00Z; empty: the run's data interval. "
+                       "Manual runs have an empty data interval: give start and end."),
+        "end": Param("", type="string", title="Interval end",
+                     description="ISO-8601, exclusive; empty: the run's data interval"),
+    }
+    for setting in SETTINGS:
+        if setting.as_param:
+            params[setting.name] = Param(
+                "", type="string",
+                description=f"{setting.description}. Empty: Variable {VARIABLE_PREFIX}{setting.name}, "
+                f"env {setting.env}, else {setting.default or 'none'}",
+            )
+    return params
+
+
+# ---- interval and run id -------------------------------------------------------------------------
+def _utc(value: Any, what: str) -> datetime:
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return parsed.astimezone(timezone.utc) if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        parsed = value
+    else:
+        text = str(value).strip()
+        try:
+            parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise IntervalError(f"{what} {text!r} is not an ISO-8601 time (e.g. 2026-11-01T00:00:00Z)") from None
+    # a time without an offset is UTC, as everywhere in the pipeline
+    parsed = parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+    # pendulum.DateTime (Airflow's context) -> plain datetime, so results compare and print alike
+    return datetime(parsed.year, parsed.month, parsed.day, parsed.hour, parsed.minute, parsed.second,
+                    parsed.microsecond, tzinfo=timezone.utc)
 
 
-def resolve_interval(params: dict | None, data_interval_start: Any, data_interval_end: Any) -> tuple[datetime, datetime]:
-    """The run's [start, end): params `start`/`end` (manual runs and backfills of any window) win,
-    else the data interval. A zero-width window is refused: it would land nothing."""
+def resolve_interval(params: Mapping[str, Any] | None, data_interval_start: Any,
+                     data_interval_end: Any) -> tuple[datetime, datetime]:
+    """The run's window [start, end): params ``start`` and ``end`` together (manual runs, or any
+    window), else the run's data interval. Empty or inverted windows are refused: they land nothing."""
     params = params or {}
-    start = _utc(params.get("start") or data_interval_start)
-    end = _utc(params.get("end") or data_interval_end)
+    start_param, end_param = (str(params.get(k) or "").strip() for k in ("start", "end"))
+    if start_param or end_param:
+        if not (start_param and end_param):
+            raise IntervalError("give both params start and end, or neither (to use the data interval)")
+        start, end = _utc(start_param, "start"), _utc(end_param, "end")
+    elif data_interval_start is None or data_interval_end is None:
+        raise IntervalError("the run has no data interval: a manual run needs params start and end")
+    else:
+        start, end = _utc(data_interval_start, "start"), _utc(data_interval_end, "end")
     if end <= start:
-        raise ValueError(
+        raise IntervalError(
             f"empty interval {start.isoformat()} .. {end.isoformat()}: a manual run needs params start and end"
         )
+    if start.microsecond or end.microsecond:
+        raise IntervalError("interval bounds must be whole seconds (they name the lake's folders)")
     return start, end
+
+
+def interval_name(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime(INTERVAL_FORMAT)
 
 
 def run_id_for(start: datetime, end: datetime) -> str:
     """Deterministic from the interval, so a re-run or backfill of an interval reuses its run id."""
-    return f"{start:%Y%m%dT%H%M%SZ}_{end:%Y%m%dT%H%M%SZ}"
+    return f"{interval_name(start)}_{interval_name(end)}"
 
 
-def land(params: dict | None = None, data_interval_start: Any = None, data_interval_end: Any = None,
-         **_context: Any) -> dict:
-    """Land the interval's messages of every topic; returns what the later tasks need (XCom)."""
-    from jobs.lake import Lake
-    from jobs.land import land_files
+# ---- the plan of a run: what land hands to the later tasks ---------------------------------------
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything the stages after land need; travels as XCom, so it holds no secret."""
 
-    cfg = settings()
-    start, end = resolve_interval(params, data_interval_start, data_interval_end)
-    lake = Lake.at(cfg.lake)
-    lake.check_usable()
-    manifests = land_files(cfg.topics_dir, None, lake, cfg.pipeline, start, end)
-    interval = f"interval={start:%Y%m%dT%H%M%SZ}_{end:%Y%m%dT%H%M%SZ}"
-    return {
-        "run_id": run_id_for(start, end),
-        "raw": lake.join(f"raw/{cfg.pipeline}") + f"/*/{interval}",
-        "messages": sum(m["totals"]["records"] for m in manifests),
-        "topics": [m["topic"] for m in manifests],
-    }
+    run_id: str
+    start: str
+    end: str
+    lake: str
+    pipeline: str
+    fmt: str
+    raw: tuple[str, ...]  # one landed interval folder per topic
+    topics: tuple[str, ...]
+    messages: int
+    alert_to: tuple[str, ...]
+    quarantine_threshold: float
+
+    def to_xcom(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_xcom(cls, value: Mapping[str, Any]) -> "RunPlan":
+        data = dict(value)
+        for name in ("raw", "topics", "alert_to"):
+            data[name] = tuple(data.get(name) or ())
+        return cls(**data)
 
 
-def _from_land(field: str) -> str:
-    return "{{ ti.xcom_pull(task_ids='" + LAND_TASK + "')['" + field + "'] }}"
+def build_plan(cfg: PipelineSettings, start: datetime, end: datetime, manifests: list[Mapping[str, Any]],
+               lake_join: Callable[[str], str]) -> RunPlan:
+    """The plan from land's manifests; ``lake_join`` turns a lake-relative folder into a full path."""
+    if not manifests:
+        raise ValueError("nothing was landed: no topic found (check topics, topics_dir or kafka_bootstrap)")
+    ordered = sorted(manifests, key=lambda m: m["topic"])
+    return RunPlan(
+        run_id=run_id_for(start, end),
+        start=start.isoformat().replace("+00:00", "Z"),
+        end=end.isoformat().replace("+00:00", "Z"),
+        lake=cfg.lake,
+        pipeline=cfg.pipeline,
+        fmt=cfg.fmt,
+        raw=tuple(lake_join(m["path"]) for m in ordered),
+        topics=tuple(m["topic"] for m in ordered),
+        messages=sum(int(m["totals"]["records"]) for m in ordered),
+        alert_to=cfg.alert_to,
+        quarantine_threshold=cfg.quarantine_threshold,
+    )
 
 
-def stage_args(stage: str, cfg: PipelineSettings | None = None) -> list[str]:
-    """spark-submit application arguments of a Spark stage (templated with the land task's XCom)."""
-    cfg = cfg or settings()
-    args = [stage, "--lake", cfg.lake, "--pipeline", cfg.pipeline, "--run-id", _from_land("run_id")]
+def stage_args(stage: str, plan: RunPlan) -> list[str]:
+    """Arguments of ``jobs/cli.py <stage>`` for a Spark stage: one ``--raw`` per landed folder, so
+    decode reads exactly this interval and never another one landed beside it."""
+    if stage not in SPARK_STAGES:
+        raise ValueError(f"{stage!r} is not a Spark stage ({', '.join(SPARK_STAGES)})")
+    args = [stage, "--lake", plan.lake, "--pipeline", plan.pipeline, "--run-id", plan.run_id]
     if stage == "decode":
-        args += ["--format", cfg.fmt, "--raw", _from_land("raw")]
+        args += ["--format", plan.fmt]
+        for folder in plan.raw:
+            args += ["--raw", folder]
     return args
 
 
+def land_outputs(plan: RunPlan) -> dict[str, Any]:
+    """land's XComs (``multiple_outputs``): ``plan`` for the Python tasks, ``<stage>_args`` for spark-submit."""
+    return {"plan": plan.to_xcom(), **{f"{stage}_args": stage_args(stage, plan) for stage in SPARK_STAGES}}
+
+
+# ---- task callables ------------------------------------------------------------------------------
+def land_interval(cfg: PipelineSettings, start: datetime, end: datetime) -> RunPlan:
+    """Land [start, end) of every topic (from Kafka, or from the Parquet topic dumps)."""
+    from jobs.lake import Lake, check_name
+    from jobs.land import land_files, land_kafka
+
+    check_name("pipeline", cfg.pipeline)
+    lake = Lake.at(cfg.lake)
+    lake.check_usable()
+    if cfg.kafka_bootstrap:
+        if not cfg.topics:
+            raise ValueError("landing from Kafka needs topics (param topics, Variable cdc_topics or CDC_TOPICS)")
+        manifests = [land_kafka(cfg.kafka_bootstrap, topic, lake, cfg.pipeline, start, end) for topic in cfg.topics]
+    else:
+        manifests = land_files(cfg.topics_dir, list(cfg.topics) or None, lake, cfg.pipeline, start, end)
+    return build_plan(cfg, start, end, manifests, lake.join)
+
+
+def land(params: Mapping[str, Any] | None = None, data_interval_start: Any = None, data_interval_end: Any = None,
+         **_context: Any) -> dict[str, Any]:
+    """Airflow callable of the land task; returns its XComs (see :func:`land_outputs`)."""
+    cfg = resolve_settings(params, _airflow_variable)
+    start, end = resolve_interval(params, data_interval_start, data_interval_end)
+    plan = land_interval(cfg, start, end)
+    log.info("landed %d messages of %d topics for run %s", plan.messages, len(plan.topics), plan.run_id)
+    return land_outputs(plan)
+
+
+def _run_context(plan: RunPlan):
+    from jobs.lake import Lake
+    from jobs.stages import RunContext
+
+    return RunContext(Lake.at(plan.lake), plan.pipeline, plan.run_id)
+
+
+def _mask(secret: str | None) -> None:
+    """Keep a secret out of task logs (Airflow's masker); a no-op where Airflow is absent."""
+    if not secret:
+        return
+    try:
+        from airflow.sdk.log import mask_secret
+    except ImportError:
+        return
+    mask_secret(secret)
+
+
+# SQLAlchemy 2.1 defaults postgresql:// to psycopg 3; requirements.txt installs psycopg2
+_SQLALCHEMY_DRIVERS = {"postgres": "postgresql+psycopg2", "postgresql": "postgresql+psycopg2", "mysql": "mysql",
+                       "mssql": "mssql", "oracle": "oracle", "sqlite": "sqlite"}
+
+
+def connection_sqlalchemy_url(conn: Any) -> str:
+    """A SQLAlchemy URL from an Airflow connection (extra ``sqlalchemy_scheme`` picks a driver)."""
+    from sqlalchemy.engine import URL
+
+    extra = conn.extra_dejson or {}
+    driver = extra.get("sqlalchemy_scheme") or _SQLALCHEMY_DRIVERS.get(conn.conn_type, conn.conn_type)
+    if driver.startswith("sqlite"):
+        return f"sqlite:///{conn.host or conn.schema}"
+    url = URL.create(driver, username=conn.login or None, password=conn.password or None,
+                     host=conn.host or None, port=conn.port or None, database=conn.schema or None)
+    return url.render_as_string(hide_password=False)
+
+
+def source_counts_spec(value: str | None, get_connection: Callable[[str], Any] | None = None) -> str | None:
+    """What ``jobs.reconcile.load_source_counts`` takes: ``conn:<id>`` becomes the connection's URL."""
+    if not value:
+        return None
+    if value.startswith("conn:"):
+        if get_connection is None:
+            from airflow.sdk import BaseHook
+
+            get_connection = BaseHook.get_connection
+        conn = get_connection(value[len("conn:"):])
+        _mask(conn.password)
+        return connection_sqlalchemy_url(conn)
+    if "://" in value:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            _mask(make_url(value).password)
+        except ArgumentError:
+            pass  # not a SQLAlchemy URL; reconcile reports what it is
+    return value
+
+
+def reconcile(plan: Mapping[str, Any], params: Mapping[str, Any] | None = None, **_context: Any) -> dict[str, Any]:
+    """Airflow callable of the reconcile task: state rows against the source's rows (no Spark)."""
+    from jobs.reconcile import MISMATCH
+    from jobs.stages import run_reconcile
+
+    run = RunPlan.from_xcom(plan)
+    cfg = resolve_settings(params, _airflow_variable)  # source counts are read here, never via XCom
+    rows = run_reconcile(_run_context(run), source_counts_spec(cfg.source_counts))
+    mismatched = sorted(r["table"] for r in rows if r["status"] == MISMATCH)
+    log.info("reconciled %d tables of run %s; mismatched: %s", len(rows), run.run_id, ", ".join(mismatched) or "none")
+    return {"tables": len(rows), "mismatched": mismatched}
+
+
+def _smtp_settings_from_airflow():
+    """The ``smtp_default`` connection wherever Airflow keeps it (metadata db, secrets backend, env);
+    None when there is none, so that ``SMTP_*`` environment settings apply."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from jobs.alert import settings_from_connection
+
+    try:
+        conn = BaseHook.get_connection("smtp_default")
+    except AirflowNotFoundException:
+        return None
+    return settings_from_connection(conn)
+
+
+def alert(plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
+    """Airflow callable of the alert task: one data-quality email when a check failed.
+
+    Data-quality problems do not fail the task (they are the email's content); an email that
+    should go out but cannot does, so that Airflow retries it and the failure is visible."""
+    from jobs.alert import run_alert
+
+    run = RunPlan.from_xcom(plan)
+    ctx = _run_context(run)
+    validation = ctx.read_report("validation.json") or {"success": True, "suites": []}
+    reconciliation = (ctx.read_report("reconciliation.json") or {"tables": []})["tables"]
+    decode = ctx.read_report("decode.json") or {}
+    smtp = _smtp_settings_from_airflow() if run.alert_to else None
+    result = run_alert(run.pipeline, run.run_id, validation, reconciliation, decode, list(run.alert_to),
+                       ctx.lake.join(ctx.report_dir), run.quarantine_threshold, settings=smtp)
+    ctx.write_report("alert.json", result)
+    summary = {"sent": result["sent"], "problems": len(result["reasons"]), "skipped": result["skipped"],
+               "error": result["error"]}
+    log.info("alert of run %s: %s", run.run_id, json.dumps(summary))
+    if result["error"]:
+        raise AlertNotSent(f"data-quality alert of run {run.run_id} not sent: {result['error']}")
+    return summary
+
+
+# ---- parse-time pieces of the DAG ----------------------------------------------------------------
 def spark_env() -> dict[str, str]:
     """Environment of the spark-submit'ed driver: this repo importable, this interpreter for Python."""
     return {
         "PYTHONPATH": str(REPO),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_SUBMIT_ACTIVE": "1",
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "SPARK_SUBMIT_ACTIVE": "1",  # jobs.spark.build_spark then takes the master from spark-submit
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
 
 
-def _context_for(run_id: str):
-    from jobs.lake import Lake
-    from jobs.stages import RunContext
-
-    cfg = settings()
-    return cfg, RunContext(Lake.at(cfg.lake), cfg.pipeline, run_id)
-
-
-def reconcile(ti: Any = None, **_context: Any) -> list[dict]:
-    from jobs.stages import run_reconcile
-
-    cfg, ctx = _context_for(ti.xcom_pull(task_ids=LAND_TASK)["run_id"])
-    return run_reconcile(ctx, cfg.source_counts)
-
-
-def _smtp_from_airflow():
-    """The smtp_default connection wherever Airflow keeps it (metadata db, secrets backend, env)."""
-    from airflow.sdk import BaseHook
-
-    from jobs.alert import settings_from_connection
-
-    try:
-        conn = BaseHook.get_connection("smtp_default")
-    except Exception:  # noqa: BLE001 - no such connection: the environment's SMTP_* settings apply
+def spark_conf(env: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """Extra ``--conf`` of spark-submit from ``CDC_SPARK_CONF`` (a JSON object; no secrets: use env
+    credentials such as AWS_ACCESS_KEY_ID, which S3A reads itself)."""
+    env = os.environ if env is None else env
+    text = (env.get("CDC_SPARK_CONF") or "").strip()
+    if not text:
         return None
-    return settings_from_connection(conn)
+    try:
+        conf = json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError("CDC_SPARK_CONF is not a JSON object") from None
+    if not isinstance(conf, dict):
+        raise ValueError("CDC_SPARK_CONF is not a JSON object")
+    return {str(k): str(v) for k, v in conf.items()}
 
 
-def alert(ti: Any = None, **_context: Any) -> dict:
-    from jobs.alert import run_alert
+def spark_packages(env: Mapping[str, str] | None = None) -> str | None:
+    """``--packages`` of spark-submit from ``CDC_SPARK_PACKAGES`` (Maven coordinates, comma-separated)."""
+    env = os.environ if env is None else env
+    return (env.get("CDC_SPARK_PACKAGES") or "").strip() or None
 
-    cfg, ctx = _context_for(ti.xcom_pull(task_ids=LAND_TASK)["run_id"])
-    validation = ctx.read_report("validation.json") or {"success": True, "suites": []}
-    reconciliation = (ctx.read_report("reconciliation.json") or {"tables": []})["tables"]
-    decode = ctx.read_report("decode.json") or {}
-    result = run_alert(cfg.pipeline, ctx.run_id, validation, reconciliation, decode, list(cfg.alert_to),
-                       ctx.lake.join(ctx.report_dir), settings=_smtp_from_airflow() if cfg.alert_to else None)
-    ctx.write_report("alert.json", result)
-    return {"sent": result["sent"], "problems": len(result["reasons"]), "error": result["error"]}
+
+def failure_notifiers(env: Mapping[str, str] | None = None) -> list[Any]:
+    """An SmtpNotifier (connection ``smtp_default``) to ``CDC_ALERT_TO`` for failed tasks; none
+    without recipients. Building it contacts no server."""
+    env = os.environ if env is None else env
+    recipients = list(_split(env.get("CDC_ALERT_TO") or ""))
+    if not recipients:
+        return []
+    from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+    from_email = (env.get("AIRFLOW__EMAIL__FROM_EMAIL") or "").strip() or None
+    return [SmtpNotifier(to=recipients, from_email=from_email, smtp_conn_id="smtp_default")]

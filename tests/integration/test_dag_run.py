@@ -1,14 +1,40 @@
-"""The demo DAG end to end with dag.test(): real Airflow, spark-submit on local Spark, real lake."""
+"""The demo DAG end to end, and its Python tasks on real servers.
+
+- ``dag.test()`` of two consecutive daily intervals: real Airflow (SQLite metadata db), spark-submit
+  on local Spark, a real lake, the reconciliation source through an Airflow connection, and the
+  alert email through ``smtp_default`` into an SMTP sink on 127.0.0.1.
+- land from a Kafka-protocol broker (Tansu), alert and failure notifier through a real SMTP sink.
+"""
+from __future__ import annotations
+
+import email
 import json
 import os
+import socket
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
+from email import policy
 from pathlib import Path
 
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pytest
+from aiosmtpd.controller import Controller
+
+from jobs import airflow_tasks as tasks
+from jobs.canonical import safe_part
+from jobs.lake import Lake
+from tests.integration.servers import KafkaMessage, create_topic, kafka_bootstrap, produce  # noqa: F401
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
+UTC = timezone.utc
+DAY1, DAY2, DAY3 = (datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3))
+TABLES = {"shop.public.customers", "shop.public.orders", "shop.public.order_lines"}
+STAGES = ["land", "decode", "merge", "validate", "reconcile", "alert"]
+RECIPIENT = "dq@example.com"
+SMTP_ENV = ("AIRFLOW_CONN_SMTP_DEFAULT", "SMTP_HOST", "CDC_ALERT_TO", "AIRFLOW__EMAIL__FROM_EMAIL")
 
 RUNNER = """
 import json, sys
@@ -16,48 +42,220 @@ from datetime import datetime, timezone
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1])
 assert not bag.import_errors, bag.import_errors
-dag = bag.get_dag("cdc_demo_pipeline")
-# CronDataIntervalTimetable: this logical date's run covers [2026-11-01, 2026-11-02)
-run = dag.test(logical_date=datetime(2026, 11, 2, tzinfo=timezone.utc))
-print("RESULT " + json.dumps({"state": str(run.state),
-                              "tis": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}}))
+dag = bag.dags["cdc_demo_pipeline"]
+# CronDataIntervalTimetable: the run at logical date D covers [D - 1 day, D)
+for day in sys.argv[2:]:
+    run = dag.test(logical_date=datetime.fromisoformat(day).replace(tzinfo=timezone.utc))
+    print("RESULT " + json.dumps({"state": str(run.state), "conf": run.conf,
+                                  "tis": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}}))
 """
 
 
-def test_demo_dag_runs_one_interval(tmp_path):
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _Inbox:
+    def __init__(self) -> None:
+        self.envelopes: list = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.envelopes.append(envelope)
+        return "250 Message accepted"
+
+
+@pytest.fixture()
+def smtp_sink():
+    """(port, inbox) of an SMTP server on 127.0.0.1, stopped after the test."""
+    inbox = _Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=_free_port())
+    controller.start()
+    try:
+        yield controller.port, inbox
+    finally:
+        controller.stop()
+
+
+def _smtp_conn(port: int) -> str:
+    # a local sink speaks neither TLS nor SSL; the smtp provider turns both on unless disabled
+    return json.dumps({"conn_type": "smtp", "host": "127.0.0.1", "port": port,
+                       "extra": {"disable_tls": True, "disable_ssl": True, "from_email": "cdc@example.com"}})
+
+
+def _subjects(inbox: _Inbox) -> list[str]:
+    return [email.message_from_bytes(e.original_content, policy=policy.default)["Subject"] for e in inbox.envelopes]
+
+
+def _demo_messages_between(topics: Path, start: datetime, end: datetime) -> int:
+    stamps = ds.dataset(str(topics), format="parquet").to_table(columns=["timestamp"])["timestamp"]
+    inside = pc.and_(pc.greater_equal(stamps, start), pc.less(stamps, end))
+    return int(pc.sum(pc.cast(inside, "int64")).as_py())
+
+
+# ---- the DAG, end to end -------------------------------------------------------------------------
+def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
+    smtp_port, inbox = smtp_sink
     venv_bin = str(Path(sys.executable).parent)
-    topics, source = tmp_path / "topics", tmp_path / "source.db"
+    topics, source, lake = tmp_path / "topics", tmp_path / "source.db", tmp_path / "lake"
     subprocess.run([sys.executable, str(REPO / "scripts/make_demo.py"), "--out", str(topics), "--source-db",
-                    str(source), "--messages", "600"], check=True, capture_output=True)
+                    str(source), "--messages", "600"], check=True, capture_output=True, timeout=300)
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "AIRFLOW_VAR_CDC_", "SMTP_"))},
         "AIRFLOW_HOME": str(tmp_path / "airflow"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "AIRFLOW_CONN_SMTP_DEFAULT": _smtp_conn(smtp_port),
+        # the reconciliation source through an Airflow connection (the password never goes to XCom)
+        "AIRFLOW_CONN_CDC_SOURCE": json.dumps({"conn_type": "sqlite", "host": str(source)}),
         "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",  # spark-submit lives in the venv
         "PYTHONPATH": str(REPO),
-        "CDC_LAKE": str(tmp_path / "lake"),
-        "CDC_TOPICS_DIR": str(topics),
-        "CDC_SOURCE_COUNTS": f"sqlite:///{source}",
+        "CDC_LAKE": str(lake),
+        "CDC_DEMO_TOPICS": str(topics),
+        "CDC_SOURCE_COUNTS": "conn:cdc_source",
+        "CDC_ALERT_TO": RECIPIENT,
+        "CDC_SHUFFLE_PARTITIONS": "2",
     }
     migrate = subprocess.run([f"{venv_bin}/airflow", "db", "migrate"], env=env, capture_output=True, text=True,
                              timeout=300)
     assert migrate.returncode == 0, migrate.stderr[-2000:]
-    proc = subprocess.run([sys.executable, "-c", RUNNER, str(REPO / "dags")], env=env, capture_output=True,
-                          text=True, timeout=900)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, (proc.stdout + proc.stderr)[-4000:]
-    result = json.loads(lines[-1][len("RESULT "):])
-    assert result["tis"] == {t: "success" for t in ["land", "decode", "merge", "validate", "reconcile", "alert"]}
-    assert result["state"] == "success"
+    proc = subprocess.run([sys.executable, "-c", RUNNER, str(REPO / "dags"), "2026-11-02", "2026-11-03"],
+                          env=env, capture_output=True, text=True, timeout=1200)
+    results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(results) == 2, (proc.stdout + proc.stderr)[-5000:]
+    for result in results:
+        assert result["tis"] == {t: "success" for t in STAGES}, (proc.stdout + proc.stderr)[-5000:]
+        assert result["state"] == "success"
 
-    reports = tmp_path / "lake/reports/demo/run=20261101T000000Z_20261102T000000Z"
-    decode = json.loads((reports / "decode.json").read_text())
-    assert decode["balanced"] and decode["total"]["landed"] > 0
-    recon = json.loads((reports / "reconciliation.json").read_text())
-    # the source db holds the state after both days: after the first day counts differ, and say so
-    assert {r["table"] for r in recon["tables"]} == {"shop.public.customers", "shop.public.orders",
-                                                    "shop.public.order_lines"}
-    assert all(r["state_rows"] > 0 and r["status"] in ("match", "mismatch") for r in recon["tables"])
-    assert (reports / "validation.json").exists() and (reports / "alert.json").exists()
+    runs = ["20261101T000000Z_20261102T000000Z", "20261102T000000Z_20261103T000000Z"]
+    for run_id, (start, end) in zip(runs, [(DAY1, DAY2), (DAY2, DAY3)]):
+        reports = lake / "reports/demo" / f"run={run_id}"
+        decode = json.loads((reports / "decode.json").read_text())
+        # decode read exactly this interval: one folder per topic, and exactly its messages
+        assert decode["raw"] == [str(lake / "raw/demo" / safe_part(t) / f"interval={run_id}") for t in sorted(TABLES)]
+        assert decode["balanced"] and decode["total"]["landed"] == _demo_messages_between(topics, start, end) > 0
+        for name in ("merge.json", "validation.json", "reconciliation.json", "alert.json"):
+            assert (reports / name).is_file(), name
+
+    first = json.loads((lake / "reports/demo" / f"run={runs[0]}" / "reconciliation.json").read_text())
+    final = json.loads((lake / "reports/demo" / f"run={runs[1]}" / "reconciliation.json").read_text())
+    assert {r["table"] for r in first["tables"]} == TABLES == {r["table"] for r in final["tables"]}
+    # the source db holds the state after both days: after day one counts differ, after day two
+    # (folded on top of day one, in order) every table matches
+    assert any(r["status"] == "mismatch" for r in first["tables"])
+    assert all(r["status"] == "match" and r["state_rows"] > 0 for r in final["tables"]), final
+
+    # the published Iceberg tables are what reconcile counted
+    from jobs.merge import state_summary
+
+    state = state_summary(Lake.at(str(lake)), "demo")
+    assert set(state) == TABLES
+    assert {t: s["state_rows"] for t, s in state.items()} == {r["table"]: r["state_rows"] for r in final["tables"]}
+    assert all(s["snapshot_id"] for s in state.values())
+
+    # day one's mismatch was mailed through smtp_default; day two mails only what else it found
+    # (the demo's few malformed messages are quarantined on whichever day they fall)
+    alerts = [json.loads((lake / "reports/demo" / f"run={r}" / "alert.json").read_text()) for r in runs]
+    assert alerts[0]["sent"] is True and alerts[0]["recipients"] == [RECIPIENT]
+    assert "count_mismatch" in {reason["kind"] for reason in alerts[0]["reasons"]}
+    assert "count_mismatch" not in {reason["kind"] for reason in alerts[1]["reasons"]}
+    assert alerts[1]["sent"] is bool(alerts[1]["reasons"]) and alerts[1]["error"] is None
+    mailed = [r for r, a in zip(runs, alerts) if a["sent"]]
+    assert len(inbox.envelopes) == len(mailed) and all(e.rcpt_tos == [RECIPIENT] for e in inbox.envelopes)
+    assert all(run_id in subject for run_id, subject in zip(mailed, _subjects(inbox)))
+
+
+# ---- land from Kafka -----------------------------------------------------------------------------
+def test_land_task_lands_kafka_topics_into_one_folder_each(kafka_bootstrap, tmp_path):  # noqa: F811
+    names = {"orders": "dagtest.orders", "customers": "dagtest.customers"}
+    for topic in names.values():
+        create_topic(kafka_bootstrap, topic, partitions=2)
+    ms = lambda moment: int(moment.timestamp() * 1000)  # noqa: E731
+    produce(kafka_bootstrap, names["orders"], [
+        KafkaMessage(b'{"n": 1}', partition=0, timestamp_ms=ms(DAY1 + timedelta(hours=1))),
+        KafkaMessage(b'{"n": 2}', partition=1, timestamp_ms=ms(DAY1 + timedelta(hours=2))),
+        KafkaMessage(b'{"n": 3}', partition=0, timestamp_ms=ms(DAY2)),  # the next interval's
+    ])
+    produce(kafka_bootstrap, names["customers"], [
+        KafkaMessage(b'{"n": 4}', partition=1, timestamp_ms=ms(DAY1 + timedelta(hours=3))),
+        KafkaMessage(b'{"n": 5}', partition=1, timestamp_ms=ms(DAY2 + timedelta(hours=1))),
+    ])
+    cfg = tasks.resolve_settings({"lake": str(tmp_path / "lake"), "pipeline": "kafka_demo",
+                                  "kafka_bootstrap": kafka_bootstrap, "topics": ",".join(names.values())}, None, {})
+    plan = tasks.land_interval(cfg, DAY1, DAY2)
+    assert plan.topics == tuple(sorted(names.values())) and plan.messages == 3
+    assert plan.raw == tuple(str(tmp_path / "lake/raw/kafka_demo" / safe_part(t) / "interval=20261101T000000Z_20261102T000000Z")
+                             for t in sorted(names.values()))
+    counts = [json.loads((Path(folder) / "_manifest.json").read_text())["totals"]["records"] for folder in plan.raw]
+    assert counts == [1, 2]  # customers, orders
+    nxt = tasks.land_interval(cfg, DAY2, DAY3)
+    assert nxt.messages == 2 and nxt.run_id == "20261102T000000Z_20261103T000000Z"
+
+
+# ---- alert and failure notifier through a real SMTP server ---------------------------------------
+def _plan_with_reports(lake: Path, alert_to: tuple[str, ...], mismatch: bool) -> dict:
+    cfg = tasks.resolve_settings({"lake": str(lake), "alert_to": ",".join(alert_to)}, None, {})
+    plan = tasks.build_plan(cfg, DAY1, DAY2, [{"topic": "t", "path": "raw/demo/t/x", "totals": {"records": 4}}],
+                            lambda rel: f"{lake}/{rel}")
+    reports = lake / "reports/demo" / f"run={plan.run_id}"
+    reports.mkdir(parents=True)
+    (reports / "decode.json").write_text(json.dumps(
+        {"total": {"landed": 4, "decoded": 4, "quarantined": 0, "ignored": 0}, "tables": {}}))
+    (reports / "validation.json").write_text(json.dumps({"success": True, "suites": []}))
+    (reports / "reconciliation.json").write_text(json.dumps({"tables": [
+        {"table": "shop.public.<b>orders</b>", "state_rows": 3, "source_rows": 4 if mismatch else 3,
+         "status": "mismatch" if mismatch else "match", "snapshot_id": 1}]}))
+    return plan.to_xcom()
+
+
+@pytest.fixture()
+def clean_smtp_env(monkeypatch):
+    for name in SMTP_ENV:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_alert_task_mails_problems_through_smtp_default(tmp_path, smtp_sink, clean_smtp_env):
+    port, inbox = smtp_sink
+    clean_smtp_env.setenv("AIRFLOW_CONN_SMTP_DEFAULT", _smtp_conn(port))
+
+    summary = tasks.alert(_plan_with_reports(tmp_path / "ok", (RECIPIENT,), mismatch=False))
+    assert summary == {"sent": False, "problems": 0, "skipped": "no problems", "error": None}
+    assert inbox.envelopes == []
+
+    plan = _plan_with_reports(tmp_path / "bad", (RECIPIENT, "oncall@example.com"), mismatch=True)
+    assert tasks.alert(plan)["sent"] is True
+    assert [e.rcpt_tos for e in inbox.envelopes] == [[RECIPIENT, "oncall@example.com"]]
+    msg = email.message_from_bytes(inbox.envelopes[0].original_content, policy=policy.default)
+    html = msg.get_body(preferencelist=("html",)).get_content()
+    assert "shop.public.&lt;b&gt;orders&lt;/b&gt;" in html and "<b>orders" not in html
+    stored = json.loads((tmp_path / "bad/reports/demo/run=20261101T000000Z_20261102T000000Z/alert.json").read_text())
+    assert stored["sent"] is True and stored["reasons"][0]["kind"] == "count_mismatch"
+
+
+def test_alert_task_fails_when_the_email_cannot_go_out(tmp_path, clean_smtp_env):
+    clean_smtp_env.setenv("AIRFLOW_CONN_SMTP_DEFAULT", _smtp_conn(_free_port()))  # nothing listens there
+    plan = _plan_with_reports(tmp_path, (RECIPIENT,), mismatch=True)
+    with pytest.raises(tasks.AlertNotSent, match="not sent"):
+        tasks.alert(plan)  # failing makes Airflow retry the email and show the failure
+    stored = json.loads((tmp_path / "reports/demo/run=20261101T000000Z_20261102T000000Z/alert.json").read_text())
+    assert stored["sent"] is False and stored["error"]
+
+    # without recipients, problems are reported in alert.json and the task succeeds
+    quiet = _plan_with_reports(tmp_path / "quiet", (), mismatch=True)
+    assert tasks.alert(quiet) == {"sent": False, "problems": 1, "skipped": "no recipients", "error": None}
+
+
+def test_failure_notifier_mails_through_smtp_default(smtp_sink, clean_smtp_env):
+    from types import SimpleNamespace
+
+    port, inbox = smtp_sink
+    clean_smtp_env.setenv("AIRFLOW_CONN_SMTP_DEFAULT", _smtp_conn(port))
+    [notifier] = tasks.failure_notifiers({"CDC_ALERT_TO": RECIPIENT})
+    ti = SimpleNamespace(dag_id="cdc_demo_pipeline", task_id="merge", run_id="scheduled__2026-11-02", state="failed",
+                         try_number=2, max_tries=1, hostname="worker-1", log_url="http://airflow/log")
+    notifier.notify({"ti": ti})
+    assert [e.rcpt_tos for e in inbox.envelopes] == [[RECIPIENT]]
+    assert _subjects(inbox) == ["DAG cdc_demo_pipeline - Task merge - Run ID scheduled__2026-11-02 in State failed"]

@@ -1,5 +1,10 @@
-"""Every DAG imports, is documented, owned, tagged, retried, and imports no Spark at parse time."""
+"""Every DAG imports, serializes, is documented, owned, tagged, retried, and loads no Spark at parse time.
+
+The DagBag is filled in a subprocess: parsing a DAG imports providers and sets Airflow's config,
+which must not leak into the other tests (nor theirs into this check, e.g. pyspark already loaded).
+"""
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -7,49 +12,94 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
+STAGES = ["land", "decode", "merge", "validate", "reconcile", "alert"]
 
 PROBE = """
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
+from airflow.serialization.serialized_objects import DagSerialization
+from airflow.sdk.definitions.xcom_arg import XComArg
+
 bag = DagBag(dag_folder=sys.argv[1])
-out = {"errors": {k: str(v)[:500] for k, v in bag.import_errors.items()}, "spark_loaded": "pyspark" in sys.modules,
+out = {"errors": {k: str(v)[:1000] for k, v in bag.import_errors.items()},
+       "spark_loaded": sorted(m for m in sys.modules if m == "pyspark" or m.startswith("pyspark.")),
        "dags": {}}
 for dag_id, dag in bag.dags.items():
+    serialized = DagSerialization.to_dict(dag)  # what the DAG processor stores for the scheduler
     tasks = dag.tasks
     out["dags"][dag_id] = {
-        "doc_md": bool(dag.doc_md and dag.doc_md.strip()), "tags": sorted(dag.tags),
-        "max_active_runs": dag.max_active_runs,
+        "doc_md": dag.doc_md or "", "tags": sorted(dag.tags), "max_active_runs": dag.max_active_runs,
+        "catchup": dag.catchup, "start_date": dag.start_date.isoformat() if dag.start_date else None,
+        "timetable": type(dag.timetable).__name__, "timetable_summary": dag.timetable.summary,
+        "serialized_tasks": len(serialized["dag"]["tasks"]),
         "owners": sorted({t.owner for t in tasks}), "retries": min(t.retries for t in tasks),
-        "tasks": sorted(t.task_id for t in tasks),
+        "retry_delay_s": min(t.retry_delay.total_seconds() for t in tasks),
+        "depends_on_past": sorted({t.depends_on_past for t in tasks}),
+        "tasks": {t.task_id: sorted(t.upstream_task_ids) for t in tasks},
+        "types": {t.task_id: type(t).__name__ for t in tasks},
+        "xcom_args": {t.task_id: [getattr(t, "application_args").operator.task_id, getattr(t, "application_args").key]
+                      for t in tasks if isinstance(getattr(t, "application_args", None), XComArg)},
+        "spark": {t.task_id: {"application": t.application, "conn_id": t._conn_id, "env": sorted(t.env_vars or {})}
+                  for t in tasks if type(t).__name__ == "SparkSubmitOperator"},
+        "params": sorted(dag.params.keys()),
+        "failure_callbacks": sorted({type(c).__name__ for t in tasks for c in (t.on_failure_callback or [])}),
+        "tasks_with_failure_callbacks": sum(bool(t.on_failure_callback) for t in tasks),
     }
 print(json.dumps(out))
 """
 
 
-def _load(tmp_path):
+def _load(tmp_path, extra_env=None):
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "PYTHONPATH": str(REPO)}
+           "PYTHONPATH": str(REPO), **(extra_env or {})}
     proc = subprocess.run([sys.executable, "-c", PROBE, str(DAGS)], env=env, capture_output=True, text=True,
                           timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    import json
-
+    assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_every_dag_imports_and_is_well_formed(tmp_path):
+def test_every_dag_imports_serializes_and_is_well_formed(tmp_path):
     loaded = _load(tmp_path)
     assert loaded["errors"] == {}
     assert loaded["dags"], "no DAG found"
-    assert not loaded["spark_loaded"], "parsing the DAGs must not import pyspark"
+    assert loaded["spark_loaded"] == [], "parsing the DAGs must not import pyspark"
     for dag_id, dag in loaded["dags"].items():
-        assert dag["doc_md"], dag_id
+        assert dag["doc_md"].strip(), dag_id
         assert dag["tags"], dag_id
         assert dag["max_active_runs"] == 1, dag_id
         assert dag["owners"] and "airflow" not in dag["owners"], dag_id
-        assert dag["retries"] >= 1, dag_id
-    assert loaded["dags"]["cdc_demo_pipeline"]["tasks"] == sorted(
-        ["land", "decode", "merge", "validate", "reconcile", "alert"])
+        assert dag["retries"] >= 1 and dag["retry_delay_s"] > 0, dag_id
+        assert dag["serialized_tasks"] == len(dag["tasks"]), dag_id
+
+
+def test_demo_dag_runs_the_stages_in_order_on_real_daily_windows(tmp_path):
+    dag = _load(tmp_path)["dags"]["cdc_demo_pipeline"]
+    assert "### CDC demo pipeline" in dag["doc_md"]  # the module docstring
+    # @daily would give data_interval_start == data_interval_end in Airflow 3
+    assert dag["timetable"] == "CronDataIntervalTimetable" and dag["timetable_summary"] == "0 0 * * *"
+    assert dag["catchup"] is False and dag["start_date"].startswith("2026-11-01T00:00:00")
+    assert dag["depends_on_past"] == [True]  # intervals fold in order
+    chain = {task: [prev] for prev, task in zip(STAGES, STAGES[1:])}
+    for task, upstream in dag["tasks"].items():
+        # land feeds every later task through XCom as well as through the chain
+        assert set(upstream) == set(chain.get(task, [])) | ({"land"} if task != "land" else set()), task
+    assert dag["types"] == {"land": "PythonOperator", "decode": "SparkSubmitOperator",
+                            "merge": "SparkSubmitOperator", "validate": "SparkSubmitOperator",
+                            "reconcile": "PythonOperator", "alert": "PythonOperator"}
+    # each Spark stage's arguments are the list land computed for it (one --raw per topic folder)
+    assert dag["xcom_args"] == {s: ["land", f"{s}_args"] for s in ("decode", "merge", "validate")}
+    for spark in dag["spark"].values():
+        assert spark["application"] == str(REPO / "jobs" / "cli.py") and spark["conn_id"] == "spark_default"
+        assert {"PYTHONPATH", "PYSPARK_PYTHON"} <= set(spark["env"])
+    assert {"start", "end"} <= set(dag["params"]) and "source_counts" not in dag["params"]
+
+
+def test_recipients_add_a_failure_notifier_without_an_smtp_server(tmp_path):
+    # an SmtpNotifier is built at parse time: it must not need a reachable server
+    probe_env = {"CDC_ALERT_TO": "oncall@example.com", "AIRFLOW_CONN_SMTP_DEFAULT": ""}
+    dag = _load(tmp_path, probe_env)["dags"]["cdc_demo_pipeline"]
+    assert dag["failure_callbacks"] == ["SmtpNotifier"] and dag["tasks_with_failure_callbacks"] == len(STAGES)
+    assert _load(tmp_path, {"CDC_ALERT_TO": ""})["dags"]["cdc_demo_pipeline"]["failure_callbacks"] == []
 
 
 def test_dag_files_only_wire_tasks():
@@ -58,5 +108,6 @@ def test_dag_files_only_wire_tasks():
         imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
             a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not any(m.startswith("pyspark") for m in imported), path
-        functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda))]
-        assert functions == [], f"{path.name}: logic belongs in an importable module"
+        functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+        assert functions == [], f"{path.name}: logic belongs in an importable module (jobs/airflow_tasks.py)"
+        assert ast.get_docstring(tree), f"{path.name}: the module docstring is the DAG's doc_md"
