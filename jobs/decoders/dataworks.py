@@ -92,7 +92,6 @@ class DataWorksDecoder:
         row_id_col = F.coalesce(*[F.when(F.array_contains(F.transform(columns, lambda c: c["name"]), F.lit(c)),
                                          F.array(F.lit(c))) for c in _ROW_ID_COLUMNS])
         pk = F.when(F.size(F.coalesce(schema["primaryKey"], F.array())) > 0, schema["primaryKey"]).otherwise(row_id_col)
-        image = F.coalesce(after, before)
         position_base = F.when(~full_load & F.col("_seq").rlike(r"^[0-9]+$"), pad_unsigned(F.col("_seq")))
         df = df.withColumns({
             "_new_key": F.coalesce(configured_key(F.col("table_id"), after, options), _key_of(after, pk)),

@@ -15,7 +15,8 @@ from jobs import cli, publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
-from jobs.raw import KAFKA_SCHEMA, read_raw
+from jobs.raw import read_raw
+from tests.unit.decoder_support import raw_frame
 
 # Flink CanalJsonSerDeSchemaTest: the 26 rows canal-data.txt, canal-data-with-init.txt and
 # canal-data-filter-table.txt (filtered to mydb.product) all decode to
@@ -47,18 +48,6 @@ FLINK_EXPECTED = [
     ("-D", 102, "car battery", "12V car battery", 5.17),
     ("-D", 103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", 0.8),
 ]
-
-
-def raw_frame(spark, values, keys=None, topic="t"):
-    rows = []
-    for i, value in enumerate(values):
-        key = None if keys is None else keys[i]
-        rows.append((
-            None if key is None else key.encode(),
-            None if value is None else value.encode(),
-            topic, 0, i, datetime(2026, 11, 1, tzinfo=timezone.utc), 0, None,
-        ))
-    return spark.createDataFrame(rows, KAFKA_SCHEMA)
 
 
 def decode(raw, options=DecodeOptions()):

@@ -8,13 +8,7 @@ from jobs import cli, publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
-from jobs.raw import KAFKA_SCHEMA
-
-
-def raw_frame(spark, values):
-    ts = datetime(2026, 11, 1, tzinfo=timezone.utc)
-    rows = [(None, None if v is None else v.encode(), "dw", 0, i, ts, 0, None) for i, v in enumerate(values)]
-    return spark.createDataFrame(rows, KAFKA_SCHEMA)
+from tests.unit.decoder_support import raw_frame
 
 
 def decode(spark, values, options=DecodeOptions()):

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pytest
 
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
-from jobs.raw import KAFKA_SCHEMA, read_raw
+from jobs.raw import read_raw
+from tests.unit.decoder_support import raw_frame
 
 PRODUCTS_PK = DecodeOptions(primary_keys={"products": ("id",)})
 
@@ -39,18 +40,6 @@ FLINK_EXPECTED = [
     ("+U", 111, "scooter", "Big 2-wheel scooter ", 5.17),
     ("-D", 111, "scooter", "Big 2-wheel scooter ", 5.17),
 ]
-
-
-def raw_frame(spark, values, keys=None, topic="t", headers=None):
-    rows = []
-    for i, value in enumerate(values):
-        key = None if keys is None else keys[i]
-        rows.append((
-            None if key is None else key.encode(),
-            None if value is None else value.encode(),
-            topic, 0, i, datetime(2026, 11, 1, tzinfo=timezone.utc), 0, (headers or {}).get(i),
-        ))
-    return spark.createDataFrame(rows, KAFKA_SCHEMA)
 
 
 def decode(raw, options=DecodeOptions()):

@@ -14,6 +14,7 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import KAFKA_SCHEMA, read_raw
+from tests.unit.decoder_support import raw_frame
 
 # Flink MaxwellJsonSerDerTest / SeaTunnel MaxWellJsonSerDeSchemaTest: the 26 rows both files decode to
 FLINK_EXPECTED = [
@@ -44,18 +45,6 @@ FLINK_EXPECTED = [
     ("-D", 102, "car battery", "12V car battery", 5.17),
     ("-D", 103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", 0.8),
 ]
-
-
-def raw_frame(spark, values, keys=None, topic="t"):
-    rows = []
-    for i, value in enumerate(values):
-        key = None if keys is None else keys[i]
-        rows.append((
-            None if key is None else key.encode(),
-            None if value is None else value.encode(),
-            topic, 0, i, datetime(2026, 11, 1, tzinfo=timezone.utc), 0, None,
-        ))
-    return spark.createDataFrame(rows, KAFKA_SCHEMA)
 
 
 def decode(raw, options=DecodeOptions()):
