@@ -61,7 +61,7 @@ def test_run_id_is_the_interval_and_names_like_the_lake_folders():
 # ---- settings ------------------------------------------------------------------------------------
 def test_settings_default_to_the_bundled_demo():
     cfg = tasks.resolve_settings({}, None, NO_ENV)
-    assert cfg.lake == str(tasks.REPO / "demo" / "out" / "lake")
+    assert cfg.lake == str(tasks.REPO / "demo" / "out" / "airflow-lake")  # not the lake `make demo` fills
     assert cfg.topics_dir == str(tasks.REPO / "demo" / "topics")
     assert cfg.source_counts == f"sqlite:///{tasks.REPO / 'demo' / 'source.db'}"
     assert (cfg.pipeline, cfg.fmt, cfg.kafka_bootstrap, cfg.topics, cfg.alert_to) == ("demo", "debezium", "", (), ())
