@@ -1,0 +1,199 @@
+"""SharePlex JSON, as Alibaba DTS writes it to Kafka: ``{meta, data, key}``, one row per message.
+
+``meta`` = {time, userid, op, scn, rowid, trans, seq, size, table "OWNER.TABLE", idx "n/size",
+posttime}. Decoded in Spark SQL: one ``from_json`` with row images as ``map<string,string>``; no UDF,
+nothing collected. SharePlex declares no column types: ``column_types`` is null (columns stay strings
+in state); values keep their JSON text (numbers as sent).
+
+- op ``ins``/``INSERT``: ``data`` is the new row.
+- op ``upd``/``UPDATE`` (and DTS's ``UPDATE AFTER``): ``data`` holds only the changed columns' new
+  values and ``key`` the before image of the columns SharePlex uses to find the row (their old
+  values). The new image is ``key`` overlaid with ``data`` -- a column of ``key`` absent from ``data``
+  did not change, so its old value is its current one -- and it is a *partial* image:
+  ``present_columns`` names its columns and the fold merges it over the prior row.
+  A key column whose value changes (old key != new key) is emitted as DELETE(old key) + UPDATE(new
+  key, same partial image). The fold cannot carry the columns not in the message over to the new
+  key (it would need the old row, which lives under the old key), so the new key's row holds only
+  the columns the message carries until later events fill them in.
+- op ``del``/``DELETE``: ``data`` is the old row (``key`` where sent overlays it).
+- op ``truncate``/``TRUNCATE``: TRUNCATE of the table; ``DROP COLUMN``: recorded as DDL;
+  ``UPDATE BEFORE`` is ignored (counted): its ``UPDATE AFTER`` carries the change.
+- Key rule (the messages never name the primary key), in this order:
+  1. ``--primary-keys`` for the table (``configured_key``);
+  2. updates and deletes: the columns of ``key``;
+  3. otherwise (inserts, deletes without ``key``): the whole row.
+  The fold keeps the columns every record's key names, so inserts keyed by their whole row and
+  updates keyed by ``key`` meet on the ``key`` columns.
+- table_id: ``_.<OWNER>.<TABLE>`` (no database part). tx_id = trans, tx_seq = seq, tx_last = (idx n ==
+  size). Position: scn (20 digits), then seq (10 digits), so that string order is source order.
+"""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs import canonical as C
+from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
+from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned
+
+_MAP = "map<string,string>"
+_META = (
+    "struct<time:string, userid:string, op:string, scn:string, rowid:string, trans:string, seq:string, "
+    "size:string, table:string, idx:string, posttime:string>"
+)
+_VALUE_SCHEMA = f"struct<meta:{_META}, data:{_MAP}, key:{_MAP}, _corrupt:string>"
+# SharePlex's short op names and the long names DTS documents
+_OPS = {
+    "ins": C.INSERT, "insert": C.INSERT,
+    "upd": C.UPDATE, "update": C.UPDATE, "update after": C.UPDATE,
+    "del": C.DELETE, "delete": C.DELETE,
+    "truncate": C.TRUNCATE, "trunc": C.TRUNCATE,
+    "drop column": C.DDL,
+}
+_IGNORED_OPS = {"update before": "update before image (its UPDATE AFTER carries the change)"}
+
+
+def _empty_map() -> Column:
+    # a function, not a module constant: a Column needs an active SparkSession
+    return F.create_map().cast(_MAP)
+
+
+def _without(image: Column, other: Column) -> Column:
+    """The entries of ``image`` whose column ``other`` does not carry."""
+    return F.map_filter(image, lambda k, v: ~F.map_contains_key(other, k))
+
+
+def _overlay(base: Column, top: Column) -> Column:
+    """``base`` with ``top``'s values winning (explicitly, whatever the map-key dedup policy)."""
+    return F.map_concat(_without(base, top), top)
+
+
+class SharePlexDecoder:
+    name = "shareplex"
+
+    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        j = F.from_json(F.col("value").cast("string"), _VALUE_SCHEMA,
+                        {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"})
+        return self._outcomes(raw.select("*", j.alias("j")), options)
+
+    def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
+        # Built in steps of named columns so that each non-trivial expression is evaluated once.
+        j = F.col("j")
+        meta = j["meta"]
+        op_name = F.lower(F.trim(meta["op"]))
+        owner_table = F.split(meta["table"], r"\.", 2)
+        has_owner = F.size(owner_table) == 2
+        idx = F.regexp_extract(meta["idx"], r"^\s*(\d+)\s*/\s*(\d+)\s*$", 1)
+        idx_size = F.regexp_extract(meta["idx"], r"^\s*(\d+)\s*/\s*(\d+)\s*$", 2)
+        seq = F.coalesce(meta["seq"].try_cast("bigint"), F.nullif(idx, F.lit("")).try_cast("bigint"))
+        size = F.coalesce(meta["size"].try_cast("bigint"), F.nullif(idx_size, F.lit("")).try_cast("bigint"))
+        scn = pad_unsigned(meta["scn"])
+        data, key = F.coalesce(j["data"], _empty_map()), F.coalesce(j["key"], _empty_map())
+        op_map = F.create_map(*[x for k, v in _OPS.items() for x in (F.lit(k), F.lit(v))])
+
+        # 1. message-level facts
+        df = df.withColumns({
+            "_op_name": op_name,
+            "_op": F.element_at(op_map, op_name),
+            "table_id": F.when(
+                F.coalesce(meta["table"], F.lit("")) != "",
+                C.table_id_col(F.lit(None), F.when(has_owner, owner_table[0]),
+                               F.when(has_owner, owner_table[1]).otherwise(meta["table"])),
+            ),
+            "_seq": seq,
+            "_position": F.when(scn.isNotNull(), F.concat_ws(".", scn, pad_unsigned(F.coalesce(seq, F.lit(0)), 10))),
+            "_tx_last": F.when(idx != "", idx.cast("bigint") == idx_size.cast("bigint"))
+                         .when(seq.isNotNull() & size.isNotNull(), seq == size),
+            # update: the new (partial) image; delete: the old row
+            "_upd_after": _overlay(key, data),
+            "_del_before": F.when(j["data"].isNotNull() | j["key"].isNotNull(), _overlay(data, key)),
+        })
+        op, table_id = F.col("_op"), F.col("table_id")
+        upd_after, del_before = F.col("_upd_after"), F.col("_del_before")
+        key_cols = F.map_keys(j["key"])
+        has_key = F.size(key_cols) > 0  # null key -> size -1
+        # old values of the key columns: from ``key``; a configured key column absent from ``key`` is
+        # taken from ``data`` (it is then assumed unchanged)
+        upd_before_for_key = _overlay(data, key)
+        df = df.withColumns({
+            # key rule 1: --primary-keys; 2: the columns of ``key``; 3: the whole row (see module doc)
+            "_ins_key": F.coalesce(configured_key(table_id, j["data"], options), j["data"]),
+            "_old_key": F.coalesce(configured_key(table_id, upd_before_for_key, options),
+                                   F.when(has_key, j["key"])),
+            "_new_key": F.coalesce(configured_key(table_id, upd_after, options),
+                                   F.when(has_key, F.map_from_arrays(
+                                       key_cols, F.transform(key_cols, lambda c: F.element_at(upd_after, c))))),
+            "_del_key": F.coalesce(configured_key(table_id, del_before, options),
+                                   F.when(has_key, j["key"]), del_before),
+        })
+        old_key, new_key = F.col("_old_key"), F.col("_new_key")
+
+        # 2. reasons, then the records of what decoded
+        empty = F.col("value").isNull() | (F.length("value") == 0)
+        ignored = F.create_map(*[x for k, v in _IGNORED_OPS.items() for x in (F.lit(k), F.lit(v))])
+        reason = (
+            F.when(empty, F.lit("tombstone"))
+            .when(j["_corrupt"].isNotNull() | j.isNull(),
+                  F.lit("malformed JSON, not a JSON object, or a field of the wrong JSON type"))
+            .when(meta.isNull(), F.lit("not a SharePlex message: no 'meta'"))
+            .when(F.col("_op_name").isNull(), F.lit("missing 'meta.op'"))
+            .when(F.element_at(ignored, F.col("_op_name")).isNotNull(), F.element_at(ignored, F.col("_op_name")))
+            .when(op.isNull(), F.concat(F.lit("unknown operation type '"), meta["op"], F.lit("'")))
+            .when(table_id.isNull(), F.lit("no source table ('meta.table')"))
+            .when((op == C.INSERT) & j["data"].isNull(), F.lit("'data' is null for an insert"))
+            .when((op == C.UPDATE) & j["data"].isNull(), F.lit("'data' is null for an update"))
+            .when((op == C.UPDATE) & (old_key.isNull() | new_key.isNull()),
+                  F.lit("update has no 'key' (the before image's key columns): give --primary-keys"))
+            .when((op == C.DELETE) & F.col("_del_before").isNull(), F.lit("delete has neither 'data' nor 'key'"))
+        )
+        df = df.withColumn("reason", reason)
+
+        no_map = F.lit(None).cast(_MAP)
+        no_present = F.lit(None).cast("array<string>")
+        position = F.col("_position")
+        # what tells events apart when there is no SCN (never used for ordering)
+        identity = F.coalesce(position, F.concat_ws("|", F.lit("t"), meta["time"], meta["trans"],
+                                                    F.col("_seq").cast("string"), meta["rowid"]))
+
+        def record(rec_op: Column, rec_key: Column, rec_before: Column, rec_after: Column,
+                   rec_present: Column) -> Column:
+            return F.struct(
+                F.lit(self.name).alias("format"), table_id.alias("table_id"), rec_op.alias("op"),
+                F.lit(C.CDC).alias("phase"),
+                rec_key.alias("key"), rec_before.alias("before"), rec_after.alias("after"),
+                rec_present.alias("present_columns"),
+                position.alias("position"),
+                meta["trans"].alias("tx_id"),
+                F.col("_seq").alias("tx_seq"),
+                F.col("_tx_last").alias("tx_last"),
+                meta["time"].try_cast("timestamp").alias("event_time"),
+                F.lit(None).cast(_MAP).alias("column_types"),
+                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
+                event_id(table_id, rec_op, identity, rec_key, rec_before, rec_after).alias("event_id"),
+            )
+
+        # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
+        key_changed = ~F.coalesce(F.to_json(old_key) == F.to_json(new_key), F.lit(False))
+        upd_present = F.map_keys(upd_after)
+        records = (
+            F.when(op == C.INSERT, F.array(record(op, F.col("_ins_key"), no_map, j["data"], no_present)))
+            .when((op == C.UPDATE) & key_changed,
+                  F.array(record(F.lit(C.DELETE), old_key, j["key"], no_map, no_present),
+                          record(op, new_key, j["key"], upd_after, upd_present)))
+            .when(op == C.UPDATE, F.array(record(op, new_key, j["key"], upd_after, upd_present)))
+            .when(op == C.DELETE, F.array(record(op, F.col("_del_key"), del_before, no_map, no_present)))
+            .when(op == C.TRUNCATE, F.array(record(op, no_map, no_map, no_map, no_present)))
+            .otherwise(F.array(record(op, no_map, no_map, F.create_map(
+                F.lit("ddl"), meta["op"], F.lit("columns"), F.to_json(j["data"])), no_present)))
+        )
+        status = (
+            F.when(F.col("reason").isNull(), F.lit(DECODED))
+            .when(F.col("reason").isin("tombstone", *_IGNORED_OPS.values()), F.lit(IGNORED))
+            .otherwise(F.lit(QUARANTINED))
+        )
+        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+
+
+@register("shareplex")
+def _factory() -> SharePlexDecoder:
+    return SharePlexDecoder()

@@ -1,0 +1,211 @@
+"""The Oracle GoldenGate JSON decoder against the real messages in shared/samples/ogg.
+
+Expected values are those the tools' own test suites expect (shared/samples/ogg/SOURCE.md).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from jobs import cli, publish
+from jobs.decode import decode_counts, decode_messages
+from jobs.decoders import DecodeOptions
+from jobs.lake import Lake
+from jobs.raw import read_raw
+from tests.unit.decoder_support import raw_frame
+
+REPO = Path(__file__).resolve().parents[2]
+MALFORMED = "malformed JSON, not a JSON object, or a field of the wrong JSON type"
+
+# Flink OggJsonSerDeSchemaTest / SeaTunnel OggJsonSerDeSchemaTest and KafkaFormatIT: the 20 rows
+FLINK_EXPECTED = [
+    ("+I", 101, "scooter", "Small 2-wheel scooter", 3.14),
+    ("+I", 102, "car battery", "12V car battery", 8.1),
+    ("+I", 103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", 0.8),
+    ("+I", 104, "hammer", "12oz carpenter's hammer", 0.75),
+    ("+I", 105, "hammer", "14oz carpenter's hammer", 0.875),
+    ("+I", 106, "hammer", "16oz carpenter's hammer", 1.0),
+    ("+I", 107, "rocks", "box of assorted rocks", 5.3),
+    ("+I", 108, "jacket", "water resistent black wind breaker", 0.1),
+    ("+I", 109, "spare tire", "24 inch spare tire", 22.2),
+    ("-U", 106, "hammer", "16oz carpenter's hammer", 1.0),
+    ("+U", 106, "hammer", "18oz carpenter hammer", 1.0),
+    ("-U", 107, "rocks", "box of assorted rocks", 5.3),
+    ("+U", 107, "rocks", "box of assorted rocks", 5.1),
+    ("+I", 110, "jacket", "water resistent white wind breaker", 0.2),
+    ("+I", 111, "scooter", "Big 2-wheel scooter ", 5.18),
+    ("-U", 110, "jacket", "water resistent white wind breaker", 0.2),
+    ("+U", 110, "jacket", "new water resistent white wind breaker", 0.5),
+    ("-U", 111, "scooter", "Big 2-wheel scooter ", 5.18),
+    ("+U", 111, "scooter", "Big 2-wheel scooter ", 5.17),
+    ("-D", 111, "scooter", "Big 2-wheel scooter ", 5.17),
+]
+# SeaTunnel KafkaFormatIT.checkOggFormat: the inserts' weights as re-emitted strings
+SEATUNNEL_WEIGHTS = ["3.140000104904175", "8.100000381469727", "0.800000011920929", "0.75", "0.875", "1",
+                     "5.300000190734863", "0.10000000149011612", "22.200000762939453"]
+
+
+def _decode_raw(raw, options=DecodeOptions()):
+    decoded = decode_messages(raw, "ogg", options)
+    # a key change's DELETE comes before its INSERT inside one message
+    records = sorted((r.asDict(recursive=True) for r in decoded.changes.collect()),
+                     key=lambda r: (r["offset"], r["op"] != "DELETE"))
+    quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
+    return records, quarantine, decode_counts(decoded.outcomes)
+
+
+def flink_row_kinds(records):
+    def row(image):
+        return (int(image["id"]), image["name"], image["description"], float(image["weight"]))
+
+    out = []
+    for r in records:
+        if r["op"] == "INSERT":
+            out.append(("+I", *row(r["after"])))
+        elif r["op"] == "UPDATE":
+            out += [("-U", *row(r["before"])), ("+U", *row(r["after"]))]
+        elif r["op"] == "DELETE":
+            out.append(("-D", *row(r["before"])))
+    return out
+
+
+@pytest.mark.parametrize("path, table_id", [
+    ("ogg/flink/ogg-data.txt", "_.OGG.TBL_TEST"),
+    ("ogg/seatunnel/ogg-data-filter-table.txt", "_.OGG.TBL_TEST"),
+    ("ogg/seatunnel/ogg_data.txt", "_.OGG.OGG_TEST"),
+])
+def test_flink_and_seatunnel_files_decode_to_their_rows(spark, shared_dir, path, table_id):
+    records, quarantine, counts = _decode_raw(read_raw(spark, str(shared_dir / "samples" / path)))
+    assert quarantine == []
+    assert counts["total"] == {"landed": 16, "decoded": 16, "quarantined": 0, "ignored": 0, "records": 16}
+    got = flink_row_kinds(records)
+    assert [g[:4] for g in got] == [e[:4] for e in FLINK_EXPECTED]
+    assert [g[4] for g in got] == pytest.approx([e[4] for e in FLINK_EXPECTED], rel=1e-6)
+    assert [r["after"]["weight"] for r in records[:9]] == SEATUNNEL_WEIGHTS
+    # metadata test: table, primary-keys[0] = id, event-timestamp (op_ts, UTC) 1589384406000 ms
+    first = records[0]
+    assert first["table_id"] == table_id and first["key"] == {"id": "101"}
+    assert first["event_time"] == datetime(2020, 5, 13, 15, 40, 6)
+    assert first["position"] == "143".zfill(38) and first["column_types"] is None
+    positions = [r["position"] for r in records]
+    assert positions == sorted(positions) and len(set(positions)) == 16
+    assert all(r["phase"] == "CDC" for r in records) and len({r["event_id"] for r in records}) == 16
+    # a full update image merges like a partial one: present_columns are the columns it carries
+    assert sorted(records[9]["present_columns"]) == ["description", "id", "name", "weight"]
+
+
+def _ogg(op, before=None, after=None, pos=None, table="SRC.ITEMS", pks=("ID",), **extra):
+    msg = {"table": table, "op_type": op, "op_ts": "2024-01-02 03:04:05.123456",
+           "current_ts": "2024-01-02T03:04:06.000000", "pos": pos}
+    if pks is not None:
+        msg["primary_keys"] = list(pks)
+    if before is not None:
+        msg["before"] = before
+    if after is not None:
+        msg["after"] = after
+    msg.update(extra)
+    return json.dumps({k: v for k, v in msg.items() if v is not None})
+
+
+def test_keys_partial_updates_key_changes_and_malformed(spark):
+    values = [
+        _ogg("U", after={"ID": 1, "V": "b"}, pos="00000000020000001000"),  # compressed: no before
+        _ogg("U", before={"ID": 1}, after={"V": "c"}, pos="00000000020000002000"),  # after lacks the key
+        _ogg("U", before={"ID": 1, "V": "c"}, after={"ID": 2, "V": "c"}, pos="00000000020000003000"),
+        _ogg("T", pos="00000000020000004000", table="PDB1.SRC.OTHER"),
+        _ogg("U", before={"ID": 5, "V": "x"}, after={"ID": 5, "V": "y"}, pos="30000", pks=None),
+        _ogg("DELETE", before={"ID": 5, "V": "y"}, pos="00000000010000000001", pks=None),
+        _ogg("I", after={"ID": 9, "V": "z"}, pos="999999999999999999999999"),
+        None, "{not json", "[1]", _ogg(None, after={"ID": 1}), _ogg("X", after={"ID": 1}),
+        _ogg("I", after={"ID": 1}, table=""), _ogg("I"), _ogg("D"),
+        _ogg("U", after={"ID": 1}, pks=None), _ogg("I", after="a string"),
+    ]
+    records, quarantine, counts = _decode_raw(raw_frame(spark, values))
+    assert [(r["op"], r["table_id"], r["key"]) for r in records] == [
+        ("UPDATE", "_.SRC.ITEMS", {"ID": "1"}),
+        ("UPDATE", "_.SRC.ITEMS", {"ID": "1"}),
+        ("DELETE", "_.SRC.ITEMS", {"ID": "1"}), ("INSERT", "_.SRC.ITEMS", {"ID": "2"}),
+        ("TRUNCATE", "PDB1.SRC.OTHER", None),
+        # keyless: the whole row is the key, an update replaces one row by another
+        ("DELETE", "_.SRC.ITEMS", {"ID": "5", "V": "x"}), ("INSERT", "_.SRC.ITEMS", {"ID": "5", "V": "y"}),
+        ("DELETE", "_.SRC.ITEMS", {"ID": "5", "V": "y"}),
+        ("INSERT", "_.SRC.ITEMS", {"ID": "9"}),
+    ]
+    assert records[0]["before"] is None and sorted(records[0]["present_columns"]) == ["ID", "V"]
+    assert records[1]["after"] == {"ID": "1", "V": "c"} and sorted(records[1]["present_columns"]) == ["ID", "V"]
+    assert records[3]["after"] == {"ID": "2", "V": "c"} and records[2]["before"] == {"ID": "1", "V": "c"}
+    assert records[2]["event_id"] != records[3]["event_id"]
+    positions = [r["position"] for r in records]
+    assert positions[5] < positions[7] < positions[0] < positions[1] < positions[8], "numeric order"
+    assert records[0]["event_time"] == datetime(2024, 1, 2, 3, 4, 5, 123456)
+    assert [q["reason"] for q in quarantine] == [
+        MALFORMED, MALFORMED,
+        "not an OGG message: no 'op_type'",
+        "unknown operation type 'X'",
+        "no source table ('table')",
+        "'after' is null for op_type 'I'",
+        "delete has neither a 'before' nor an 'after' image",
+        "update of a table without a known key has no 'before' image: give --primary-keys",
+        MALFORMED,
+    ]
+    assert quarantine[0]["value"] == b"{not json"
+    assert counts["ignored_reasons"] == {"tombstone": 1} and counts["balanced"]
+
+    # --primary-keys wins over the message's primary_keys
+    records, _, _ = _decode_raw(raw_frame(spark, values[2:3]), DecodeOptions(primary_keys={"ITEMS": ("V",)}))
+    assert [(r["op"], r["key"]) for r in records] == [("UPDATE", {"V": "c"})]
+
+
+def test_stream_folds_to_expected_state(spark, shared_dir, tmp_path):
+    """Flink's 16 messages + a key change, a compressed update, a delete, a redelivery and garbage,
+    through the CLI into Iceberg."""
+    lines = (shared_dir / "samples/ogg/flink/ogg-data.txt").read_text(encoding="utf-8").splitlines()
+    pk = ("id",)
+    key_change = _ogg("U", table="OGG.TBL_TEST", pks=pk, pos="00000000000000000000200",
+                      before={"id": 104, "name": "hammer", "description": "12oz carpenter's hammer", "weight": 0.75},
+                      after={"id": 204, "name": "hammer", "description": "12oz carpenter's hammer", "weight": 0.75})
+    lines += [
+        key_change,
+        _ogg("U", table="OGG.TBL_TEST", pks=pk, pos="00000000000000000000201", after={"id": 105, "weight": 0.9}),
+        "garbage {",
+        _ogg("D", table="OGG.TBL_TEST", pks=pk, pos="00000000000000000000202",
+             before={"id": 109, "name": "spare tire", "description": "24 inch spare tire", "weight": 22.2}),
+        key_change,  # redelivered
+    ]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "ogg.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lake = tmp_path / "lake"
+    assert cli.main(["run", "--format", "ogg", "--raw", str(raw), "--lake", str(lake), "--pipeline", "og",
+                     "--run-id", "r1"]) == 0
+    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "og", "_.OGG.TBL_TEST")
+    cols = ["id", "name", "description", "weight"]
+    state = sorted(table.scan().to_arrow().select(cols).to_pylist(), key=lambda r: int(r["id"]))
+    expected = {
+        101: ("scooter", "Small 2-wheel scooter", "3.140000104904175"),
+        102: ("car battery", "12V car battery", "8.100000381469727"),
+        103: ("12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", "0.800000011920929"),
+        105: ("hammer", "14oz carpenter's hammer", "0.9"),
+        106: ("hammer", "18oz carpenter hammer", "1"),
+        107: ("rocks", "box of assorted rocks", "5.099999904632568"),
+        108: ("jacket", "water resistent black wind breaker", "0.10000000149011612"),
+        110: ("jacket", "new water resistent white wind breaker", "0.5"),
+        204: ("hammer", "12oz carpenter's hammer", "0.75"),
+    }
+    assert state == [dict(zip(cols, (str(i), *v))) for i, v in expected.items()]
+    report = json.loads((lake / "reports/og/run=r1/decode.json").read_text())
+    assert report["total"]["quarantined"] == 1 and report["total"]["landed"] == len(lines)
+    assert report["balanced"]
+
+
+def test_registered_and_importable_without_a_spark_session():
+    """The CLI's --help and Airflow's DAG parsing import every decoder before any session exists."""
+    probe = "from jobs.decoders import available_formats; print(' '.join(available_formats()))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "ogg" in done.stdout.split()
