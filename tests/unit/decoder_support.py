@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from jobs.raw import KAFKA_SCHEMA
 
 LANDED_AT = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -19,3 +21,53 @@ def raw_frame(spark, values, keys=None, topic="t", headers=None):
             topic, 0, i, LANDED_AT, 0, (headers or {}).get(i),
         ))
     return spark.createDataFrame(rows, KAFKA_SCHEMA)
+
+
+# The 20 row changes Flink's and SeaTunnel's JSON format tests expect from their `products` files
+# (Debezium, OGG, and the first 20 of Maxwell's), as Flink RowKind + (id, name, description, weight)
+FLINK_PRODUCT_ROWS = [
+    ("+I", 101, "scooter", "Small 2-wheel scooter", 3.14),
+    ("+I", 102, "car battery", "12V car battery", 8.1),
+    ("+I", 103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", 0.8),
+    ("+I", 104, "hammer", "12oz carpenter's hammer", 0.75),
+    ("+I", 105, "hammer", "14oz carpenter's hammer", 0.875),
+    ("+I", 106, "hammer", "16oz carpenter's hammer", 1.0),
+    ("+I", 107, "rocks", "box of assorted rocks", 5.3),
+    ("+I", 108, "jacket", "water resistent black wind breaker", 0.1),
+    ("+I", 109, "spare tire", "24 inch spare tire", 22.2),
+    ("-U", 106, "hammer", "16oz carpenter's hammer", 1.0),
+    ("+U", 106, "hammer", "18oz carpenter hammer", 1.0),
+    ("-U", 107, "rocks", "box of assorted rocks", 5.3),
+    ("+U", 107, "rocks", "box of assorted rocks", 5.1),
+    ("+I", 110, "jacket", "water resistent white wind breaker", 0.2),
+    ("+I", 111, "scooter", "Big 2-wheel scooter ", 5.18),
+    ("-U", 110, "jacket", "water resistent white wind breaker", 0.2),
+    ("+U", 110, "jacket", "new water resistent white wind breaker", 0.5),
+    ("-U", 111, "scooter", "Big 2-wheel scooter ", 5.18),
+    ("+U", 111, "scooter", "Big 2-wheel scooter ", 5.17),
+    ("-D", 111, "scooter", "Big 2-wheel scooter ", 5.17),
+]
+
+
+def flink_row_kinds(records):
+    """Canonical records as Flink's row kinds: snapshot/insert +I, update -U then +U, delete -D."""
+    def row(image):
+        return (int(image["id"]), image["name"], image["description"], float(image["weight"]))
+
+    out = []
+    for r in records:
+        if r["op"] in ("SNAPSHOT", "INSERT"):
+            out.append(("+I", *row(r["after"])))
+        elif r["op"] == "UPDATE":
+            out += [("-U", *row(r["before"])), ("+U", *row(r["after"]))]
+        elif r["op"] == "DELETE":
+            out.append(("-D", *row(r["before"])))
+    return out
+
+
+def assert_rows_equal(actual, expected):
+    """Row kinds and text equal; weights equal to float precision (formats send 3.14 or 3.140000104904175)."""
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert a[:4] == e[:4]
+        assert a[4] == pytest.approx(e[4], rel=1e-6)

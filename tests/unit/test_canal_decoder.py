@@ -16,7 +16,7 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
-from tests.unit.decoder_support import raw_frame
+from tests.unit.decoder_support import assert_rows_equal, flink_row_kinds, raw_frame
 
 # Flink CanalJsonSerDeSchemaTest: the 26 rows canal-data.txt, canal-data-with-init.txt and
 # canal-data-filter-table.txt (filtered to mydb.product) all decode to
@@ -57,27 +57,6 @@ def decode(raw, options=DecodeOptions()):
                      key=lambda r: (r["offset"], r["position"] or "", r["op"] != "DELETE"))
     quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
     return records, quarantine, decode_counts(decoded.outcomes)
-
-
-def flink_row_kinds(records):
-    out = []
-    for r in records:
-        def row(image):
-            return (int(image["id"]), image["name"], image["description"], float(image["weight"]))
-        if r["op"] in ("SNAPSHOT", "INSERT"):
-            out.append(("+I", *row(r["after"])))
-        elif r["op"] == "UPDATE":
-            out += [("-U", *row(r["before"])), ("+U", *row(r["after"]))]
-        elif r["op"] == "DELETE":
-            out.append(("-D", *row(r["before"])))
-    return out
-
-
-def assert_rows_equal(actual, expected):
-    assert len(actual) == len(expected)
-    for a, e in zip(actual, expected):
-        assert a[:4] == e[:4]
-        assert a[4] == pytest.approx(e[4], rel=1e-6)
 
 
 @pytest.mark.parametrize(

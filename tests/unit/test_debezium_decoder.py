@@ -13,33 +13,12 @@ import pytest
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.raw import read_raw
-from tests.unit.decoder_support import raw_frame
+from tests.unit.decoder_support import assert_rows_equal, FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame
 
 PRODUCTS_PK = DecodeOptions(primary_keys={"products": ("id",)})
 
-# Flink DebeziumJsonSerDeSchemaTest: the 20 rows every products file decodes to
-FLINK_EXPECTED = [
-    ("+I", 101, "scooter", "Small 2-wheel scooter", 3.14),
-    ("+I", 102, "car battery", "12V car battery", 8.1),
-    ("+I", 103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", 0.8),
-    ("+I", 104, "hammer", "12oz carpenter's hammer", 0.75),
-    ("+I", 105, "hammer", "14oz carpenter's hammer", 0.875),
-    ("+I", 106, "hammer", "16oz carpenter's hammer", 1.0),
-    ("+I", 107, "rocks", "box of assorted rocks", 5.3),
-    ("+I", 108, "jacket", "water resistent black wind breaker", 0.1),
-    ("+I", 109, "spare tire", "24 inch spare tire", 22.2),
-    ("-U", 106, "hammer", "16oz carpenter's hammer", 1.0),
-    ("+U", 106, "hammer", "18oz carpenter hammer", 1.0),
-    ("-U", 107, "rocks", "box of assorted rocks", 5.3),
-    ("+U", 107, "rocks", "box of assorted rocks", 5.1),
-    ("+I", 110, "jacket", "water resistent white wind breaker", 0.2),
-    ("+I", 111, "scooter", "Big 2-wheel scooter ", 5.18),
-    ("-U", 110, "jacket", "water resistent white wind breaker", 0.2),
-    ("+U", 110, "jacket", "new water resistent white wind breaker", 0.5),
-    ("-U", 111, "scooter", "Big 2-wheel scooter ", 5.18),
-    ("+U", 111, "scooter", "Big 2-wheel scooter ", 5.17),
-    ("-D", 111, "scooter", "Big 2-wheel scooter ", 5.17),
-]
+# Flink DebeziumJsonSerDeSchemaTest: every products file decodes to these 20 row changes
+FLINK_EXPECTED = FLINK_PRODUCT_ROWS
 
 
 def decode(raw, options=DecodeOptions()):
@@ -47,28 +26,6 @@ def decode(raw, options=DecodeOptions()):
     records = [r.asDict(recursive=True) for r in decoded.changes.orderBy("offset").collect()]
     quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
     return records, quarantine, decode_counts(decoded.outcomes)
-
-
-def flink_row_kinds(records):
-    """Our canonical records expressed as Flink's row kinds (c/r -> +I, u -> -U +U, d -> -D)."""
-    out = []
-    for r in records:
-        def row(image):
-            return (int(image["id"]), image["name"], image["description"], float(image["weight"]))
-        if r["op"] in ("SNAPSHOT", "INSERT"):
-            out.append(("+I", *row(r["after"])))
-        elif r["op"] == "UPDATE":
-            out += [("-U", *row(r["before"])), ("+U", *row(r["after"]))]
-        elif r["op"] == "DELETE":
-            out.append(("-D", *row(r["before"])))
-    return out
-
-
-def assert_rows_equal(actual, expected):
-    assert len(actual) == len(expected)
-    for a, e in zip(actual, expected):
-        assert a[:4] == e[:4]
-        assert a[4] == pytest.approx(e[4], rel=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -14,30 +14,11 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import KAFKA_SCHEMA, read_raw
-from tests.unit.decoder_support import raw_frame
+from tests.unit.decoder_support import assert_rows_equal, FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame
 
 # Flink MaxwellJsonSerDerTest / SeaTunnel MaxWellJsonSerDeSchemaTest: the 26 rows both files decode to
 FLINK_EXPECTED = [
-    ("+I", 101, "scooter", "Small 2-wheel scooter", 3.14),
-    ("+I", 102, "car battery", "12V car battery", 8.1),
-    ("+I", 103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", 0.8),
-    ("+I", 104, "hammer", "12oz carpenter's hammer", 0.75),
-    ("+I", 105, "hammer", "14oz carpenter's hammer", 0.875),
-    ("+I", 106, "hammer", "16oz carpenter's hammer", 1.0),
-    ("+I", 107, "rocks", "box of assorted rocks", 5.3),
-    ("+I", 108, "jacket", "water resistent black wind breaker", 0.1),
-    ("+I", 109, "spare tire", "24 inch spare tire", 22.2),
-    ("-U", 106, "hammer", "16oz carpenter's hammer", 1.0),
-    ("+U", 106, "hammer", "18oz carpenter hammer", 1.0),
-    ("-U", 107, "rocks", "box of assorted rocks", 5.3),
-    ("+U", 107, "rocks", "box of assorted rocks", 5.1),
-    ("+I", 110, "jacket", "water resistent white wind breaker", 0.2),
-    ("+I", 111, "scooter", "Big 2-wheel scooter ", 5.18),
-    ("-U", 110, "jacket", "water resistent white wind breaker", 0.2),
-    ("+U", 110, "jacket", "new water resistent white wind breaker", 0.5),
-    ("-U", 111, "scooter", "Big 2-wheel scooter ", 5.18),
-    ("+U", 111, "scooter", "Big 2-wheel scooter ", 5.17),
-    ("-D", 111, "scooter", "Big 2-wheel scooter ", 5.17),
+    *FLINK_PRODUCT_ROWS,
     ("-U", 101, "scooter", "Small 2-wheel scooter", 3.14),
     ("+U", 101, "scooter", "Small 2-wheel scooter", 5.17),
     ("-U", 102, "car battery", "12V car battery", 8.1),
@@ -54,27 +35,6 @@ def decode(raw, options=DecodeOptions()):
                      key=lambda r: (r["offset"], r["op"] != "DELETE"))
     quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
     return records, quarantine, decode_counts(decoded.outcomes)
-
-
-def flink_row_kinds(records):
-    out = []
-    for r in records:
-        def row(image):
-            return (int(image["id"]), image["name"], image["description"], float(image["weight"]))
-        if r["op"] in ("SNAPSHOT", "INSERT"):
-            out.append(("+I", *row(r["after"])))
-        elif r["op"] == "UPDATE":
-            out += [("-U", *row(r["before"])), ("+U", *row(r["after"]))]
-        elif r["op"] == "DELETE":
-            out.append(("-D", *row(r["before"])))
-    return out
-
-
-def assert_rows_equal(actual, expected):
-    assert len(actual) == len(expected)
-    for a, e in zip(actual, expected):
-        assert a[:4] == e[:4]
-        assert a[4] == pytest.approx(e[4], rel=1e-6)
 
 
 @pytest.mark.parametrize("path", ["maxwell/flink/maxwell-data.txt", "maxwell/seatunnel/maxwell-data-filter-table.txt"])

@@ -17,34 +17,13 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
-from tests.unit.decoder_support import raw_frame
+from tests.unit.decoder_support import FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame
 
 REPO = Path(__file__).resolve().parents[2]
 MALFORMED = "malformed JSON, not a JSON object, or a field of the wrong JSON type"
 
 # Flink OggJsonSerDeSchemaTest / SeaTunnel OggJsonSerDeSchemaTest and KafkaFormatIT: the 20 rows
-FLINK_EXPECTED = [
-    ("+I", 101, "scooter", "Small 2-wheel scooter", 3.14),
-    ("+I", 102, "car battery", "12V car battery", 8.1),
-    ("+I", 103, "12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", 0.8),
-    ("+I", 104, "hammer", "12oz carpenter's hammer", 0.75),
-    ("+I", 105, "hammer", "14oz carpenter's hammer", 0.875),
-    ("+I", 106, "hammer", "16oz carpenter's hammer", 1.0),
-    ("+I", 107, "rocks", "box of assorted rocks", 5.3),
-    ("+I", 108, "jacket", "water resistent black wind breaker", 0.1),
-    ("+I", 109, "spare tire", "24 inch spare tire", 22.2),
-    ("-U", 106, "hammer", "16oz carpenter's hammer", 1.0),
-    ("+U", 106, "hammer", "18oz carpenter hammer", 1.0),
-    ("-U", 107, "rocks", "box of assorted rocks", 5.3),
-    ("+U", 107, "rocks", "box of assorted rocks", 5.1),
-    ("+I", 110, "jacket", "water resistent white wind breaker", 0.2),
-    ("+I", 111, "scooter", "Big 2-wheel scooter ", 5.18),
-    ("-U", 110, "jacket", "water resistent white wind breaker", 0.2),
-    ("+U", 110, "jacket", "new water resistent white wind breaker", 0.5),
-    ("-U", 111, "scooter", "Big 2-wheel scooter ", 5.18),
-    ("+U", 111, "scooter", "Big 2-wheel scooter ", 5.17),
-    ("-D", 111, "scooter", "Big 2-wheel scooter ", 5.17),
-]
+FLINK_EXPECTED = FLINK_PRODUCT_ROWS
 # SeaTunnel KafkaFormatIT.checkOggFormat: the inserts' weights as re-emitted strings
 SEATUNNEL_WEIGHTS = ["3.140000104904175", "8.100000381469727", "0.800000011920929", "0.75", "0.875", "1",
                      "5.300000190734863", "0.10000000149011612", "22.200000762939453"]
@@ -57,21 +36,6 @@ def _decode_raw(raw, options=DecodeOptions()):
                      key=lambda r: (r["offset"], r["op"] != "DELETE"))
     quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
     return records, quarantine, decode_counts(decoded.outcomes)
-
-
-def flink_row_kinds(records):
-    def row(image):
-        return (int(image["id"]), image["name"], image["description"], float(image["weight"]))
-
-    out = []
-    for r in records:
-        if r["op"] == "INSERT":
-            out.append(("+I", *row(r["after"])))
-        elif r["op"] == "UPDATE":
-            out += [("-U", *row(r["before"])), ("+U", *row(r["after"]))]
-        elif r["op"] == "DELETE":
-            out.append(("-D", *row(r["before"])))
-    return out
 
 
 @pytest.mark.parametrize("path, table_id", [
