@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned
+from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned, parse_value
 
 _MAP = "map<string,string>"
 _VALUE_SCHEMA = (
@@ -128,9 +128,7 @@ class CanalDecoder:
     name = "canal"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        text = F.col("value").cast("string")
-        j = F.from_json(text, _VALUE_SCHEMA,
-                        {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE", "allowComments": "true"})
+        j = parse_value(_VALUE_SCHEMA, allow_comments=True)
         df = raw.select("*", j.alias("j"))
         return self._outcomes(df, options)
 

@@ -53,3 +53,12 @@ def outcome(status: Column, reason: Column, table_id: Column, records: Column) -
         records.cast(RECORDS_TYPE).alias("records"),
         *[F.col(c) for c in LINEAGE],
     ]
+
+
+def parse_value(schema: str, allow_comments: bool = False) -> Column:
+    """The message value parsed into the format's envelope schema (which must end in
+    ``_corrupt:string``): a value that is not JSON, or not an object, leaves its text there."""
+    options = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"}
+    if allow_comments:  # vendor examples carry // comments
+        options["allowComments"] = "true"
+    return F.from_json(F.col("value").cast("string"), schema, options)

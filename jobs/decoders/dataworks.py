@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned
+from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned, parse_value
 
 _MAP = "map<string,string>"
 _IMAGE = f"struct<dataColumn:{_MAP}>"
@@ -63,9 +63,7 @@ class DataWorksDecoder:
     name = "dataworks"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        text = F.col("value").cast("string")
-        j = F.from_json(text, _VALUE_SCHEMA,
-                        {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE", "allowComments": "true"})
+        j = parse_value(_VALUE_SCHEMA, allow_comments=True)
         df = raw.select("*", j.alias("j"))
         schema, payload = F.col("j")["schema"], F.col("j")["payload"]
         columns = schema["dataColumn"]

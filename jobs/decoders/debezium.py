@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned
+from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned, parse_value
 from jobs.sql import sql_str
 
 _MAP = "map<string,string>"
@@ -232,10 +232,9 @@ class DebeziumDecoder:
     name = "debezium"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        text = F.col("value").cast("string")
         parsed = raw.select(
             "*",
-            F.from_json(text, _VALUE_SCHEMA, {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"}).alias("j"),
+            parse_value(_VALUE_SCHEMA).alias("j"),
         )
         j = F.col("j")
         env = F.when(j["payload"].isNotNull(), j["payload"]).otherwise(

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned
+from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned, parse_value
 
 _MAP = "map<string,string>"
 _VALUE_SCHEMA = (
@@ -61,8 +61,7 @@ class OggDecoder:
     name = "ogg"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        j = F.from_json(F.col("value").cast("string"), _VALUE_SCHEMA,
-                        {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"})
+        j = parse_value(_VALUE_SCHEMA)
         return self._outcomes(raw.select("*", j.alias("j")), options)
 
     def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
