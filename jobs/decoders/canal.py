@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned, parse_value
+from jobs.decoders.common import configured_key, event_id, is_truncate, outcome, pad_unsigned, parse_value
 
 _MAP = "map<string,string>"
 _VALUE_SCHEMA = (
@@ -118,12 +118,6 @@ def _key_of(image: Column, pk: Column) -> Column:
                   F.map_from_arrays(pk, F.transform(pk, lambda c: F.element_at(image, c))))
 
 
-def _is_truncate(sql: Column) -> Column:
-    # leading comments (/* ... */ hints, -- lines) do not hide a TRUNCATE
-    stripped = F.regexp_replace(sql, r"^(\s|/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)*", "")
-    return F.upper(stripped).rlike(r"^TRUNCATE\b")
-
-
 class CanalDecoder:
     name = "canal"
 
@@ -189,7 +183,7 @@ class CanalDecoder:
         empty = F.col("value").isNull() | (F.length("value") == 0)
         ignored = F.create_map(*[x for k, v in _IGNORED_TYPES.items() for x in (F.lit(k), F.lit(v))])
         is_ddl = F.col("_is_ddl")
-        truncate = (msg_type == "TRUNCATE") | F.coalesce(_is_truncate(j["sql"]), F.lit(False))
+        truncate = (msg_type == "TRUNCATE") | F.coalesce(is_truncate(j["sql"]), F.lit(False))
         reason = (
             F.when(empty, F.lit("tombstone"))
             .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))

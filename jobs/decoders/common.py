@@ -62,3 +62,9 @@ def parse_value(schema: str, allow_comments: bool = False) -> Column:
     if allow_comments:  # vendor examples carry // comments
         options["allowComments"] = "true"
     return F.from_json(F.col("value").cast("string"), schema, options)
+
+
+def is_truncate(sql: Column) -> Column:
+    """Whether a DDL statement is a TRUNCATE; leading comments (/* hints */, -- lines) do not hide it."""
+    stripped = F.regexp_replace(sql, r"^(\s|/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)*", "")
+    return F.upper(stripped).rlike(r"^TRUNCATE\b")

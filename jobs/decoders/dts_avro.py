@@ -1,0 +1,395 @@
+"""Alibaba DTS Avro (seed 004): binary records of the DTS ``Record`` schema.
+
+The schema is ``schemas/dts_record.avsc``, the official one of aliyun/aliyun-dts-subscribe-demo
+(Apache-2.0; the leaf types first, ``Record`` last). Binary Avro cannot be read by Spark SQL's JSON
+functions, so the messages are decoded with fastavro inside ``mapInArrow``: one Python call per
+Arrow batch, never one per row. The Python side only turns each record into plain columns (images as
+``map<string,string>`` of canonical text, the type of each value); keys, records, reasons and
+counting are Spark SQL, as in the other decoders.
+
+- ``operation`` INSERT / UPDATE / DELETE are CDC, INIT is the full load (phase FULL_LOAD, op SNAPSHOT);
+  DDL carries the statement as a string in ``afterImages`` (recorded as op DDL, a TRUNCATE statement
+  empties the table); BEGIN / COMMIT / ROLLBACK / ABORT / HEARTBEAT / CHECKPOINT and DTS's control
+  operations are ignored and counted.
+- ``objectName`` is ``db.table`` (``db.schema.table`` for sources with schemas).
+- Key: --primary-keys, else ``tags['pk_uk_info']`` (``{"PRIMARY":["id"]}``; the first unique key when
+  there is no PRIMARY), else the whole row. An UPDATE that changes the key is a DELETE of the old key
+  plus an INSERT.
+- Values are typed by their union branch: Integer -> bigint, Character -> string decoded with its
+  ``charset`` (MySQL names; ``binary`` stays bytes), Decimal -> decimal(precision,scale), Float ->
+  double, Timestamp (epoch seconds + ``millis``) -> timestamp, DateTime -> date / timestamp / time
+  text / year, TimestampWithTimeZone -> timestamp in UTC, Binary* -> binary (base64), Text* -> string,
+  EmptyObject NULL -> null and NONE -> not captured (the column keeps its prior value).
+- Position: ``sourcePosition`` as MySQL writes it (``<offset>@<binlog file index>``) then ``id``, each
+  zero-padded; sources whose position is not ``offset@file`` are ordered by ``id`` alone, DTS's serial
+  number of the record in the stream (records without a binlog position, such as the full load's,
+  therefore sort first).
+"""
+from __future__ import annotations
+
+import base64
+import codecs
+import io
+import json
+import re
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs import canonical as C
+from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
+from jobs.decoders.common import configured_key, event_id, is_truncate, outcome, pad_unsigned
+
+SCHEMA_FILE = Path(__file__).with_name("schemas") / "dts_record.avsc"
+_MAP = "map<string,string>"
+# the columns the Python side adds to each raw row
+_DECODED_COLUMNS = (
+    "error string, operation string, object_name string, record_id bigint, binlog_file bigint, "
+    "binlog_offset bigint, event_ms bigint, txid string, pk array<string>, columns array<string>, "
+    "before map<string,string>, after map<string,string>, before_absent array<string>, "
+    "after_absent array<string>, types map<string,string>, ddl string"
+)
+_ROW_OPS = {"INSERT": C.INSERT, "UPDATE": C.UPDATE, "DELETE": C.DELETE, "INIT": C.SNAPSHOT}
+_IGNORED_OPS = {
+    "BEGIN": "transaction marker", "COMMIT": "transaction marker", "ROLLBACK": "transaction marker",
+    "ABORT": "transaction marker", "HEARTBEAT": "heartbeat", "CHECKPOINT": "DTS control record",
+    "COMMAND": "DTS control record", "FILL": "DTS control record", "FINISH": "DTS control record",
+    "CONTROL": "DTS control record", "RDB": "DTS control record", "NOOP": "DTS control record",
+}
+_TS = "%Y-%m-%d %H:%M:%S.%f"
+_EPOCH = datetime(1970, 1, 1)
+# MySQL charset names -> Python codecs (MySQL's latin1 is Windows-1252)
+_CHARSETS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252", "ucs2": "utf-16-be",
+             "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be", "gb2312": "gb2312",
+             "gbk": "gbk", "gb18030": "gb18030", "big5": "big5", "ascii": "ascii", "ujis": "euc-jp",
+             "sjis": "shift_jis", "euckr": "euc-kr", "koi8r": "koi8-r", "cp1251": "cp1251", "cp1250": "cp1250"}
+_NOT_CAPTURED = object()
+
+
+class DtsValueError(ValueError):
+    """A value that cannot be read (unknown charset, impossible date); the message is quarantined."""
+
+
+# ---- Python side: one Avro record -> plain columns ---------------------------------------------
+def _fraction_us(millis: int | None) -> int:
+    # the schema names the field millis; a value of 1000 or more can only be microseconds
+    m = millis or 0
+    return m * 1000 if 0 <= m < 1000 else m
+
+
+def _datetime_value(v: dict[str, Any]) -> tuple[str | None, str]:
+    y, mo, d, h, mi, s = (v.get(k) for k in ("year", "month", "day", "hour", "minute", "second"))
+    try:
+        if y is not None and mo is not None and d is not None and h is None:
+            return date(y, mo, d).isoformat(), "date"
+        if y is not None and mo is not None and d is not None:
+            ts = datetime(y, mo, d, h, mi or 0, s or 0) + timedelta(microseconds=_fraction_us(v.get("millis")))
+            return ts.strftime(_TS), "timestamp"
+    except ValueError:  # MySQL zero dates (0000-00-00) are no dates
+        return None, "date" if h is None else "timestamp"
+    if y is None and h is not None:  # TIME
+        text = f"{h:02d}:{mi or 0:02d}:{s or 0:02d}"
+        us = _fraction_us(v.get("millis"))
+        return (f"{text}.{us:06d}" if us else text), "string"
+    if y is not None:  # YEAR
+        return str(y), "int"
+    return None, "string"
+
+
+def _tz_value(v: dict[str, Any]) -> tuple[str | None, str]:
+    local, _ = _datetime_value(v["value"])
+    if local is None:
+        return None, "timestamp"
+    tz = (v.get("timezone") or "").strip()
+    naive = datetime.strptime(local, _TS) if " " in local else datetime.fromisoformat(local)
+    match = re.fullmatch(r"(?:UTC|GMT)?([+-])(\d{1,2}):?(\d{2})?", tz)
+    if match:
+        sign = 1 if match.group(1) == "+" else -1
+        offset = timezone(sign * timedelta(hours=int(match.group(2)), minutes=int(match.group(3) or 0)))
+    elif tz in ("", "UTC", "GMT", "Z"):
+        offset = timezone.utc
+    else:
+        from zoneinfo import ZoneInfo
+
+        try:
+            offset = ZoneInfo(tz)
+        except Exception:  # noqa: BLE001 - any lookup failure means an unusable zone name
+            raise DtsValueError(f"unknown time zone {tz!r}") from None
+    utc = naive.replace(tzinfo=offset).astimezone(timezone.utc).replace(tzinfo=None)
+    return utc.strftime(_TS), "timestamp"
+
+
+def _character_value(v: dict[str, Any]) -> tuple[str | None, str]:
+    charset = (v.get("charset") or "utf8mb4").lower()
+    raw = v.get("value")
+    if charset == "binary":
+        return base64.b64encode(raw).decode("ascii"), "binary"
+    name = _CHARSETS.get(charset, charset)
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        raise DtsValueError(f"unknown charset {charset!r}") from None
+    try:
+        return raw.decode(name), "string"
+    except UnicodeDecodeError:
+        raise DtsValueError(f"value is not valid {charset}") from None
+
+
+def dts_value(item: Any) -> tuple[Any, str | None]:
+    """One image value (fastavro with record names) -> (canonical text | None | _NOT_CAPTURED, type)."""
+    if item is None:
+        return None, None
+    name, v = item if isinstance(item, tuple) else ("EmptyObject", item)
+    kind = name.rsplit(".", 1)[-1]
+    if kind == "EmptyObject":  # NULL: a null value; NONE: a value DTS did not capture
+        return (_NOT_CAPTURED if v == "NONE" else None), None
+    if kind == "Integer":
+        return v["value"], "bigint"
+    if kind == "Character":
+        return _character_value(v)
+    if kind == "Decimal":
+        p, s = v.get("precision") or 0, v.get("scale") or 0
+        return v["value"], (f"decimal({p},{s})" if 0 < p <= 38 and 0 <= s <= p else "string")
+    if kind == "Float":
+        return repr(float(v["value"])), "double"
+    if kind == "Timestamp":
+        ts = _EPOCH + timedelta(seconds=v["timestamp"], microseconds=_fraction_us(v.get("millis")))
+        return ts.strftime(_TS), "timestamp"
+    if kind == "DateTime":
+        return _datetime_value(v)
+    if kind == "TimestampWithTimeZone":
+        return _tz_value(v)
+    if kind in ("BinaryGeometry", "BinaryObject"):
+        return base64.b64encode(v["value"]).decode("ascii"), "binary"
+    if kind in ("TextGeometry", "TextObject"):
+        return v["value"], "string"
+    raise DtsValueError(f"unknown value type {name!r}")
+
+
+def _primary_key(tags: dict[str, str]) -> list[str] | None:
+    info = tags.get("pk_uk_info")
+    if not info:
+        return None
+    try:
+        keys = json.loads(info)
+    except ValueError:
+        return None
+    if isinstance(keys, dict) and keys:
+        primary = next((v for k, v in keys.items() if k.upper() == "PRIMARY"), None)
+        cols = primary if primary else next(iter(keys.values()))
+        if isinstance(cols, list) and cols and all(isinstance(c, str) for c in cols):
+            return cols
+    return None
+
+
+def _image(columns: list[str], values: Any, types: dict[str, str]) -> tuple[dict | None, list[str]]:
+    if not isinstance(values, list):
+        return None, []
+    if len(values) != len(columns):
+        raise DtsValueError(f"image has {len(values)} values for {len(columns)} fields")
+    image, absent = {}, []
+    for name, item in zip(columns, values):
+        value, kind = dts_value(item)
+        if value is _NOT_CAPTURED:
+            absent.append(name)
+            continue
+        image[name] = value
+        if kind:
+            types[name] = kind
+    return image, absent
+
+
+def _binlog(position: str | None) -> tuple[int | None, int | None]:
+    match = re.fullmatch(r"(\d+)@(\d+)", position or "")
+    return (int(match.group(2)), int(match.group(1))) if match else (None, None)
+
+
+def record_schema() -> dict[str, Any]:
+    """The parsed ``Record`` schema (the file lists the named leaf types first)."""
+    import fastavro
+
+    named: dict[str, Any] = {}
+    parsed = None
+    for schema in json.loads(SCHEMA_FILE.read_text()):
+        parsed = fastavro.parse_schema(schema, named_schemas=named)
+    return parsed
+
+
+def decode_record(value: bytes | None, schema: Any) -> dict[str, Any]:
+    """One message value -> the columns of ``_DECODED_COLUMNS`` (``error`` set when unreadable)."""
+    if not value:
+        return {}
+    try:
+        return _decode_record(value, schema)
+    except DtsValueError as exc:
+        return {"error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - a record the schema reads but that makes no sense
+        return {"error": f"unreadable DTS record ({type(exc).__name__}: {exc})"[:300]}
+
+
+def _decode_record(value: bytes, schema: Any) -> dict[str, Any]:
+    import fastavro
+
+    out: dict[str, Any] = {}
+    buf = io.BytesIO(value)
+    try:
+        rec = fastavro.schemaless_reader(buf, schema, return_record_name=True)
+    except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds on bad bytes
+        return {"error": f"not a DTS Avro Record ({type(exc).__name__})"}
+    if buf.tell() != len(value):
+        return {"error": f"not a DTS Avro Record ({len(value) - buf.tell()} bytes after the record)"}
+    fields = rec.get("fields")
+    columns = [f["name"] for f in fields] if isinstance(fields, list) else []
+    types: dict[str, str] = {}
+    before, before_absent = _image(columns, rec.get("beforeImages"), types)
+    after, after_absent = _image(columns, rec.get("afterImages"), types)
+    file_index, offset = _binlog(rec.get("sourcePosition"))
+    ts = rec.get("sourceTimestamp")
+    after_images = rec.get("afterImages")
+    out.update(
+        operation=rec["operation"], object_name=rec.get("objectName"), record_id=rec.get("id"),
+        binlog_file=file_index, binlog_offset=offset,
+        # DTS writes seconds; a 13-digit value is milliseconds
+        event_ms=None if ts is None else (ts if abs(ts) >= 10**11 else ts * 1000),
+        txid=rec.get("sourceTxid") or None, pk=_primary_key(rec.get("tags") or {}), columns=columns,
+        before=before, after=after, before_absent=before_absent, after_absent=after_absent, types=types,
+        ddl=after_images if isinstance(after_images, str) else None,
+    )
+    return out
+
+
+def decode_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    """mapInArrow function: raw Kafka rows -> the same rows plus the decoded columns."""
+    import pyarrow as pa
+
+    schema = record_schema()
+    spark_cols = [c.strip().split(" ", 1)[0] for c in _split_ddl(_DECODED_COLUMNS)]
+    arrow_types = _arrow_types()
+    for batch in batches:
+        decoded = [decode_record(v, schema) for v in batch.column("value").to_pylist()]
+        arrays = [pa.array([d.get(c) for d in decoded], type=arrow_types[c]) for c in spark_cols]
+        yield pa.RecordBatch.from_arrays([*batch.columns, *arrays], names=[*batch.schema.names, *spark_cols])
+
+
+def _split_ddl(ddl: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in ddl:
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*parts, cur]
+
+
+def _arrow_types() -> dict[str, Any]:
+    import pyarrow as pa
+
+    simple = {"string": pa.string(), "bigint": pa.int64(), "array<string>": pa.list_(pa.string()),
+              "map<string,string>": pa.map_(pa.string(), pa.string())}
+    return {name: simple[kind.strip()] for name, kind in (c.strip().split(" ", 1) for c in _split_ddl(_DECODED_COLUMNS))}
+
+
+# ---- Spark side ----------------------------------------------------------------------------------
+def _key_of(image: Column, pk: Column) -> Column:
+    return F.when(image.isNotNull() & pk.isNotNull(),
+                  F.map_from_arrays(pk, F.transform(pk, lambda c: F.element_at(image, c))))
+
+
+class DtsAvroDecoder:
+    name = "dts_avro"
+
+    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in raw.schema.fields)
+        df = raw.mapInArrow(decode_batches, f"{schema}, {_DECODED_COLUMNS}")
+        return self._outcomes(df, options)
+
+    def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
+        name = F.col("object_name")
+        parts = F.split(name, r"\.")
+        n = F.size(parts)
+        op_name = F.col("operation")
+        df = df.withColumns({
+            "table_id": F.when(n == 2, C.table_id_col(parts[0], F.lit(None), parts[1]))
+                         .when(n >= 3, C.table_id_col(parts[0], parts[1], F.concat_ws(".", F.slice(parts, 3, 99))))
+                         .when(n == 1, C.table_id_col(F.lit(None), F.lit(None), parts[0])),
+            "_position": F.concat_ws(".", pad_unsigned(F.coalesce("binlog_file", F.lit(0)), 10),
+                                     pad_unsigned(F.coalesce("binlog_offset", F.lit(0))),
+                                     pad_unsigned(F.coalesce("record_id", F.lit(0)))),
+        })
+        table_id, position = F.col("table_id"), F.col("_position")
+        before, after, pk = F.col("before"), F.col("after"), F.col("pk")
+        df = df.withColumns({
+            "_new_key": F.coalesce(configured_key(table_id, after, options), _key_of(after, pk), after),
+            "_old_key": F.coalesce(configured_key(table_id, before, options), _key_of(before, pk), before),
+        })
+        new_key, old_key = F.col("_new_key"), F.col("_old_key")
+
+        empty = F.col("value").isNull() | (F.length("value") == 0)
+        ignored = F.create_map(*[x for k, v in _IGNORED_OPS.items() for x in (F.lit(k), F.lit(v))])
+        is_ddl = op_name == "DDL"
+        reason = (
+            F.when(empty, F.lit("tombstone"))
+            .when(F.col("error").isNotNull(), F.col("error"))
+            .when(F.element_at(ignored, op_name).isNotNull(), F.element_at(ignored, op_name))
+            .when(~is_ddl & ~op_name.isin(*_ROW_OPS), F.concat(F.lit("unknown operation '"), op_name, F.lit("'")))
+            .when(table_id.isNull() & is_ddl & F.col("ddl").isNull(), F.lit("DDL without a statement"))
+            .when(table_id.isNull() & ~is_ddl, F.lit("no objectName"))
+            .when(op_name.isin("INSERT", "INIT") & after.isNull(), F.concat(op_name, F.lit(" without afterImages")))
+            .when((op_name == "UPDATE") & after.isNull(), F.lit("UPDATE without afterImages"))
+            .when((op_name == "DELETE") & before.isNull(), F.lit("DELETE without beforeImages"))
+        )
+        df = df.withColumn("reason", reason)
+
+        no_map = F.lit(None).cast(_MAP)
+        event_time = F.timestamp_millis(F.col("event_ms"))
+
+        def record(op: Column, phase: Column, key: Column, rec_before: Column, rec_after: Column,
+                   present: Column) -> Column:
+            return F.struct(
+                F.lit(self.name).alias("format"), table_id.alias("table_id"), op.alias("op"), phase.alias("phase"),
+                key.alias("key"), rec_before.alias("before"), rec_after.alias("after"),
+                present.alias("present_columns"),
+                position.alias("position"),
+                F.col("txid").alias("tx_id"), F.lit(None).cast("bigint").alias("tx_seq"),
+                F.lit(None).cast("boolean").alias("tx_last"),
+                event_time.alias("event_time"),
+                F.col("types").alias("column_types"),
+                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
+                event_id(table_id, op, position, key, rec_before, rec_after).alias("event_id"),
+            )
+
+        cdc, load = F.lit(C.CDC), F.lit(C.FULL_LOAD)
+        # columns DTS could not capture (EmptyObject NONE) keep their prior value
+        partial = F.when(F.size("after_absent") > 0, F.map_keys(after))
+        key_changed = before.isNotNull() & ~F.coalesce(F.to_json(old_key) == F.to_json(new_key), F.lit(False))
+        none = F.lit(None).cast("array<string>")
+        ddl = F.col("ddl")
+        records = (
+            F.when(is_ddl & F.coalesce(is_truncate(ddl), F.lit(False)),
+                   F.array(record(F.lit(C.TRUNCATE), cdc, no_map, no_map, no_map, none)))
+            .when(is_ddl, F.array(record(F.lit(C.DDL), cdc, no_map, no_map, F.create_map(F.lit("ddl"), ddl), none)))
+            .when(op_name == "INIT", F.array(record(F.lit(C.SNAPSHOT), load, new_key, no_map, after, partial)))
+            .when(op_name == "INSERT", F.array(record(F.lit(C.INSERT), cdc, new_key, no_map, after, partial)))
+            .when((op_name == "UPDATE") & key_changed,
+                  F.array(record(F.lit(C.DELETE), cdc, old_key, before, no_map, none),
+                          record(F.lit(C.INSERT), cdc, new_key, no_map, after, partial)))
+            .when(op_name == "UPDATE", F.array(record(F.lit(C.UPDATE), cdc, new_key, before, after, partial)))
+            .otherwise(F.array(record(F.lit(C.DELETE), cdc, old_key, before, no_map, none)))
+        )
+        status = (
+            F.when(F.col("reason").isNull(), F.lit(DECODED))
+            .when(F.col("reason").isin("tombstone", *set(_IGNORED_OPS.values())), F.lit(IGNORED))
+            .otherwise(F.lit(QUARANTINED))
+        )
+        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+
+
+@register("dts_avro")
+def _factory() -> DtsAvroDecoder:
+    return DtsAvroDecoder()
