@@ -1,14 +1,14 @@
 """The decode stage: raw snapshot -> change records + quarantine + balanced counts (format-agnostic)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.canonical import CHANGE_RECORD_COLUMNS, QUARANTINE_SCHEMA
-from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, get_decoder
+from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, get_decoder, remembered_documents
 
 UNATTRIBUTED = "_unattributed"  # messages whose table could not be told (broken JSON, tombstones)
 
@@ -18,11 +18,18 @@ class Decoded:
     outcomes: DataFrame  # persisted; one row per message
     changes: DataFrame  # canonical change records
     quarantine: DataFrame  # QUARANTINE_SCHEMA
+    # documents of this snapshot that later runs may need (not yet in options.memory)
+    remembered: list[str] = field(default_factory=list)
 
 
 def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded:
     """Pure transformation: decode with the format's decoder and split the outcomes."""
-    outcomes = get_decoder(fmt).decode(raw, options).persist(StorageLevel.MEMORY_AND_DISK)
+    decoder = get_decoder(fmt)
+    found = remembered_documents(decoder, raw)
+    new = sorted(set(found) - set(options.memory))
+    if new:
+        options = replace(options, memory=tuple(sorted({*options.memory, *new})))
+    outcomes = decoder.decode(raw, options).persist(StorageLevel.MEMORY_AND_DISK)
     changes = (
         outcomes.where(F.col("status") == DECODED)
         .select(F.explode("records").alias("r"))
@@ -41,7 +48,7 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
         "value",
     )
     quarantine = quarantine.select(*[F.col(f.name).cast(f.dataType) for f in QUARANTINE_SCHEMA.fields])
-    return Decoded(outcomes, changes, quarantine)
+    return Decoded(outcomes, changes, quarantine, new)
 
 
 def decode_counts(outcomes: DataFrame) -> dict:

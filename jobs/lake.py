@@ -87,6 +87,11 @@ class Lake:
     def report_dir(pipeline: str, run_id: str) -> str:
         return f"reports/{check_name('pipeline', pipeline)}/run={check_name('run id', run_id)}"
 
+    @staticmethod
+    def memory_dir(pipeline: str) -> str:
+        """Documents decoders need across runs (Qlik metadata messages), one file per run that found some."""
+        return f"decoder-memory/{check_name('pipeline', pipeline)}"
+
     @property
     def warehouse(self) -> str:
         return "warehouse"
@@ -120,6 +125,18 @@ class Lake:
             resp = _s3().list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
             return resp.get("KeyCount", 0) > 0
         return os.path.exists(full)
+
+    def list_files(self, rel: str) -> list[str]:
+        """Relative paths of the files directly under folder ``rel`` (none when it does not exist)."""
+        full = self.join(rel)
+        if self.is_s3:
+            bucket, prefix = _split_s3(full + "/")
+            names = []
+            for page in _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
+                names += [o["Key"][len(prefix):] for o in page.get("Contents", [])]
+        else:
+            names = [e.name for e in os.scandir(full) if e.is_file()] if os.path.isdir(full) else []
+        return sorted(f"{rel.strip('/')}/{n}" for n in names if n and not n.endswith(".tmp"))
 
     def write_json(self, rel: str, obj: Any) -> str:
         return self.write_text(rel, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -51,7 +51,8 @@ class RunContext:
 def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | list[str], options: DecodeOptions) -> DataFrame:
     """raw -> changes/ + quarantine/ + decode.json; returns the change records (persisted)."""
     with ctx.timed("decode"):
-        decoded = decode_messages(read_raw(spark, raw_path), fmt, options)
+        memory = load_memory(ctx)
+        decoded = decode_messages(read_raw(spark, raw_path), fmt, replace(options, memory=memory))
         counts = decode_counts(decoded.outcomes)  # fills the outcomes cache
         # cached before the outcomes are released: recomputing changes from raw would push the
         # status filter into the decoder's expressions and multiply them
@@ -66,9 +67,24 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
         )
         changes.count()  # the changes cache is complete before the outcomes cache goes
         decoded.outcomes.unpersist()
-        report = {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "format": fmt, "raw": raw_path, **counts}
+        if decoded.remembered:
+            # knowledge from immutable landed data, keyed by run: a re-run rewrites the same file
+            ctx.lake.write_json(f"{Lake.memory_dir(ctx.pipeline)}/run={ctx.run_id}.json",
+                                {"run_id": ctx.run_id, "documents": decoded.remembered})
+        report = {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "format": fmt, "raw": raw_path, **counts,
+                  "remembered_documents": len(decoded.remembered)}
         ctx.write_report("decode.json", report)
     return changes
+
+
+def load_memory(ctx: RunContext) -> tuple[str, ...]:
+    """Every document remembered by earlier runs of the pipeline (see jobs.decoders.DecodeOptions)."""
+    docs: set[str] = set()
+    for rel in ctx.lake.list_files(Lake.memory_dir(ctx.pipeline)):
+        if rel.endswith(f"/run={ctx.run_id}.json"):
+            continue  # this run's own findings are found again
+        docs.update(ctx.lake.read_json(rel).get("documents", []))
+    return tuple(sorted(docs))
 
 
 def read_changes(spark: SparkSession, ctx: RunContext) -> DataFrame:

@@ -24,6 +24,9 @@ DECODED, QUARANTINED, IGNORED = "decoded", "quarantined", "ignored"
 class DecodeOptions:
     # table (full table_id or its last part) -> primary-key columns, from --primary-keys
     primary_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # documents remembered from earlier runs (Qlik metadata messages), kept in the lake by the
+    # decode stage; each is self-describing JSON and a decoder uses those it understands
+    memory: tuple[str, ...] = ()
 
 
 class Decoder(Protocol):
@@ -31,6 +34,12 @@ class Decoder(Protocol):
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         """Raw Kafka-schema rows -> outcomes (see the module docstring)."""
+
+
+def remembered_documents(decoder: Decoder, raw: DataFrame) -> list[str]:
+    """What later messages may need from this snapshot (a decoder's optional ``remember``)."""
+    remember = getattr(decoder, "remember", None)
+    return remember(raw) if remember else []
 
 
 _REGISTRY: dict[str, Callable[[], Decoder]] = {}

@@ -55,13 +55,13 @@ def outcome(status: Column, reason: Column, table_id: Column, records: Column) -
     ]
 
 
-def parse_value(schema: str, allow_comments: bool = False) -> Column:
-    """The message value parsed into the format's envelope schema (which must end in
+def parse_value(schema: str, allow_comments: bool = False, text: Column | None = None) -> Column:
+    """The message value (or ``text``) parsed into the format's envelope schema (which must end in
     ``_corrupt:string``): a value that is not JSON, or not an object, leaves its text there."""
     options = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"}
     if allow_comments:  # vendor examples carry // comments
         options["allowComments"] = "true"
-    return F.from_json(F.col("value").cast("string"), schema, options)
+    return F.from_json(F.col("value").cast("string") if text is None else text, schema, options)
 
 
 def is_truncate(sql: Column) -> Column:
