@@ -1,0 +1,70 @@
+"""``--format auto`` on one topic mixing every format: each message is decoded by the right decoder.
+
+The messages are the real samples of each format (shared/samples), the SharePlex seed example, and
+Qlik / DTS Avro messages encoded as their documents describe. The check is that ``auto`` gives, per
+message, exactly the records the format's own decoder gives, and quarantines what no decoder takes.
+"""
+from __future__ import annotations
+
+from jobs.decode import decode_counts, decode_messages
+from jobs.decoders import DecodeOptions
+from jobs.decoders.auto import NO_DECODER
+from scripts.qlik_messages import QlikColumn, QlikTable, avro_data, avro_metadata, change_sequence, headers
+from tests.unit.decoder_support import raw_frame
+from tests.unit.test_dts_avro_decoder import chars, dts, integer
+from tests.unit.test_shareplex_decoder import seed_examples
+
+
+def sample_lines(shared_dir, rel: str, n: int) -> list[str]:
+    lines = [x for x in (shared_dir / "samples" / rel).read_text().splitlines() if x.strip().startswith("{")]
+    return lines[:n]
+
+
+def mixed_topic(shared_dir) -> dict[str, list]:
+    staff = QlikTable("hr", "staff", [QlikColumn("id", "INT4", 1), QlikColumn("name", "STRING")])
+    return {
+        "debezium": sample_lines(shared_dir, "debezium/flink/debezium-data-schema-include.txt", 2)
+        + sample_lines(shared_dir, "debezium/flink/debezium-postgres-data-schema-exclude.txt", 2),
+        "canal": sample_lines(shared_dir, "canal/flink/canal-data.txt", 2),
+        "maxwell": sample_lines(shared_dir, "maxwell/flink/maxwell-data.txt", 2),
+        "ogg": sample_lines(shared_dir, "ogg/flink/ogg-data.txt", 2),
+        "dataworks": sample_lines(shared_dir, "dataworks/paimon/event-insert.txt", 1),
+        "shareplex": [seed_examples(shared_dir)["insert"]],
+        "qlik": [avro_metadata(staff), avro_data(staff, {"id": 1, "name": "Ada"},
+                                                 headers("INSERT", change_sequence("2026110112000000", 1)))],
+        "dts_avro": [dts("INSERT", after=[integer(1), chars("x")])],
+    }
+
+
+def records_of(spark, values, fmt):
+    decoded = decode_messages(raw_frame(spark, values), fmt, DecodeOptions())
+    rows = [r.asDict(recursive=True) for r in decoded.changes.collect()]
+    return decoded, sorted(rows, key=lambda r: (r["offset"], r["event_id"]))
+
+
+def test_auto_decodes_each_message_with_its_own_decoder(spark, shared_dir):
+    topic = mixed_topic(shared_dir)
+    garbage = ["plain text", '{"hello": "world"}', "{]"]
+    values = [v for vs in topic.values() for v in vs] + garbage + [None]
+    decoded, auto_records = records_of(spark, values, "auto")
+
+    # the same messages alone through their own decoder, at the offsets they had in the mixed topic
+    expected, start = [], 0
+    for fmt, vs in topic.items():
+        _, own = records_of(spark, vs, fmt)
+        assert own, f"{fmt}: the sample decodes to nothing"
+        expected += [{**r, "offset": r["offset"] + start} for r in own]
+        start += len(vs)
+
+    def comparable(r):
+        return {k: v for k, v in r.items() if k != "event_id"} | {"format": r["format"]}
+
+    assert sorted(map(str, map(comparable, auto_records))) == sorted(map(str, map(comparable, expected)))
+    assert {r["format"] for r in auto_records} == set(topic)
+
+    counts = decode_counts(decoded.outcomes)
+    assert counts["balanced"]
+    assert counts["quarantine_reasons"] == {NO_DECODER: 3}
+    assert counts["total"]["landed"] == len(values)
+    quarantined = {bytes(r["value"]).decode() for r in decoded.quarantine.collect()}
+    assert quarantined == set(garbage)
