@@ -7,7 +7,8 @@ Semantics (DESIGN.md "Phase semantics"):
 - TRUNCATE empties the table as of its position;
 - per key, events apply in (position, offset, op rank) order: delete removes, insert / update /
   snapshot upsert, a partial image (``present_columns``) merges column by column over the prior row;
-- an event at or before the position a state row was last changed at is a replay and is skipped.
+- an event at or before the position a state row was last changed at is a replay and is skipped, and
+  so is a full-load row without a position for a row that a positioned event has changed.
 
 State rows carry ``_cdc_position`` / ``_cdc_op`` / ``_cdc_event_time`` / ``_cdc_run_id``: where each
 row's current version comes from, and what makes replays across runs harmless.
@@ -254,7 +255,11 @@ def fold_table(
         F.expr(
             """
             aggregate(
-              filter(events, e -> _prior_pos IS NULL OR e.position IS NULL OR e.position > _prior_pos),
+              filter(events, e -> CASE
+                -- a full-load row without a position (Qlik REFRESH) predates every positioned change:
+                -- redelivered or landed late, it never overrides a row a CDC event has changed
+                WHEN e.position IS NULL THEN NOT (e.op = 'SNAPSHOT' AND _prior_pos IS NOT NULL)
+                ELSE _prior_pos IS NULL OR e.position > _prior_pos END),
               named_struct('row', _prior_row, 'pos', _prior_pos, 'op', _prior_op, 'ts', _prior_ts,
                            'run', _prior_run),
               (acc, e) -> named_struct(

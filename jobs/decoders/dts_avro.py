@@ -17,9 +17,9 @@ counting are Spark SQL, as in the other decoders.
   plus an INSERT.
 - Values are typed by their union branch: Integer -> bigint, Character -> string decoded with its
   ``charset`` (MySQL names; ``binary`` stays bytes), Decimal -> decimal(precision,scale), Float ->
-  double, Timestamp (epoch seconds + ``millis``) -> timestamp, DateTime -> date / timestamp / time
-  text / year, TimestampWithTimeZone -> timestamp in UTC, Binary* -> binary (base64), Text* -> string,
-  EmptyObject NULL -> null and NONE -> not captured (the column keeps its prior value).
+  double, Timestamp (epoch seconds + ``millis``, which holds microseconds) -> timestamp, DateTime ->
+  date / timestamp / time text / year, TimestampWithTimeZone -> timestamp in UTC, Binary* -> binary
+  (base64), Text* -> string, EmptyObject NULL -> null and NONE -> not captured (the column keeps its prior value).
 - Position: ``sourcePosition`` as MySQL writes it (``<offset>@<binlog file index>``) then ``id``, each
   zero-padded; sources whose position is not ``offset@file`` are ordered by ``id`` alone, DTS's serial
   number of the record in the stream (records without a binlog position, such as the full load's,
@@ -75,9 +75,9 @@ class DtsValueError(ValueError):
 
 # ---- Python side: one Avro record -> plain columns ---------------------------------------------
 def _fraction_us(millis: int | None) -> int:
-    # the schema names the field millis; a value of 1000 or more can only be microseconds
-    m = millis or 0
-    return m * 1000 if 0 <= m < 1000 else m
+    # named ``millis``, the field carries microseconds: the DTS SDK multiplies it by 1000 into its
+    # nanosecond field, and MySQL datetime(6) / timestamp(6) values need them
+    return millis or 0
 
 
 def _datetime_value(v: dict[str, Any]) -> tuple[str | None, str]:

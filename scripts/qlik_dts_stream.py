@@ -1,0 +1,239 @@
+"""A SourceSimulator's change stream as Qlik Replicate or Alibaba DTS Avro messages.
+
+The simulator (``scripts/simulate_source.py``, connector ``mysql``, so stream order is commit order)
+applies every operation to SQLite and records the change stream; here that stream is rendered the way
+the two tools would send it, so a test can compare the pipeline's published state with the SQLite
+model:
+
+- Qlik: one metadata message per table first (JSON or Avro envelope), then data messages; snapshot
+  reads are REFRESH rows (no changeSequence), changes INSERT / UPDATE (with ``beforeData``) / DELETE
+  ordered by ``changeSequence``; a primary-key change is one UPDATE whose ``beforeData`` holds the old
+  key (Debezium's delete + create pair is merged back); transaction fields from the source position.
+- DTS Avro: ``Record`` s encoded with fastavro; snapshot reads are INIT, changes INSERT / UPDATE
+  (before and after images) / DELETE; a key change is one UPDATE; ``sourcePosition`` is
+  ``<offset>@<binlog file index>`` and ``id`` DTS's serial number; ``pk_uk_info`` names the key.
+
+Redeliveries are the same bytes again (new offset); garbage entries become malformed messages of the
+format. Kafka partitions follow the key (murmur2), offsets are consecutive per partition.
+"""
+from __future__ import annotations
+
+import io
+import json
+from collections import defaultdict
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any, Iterator
+
+from scripts.qlik_messages import (
+    QlikColumn,
+    QlikTable,
+    avro_data,
+    avro_metadata,
+    change_sequence,
+    headers,
+    json_data,
+    json_metadata,
+)
+from scripts.simulate_source import _EPOCH_MS, NEWKEY_HEADER, SourceSimulator, TableSpec, kafka_partition
+
+_QLIK_TYPES = {"int": "INT4", "bigint": "INT8", "text": "STRING", "boolean": "BOOLEAN", "date": "DATE",
+               "timestamp": "DATETIME", "double": "REAL8"}
+_TS = "%Y-%m-%d %H:%M:%S.%f"
+
+
+# ---- shared: the simulator's stream as logical changes --------------------------------------------
+def logical_changes(sim: SourceSimulator) -> Iterator[tuple[int, Any, str | None, dict | None, dict | None]]:
+    """(stream index, entry, op, before, after) per message a log-based tool would send: tombstones
+    dropped, a key change's delete + create merged into one update (op 'u' with both images)."""
+    stream = sim.events
+    skip: set[int] = set()
+    for i, e in enumerate(stream):
+        if i in skip or e.kind in ("tombstone", "redelivery"):
+            continue
+        if e.kind == "change" and e.op == "d" and any(h == NEWKEY_HEADER for h, _ in e.headers):
+            # the matching create is the next change of the same table
+            j = next(k for k in range(i + 1, len(stream))
+                     if stream[k].kind == "change" and stream[k].table == e.table and stream[k].op == "c")
+            skip.add(j)
+            yield i, e, "u", e.before, stream[j].after
+            continue
+        yield i, e, e.op, e.before, e.after
+
+
+def _place(sim: SourceSimulator, items: Iterator[tuple[int, Any, bytes | None, bytes]]) -> Iterator[dict[str, Any]]:
+    """Stream index, entry, key bytes, value bytes -> Kafka records; redeliveries repeat their original."""
+    kept: dict[int, tuple[bytes | None, bytes, str]] = {}
+    offsets: dict[tuple[str, int], int] = defaultdict(int)
+    rendered: dict[int, tuple[Any, bytes | None, bytes]] = {}
+    for index, entry, key, value in items:
+        rendered[index] = (entry, key, value)
+    for index, entry in enumerate(sim.events):
+        if entry.kind == "redelivery":
+            if entry.original not in kept:
+                continue  # a redelivered tombstone or merged half: the tool never sent it
+            key, value, topic = kept[entry.original]
+        elif index in rendered:
+            _, key, value = rendered[index]
+            topic = sim.topic(entry.table) if entry.table else "garbage"
+            kept[index] = (key, value, topic)
+        else:
+            continue
+        partition = kafka_partition(key, sim.n_partitions) if key else 0
+        offset = offsets[(topic, partition)]
+        offsets[(topic, partition)] = offset + 1
+        yield {"key": key, "value": value, "topic": topic, "partition": partition, "offset": offset,
+               "timestamp": _EPOCH_MS + timedelta(milliseconds=entry.kafka_ts_ms), "timestampType": 0,
+               "headers": None}
+
+
+def _key_bytes(spec: TableSpec, row: dict | None) -> bytes | None:
+    if row is None:
+        return None
+    return json.dumps({k: _plain(row[k]) for k in spec.primary_key}, sort_keys=True).encode()
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return str(v)
+    if isinstance(v, datetime):
+        return v.strftime(_TS)
+    if isinstance(v, date):
+        return v.isoformat()
+    return v
+
+
+def _scaled(v: Any, spec: TableSpec, column: str) -> Any:
+    t = spec.column_type(column)
+    if v is not None and t.kind == "decimal":
+        return f"{Decimal(v):.{t.scale}f}"
+    return _plain(v)
+
+
+# ---- Qlik ------------------------------------------------------------------------------------------
+def qlik_table(spec: TableSpec) -> QlikTable:
+    columns = []
+    for name in spec.column_names:
+        t = spec.column_type(name)
+        pk = spec.primary_key.index(name) + 1 if name in spec.primary_key else 0
+        if t.kind == "decimal":
+            columns.append(QlikColumn(name, "NUMERIC", pk, precision=t.precision or 0, scale=t.scale or 0))
+        else:
+            columns.append(QlikColumn(name, _QLIK_TYPES[t.kind], pk))
+    return QlikTable(spec.db, spec.name, columns)
+
+
+_QLIK_GARBAGE = {"broken_json": b"{]", "empty_object": b"{}", "json_array": b'[{"magic":"atMSG"},1]'}
+
+
+def _qlik_data(sim: SourceSimulator, tables: dict[str, QlikTable], avro: bool) -> list[dict[str, Any]]:
+    def items() -> Iterator[tuple[int, Any, bytes | None, bytes]]:
+        counter = 0
+        for index, e, op, before, after in logical_changes(sim):
+            spec = sim.tables[e.table]
+            table = tables[e.table]
+            if e.kind == "garbage":
+                value = _QLIK_GARBAGE.get(e.garbage_kind or "")
+                if value is None:  # unknown_op / update_without_after: a data message of an unknown operation
+                    row = {c: _scaled(v, spec, c) for c, v in (e.after or e.before or {}).items()}
+                    value = json_data(table, row, headers("MERGE", change_sequence("2026110100000000", 0))).encode()
+                yield index, e, None, value
+                continue
+            counter += 1
+            row_after = {c: _scaled(v, spec, c) for c, v in (after or {}).items()}
+            row_before = {c: _scaled(v, spec, c) for c, v in before.items()} if before else None
+            source = e.source or {}
+            if op == "r":
+                hdrs = headers("REFRESH")
+            else:
+                when = datetime.fromtimestamp(e.kafka_ts_ms / 1000, timezone.utc)
+                hdrs = headers({"c": "INSERT", "u": "UPDATE", "d": "DELETE"}[op],
+                               change_sequence(when.strftime("%Y%m%d%H%M%S00"), counter),
+                               timestamp=when.strftime(_TS), tx=str(source.get("gtid") or ""),
+                               stream_position=f"{source.get('file')}:{source.get('pos')}")
+            data = row_before if op == "d" else row_after
+            before_data = row_before if op == "u" else None
+            value = avro_data(table, data, hdrs, before_data) if avro else json_data(table, data, hdrs,
+                                                                                      before_data).encode()
+            yield index, e, _key_bytes(spec, after or before), value
+
+    return list(_place(sim, items()))
+
+
+def qlik_records(sim: SourceSimulator, *, avro: bool = False) -> list[dict[str, Any]]:
+    """One metadata message per table first (offset 0 of partition 0 of its topic), then the data."""
+    tables = {name: qlik_table(spec) for name, spec in sim.tables.items()}
+    first = sim.events[0].kafka_ts_ms if sim.events else 0
+    meta = [{"key": None, "value": avro_metadata(t) if avro else json_metadata(t).encode(), "topic": sim.topic(name),
+             "partition": 0, "offset": 0, "timestamp": _EPOCH_MS + timedelta(milliseconds=first), "timestampType": 0,
+             "headers": None} for name, t in tables.items()]
+    data = _qlik_data(sim, tables, avro)
+    for r in data:
+        if r["partition"] == 0 and r["topic"] in {m["topic"] for m in meta}:
+            r["offset"] += 1
+    return meta + data
+
+
+# ---- DTS Avro ----------------------------------------------------------------------------------------
+def _dts_value(spec: TableSpec, column: str, v: Any) -> Any:
+    ns = "com.alibaba.dts.formats.avro."
+    if v is None:
+        return None
+    t = spec.column_type(column)
+    if t.kind in ("int", "bigint"):
+        return (ns + "Integer", {"precision": 64 if t.kind == "bigint" else 32, "value": str(v)})
+    if t.kind == "boolean":
+        return (ns + "Integer", {"precision": 1, "value": "1" if v else "0"})
+    if t.kind == "decimal":
+        return (ns + "Decimal", {"value": f"{Decimal(v):.{t.scale}f}", "precision": t.precision, "scale": t.scale})
+    if t.kind == "double":
+        return (ns + "Float", {"value": float(v), "precision": 0, "scale": 0})
+    if t.kind == "timestamp":
+        return (ns + "DateTime", {"year": v.year, "month": v.month, "day": v.day, "hour": v.hour,
+                                  "minute": v.minute, "second": v.second, "millis": v.microsecond})
+    if t.kind == "date":
+        return (ns + "DateTime", {"year": v.year, "month": v.month, "day": v.day, "hour": None, "minute": None,
+                                  "second": None, "millis": None})
+    return (ns + "Character", {"charset": "utf8mb4", "value": str(v).encode("utf-8")})
+
+
+def dts_avro_records(sim: SourceSimulator) -> list[dict[str, Any]]:
+    from jobs.decoders.dts_avro import record_schema
+
+    import fastavro
+
+    schema = record_schema()
+
+    def encode(record: dict[str, Any]) -> bytes:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, schema, record)
+        return buf.getvalue()
+
+    def items() -> Iterator[tuple[int, Any, bytes | None, bytes]]:
+        for serial, (index, e, op, before, after) in enumerate(logical_changes(sim), start=1):
+            spec = sim.tables[e.table]
+            if e.kind == "garbage" and e.garbage_kind in ("broken_json", "empty_object", "json_array"):
+                yield index, e, None, {"broken_json": b"\x02\xff\xff", "empty_object": b"{}",
+                                       "json_array": b"[1]"}[e.garbage_kind]
+                continue
+            source = e.source or {}
+            binlog = int(str(source.get("file", "mysql-bin.000001")).rsplit(".", 1)[-1])
+            operation = {"r": "INIT", "c": "INSERT", "u": "UPDATE", "d": "DELETE"}.get(op or "", "NOOP")
+            if e.kind == "garbage":  # unknown_op / update_without_after: an UPDATE without afterImages
+                operation, after = "UPDATE", None
+            names = list(spec.column_names)
+            record = {
+                "version": 1, "id": serial, "sourceTimestamp": e.kafka_ts_ms // 1000,
+                "sourcePosition": "" if op == "r" else f"{source.get('pos', 0)}@{binlog}",
+                "safeSourcePosition": "", "sourceTxid": str(source.get("gtid") or ""),
+                "source": {"sourceType": "MySQL", "version": "8.0.36"}, "operation": operation,
+                "objectName": f"{spec.db}.{spec.name}", "processTimestamps": None,
+                "tags": {"pk_uk_info": json.dumps({"PRIMARY": list(spec.primary_key)})},
+                "fields": [{"name": n, "dataTypeNumber": 0} for n in names],
+                "beforeImages": [_dts_value(spec, n, before.get(n)) for n in names] if before else None,
+                "afterImages": [_dts_value(spec, n, after.get(n)) for n in names] if after else None,
+                "bornTimestamp": e.kafka_ts_ms,
+            }
+            yield index, e, _key_bytes(spec, after or before), encode(record)
+
+    return list(_place(sim, items()))
