@@ -1,9 +1,8 @@
-"""A SourceSimulator's change stream as Qlik Replicate or Alibaba DTS Avro messages.
+"""A SourceSimulator's change stream in every non-Debezium format (``FORMAT_RECORDS``).
 
 The simulator (``scripts/simulate_source.py``, connector ``mysql``, so stream order is commit order)
 applies every operation to SQLite and records the change stream; here that stream is rendered the way
-the two tools would send it, so a test can compare the pipeline's published state with the SQLite
-model:
+each tool would send it, so a test can compare the pipeline's published state with the SQLite model:
 
 - Qlik: one metadata message per table first (JSON or Avro envelope), then data messages; snapshot
   reads are REFRESH rows (no changeSequence), changes INSERT / UPDATE (with ``beforeData``) / DELETE
@@ -12,6 +11,12 @@ model:
 - DTS Avro: ``Record`` s encoded with fastavro; snapshot reads are INIT, changes INSERT / UPDATE
   (before and after images) / DELETE; a key change is one UPDATE; ``sourcePosition`` is
   ``<offset>@<binlog file index>`` and ``id`` DTS's serial number; ``pk_uk_info`` names the key.
+
+- Canal (``data``/``old`` arrays, ``mysqlType``, INIT full load, ``es`` + ``id``), Maxwell
+  (bootstrap-insert, ``data``/``old``, binlog ``position``), DataWorks (merged UPDATE_AFTER, six
+  types with DATE as epoch ms, full sync with sequenceId -1), SharePlex (``upd`` carries the changed
+  columns and the old ``key``), OGG (I/U/D with before/after, ``pos``): a key change is the update each
+  tool sends.
 
 Redeliveries are the same bytes again (new offset); garbage entries become malformed messages of the
 format. Kafka partitions follow the key (murmur2), offsets are consecutive per partition.
@@ -237,3 +242,165 @@ def dts_avro_records(sim: SourceSimulator) -> list[dict[str, Any]]:
             yield index, e, _key_bytes(spec, after or before), encode(record)
 
     return list(_place(sim, items()))
+
+
+# ---- JSON formats: Canal, Maxwell, DataWorks, SharePlex, OGG ---------------------------------------
+_MYSQL_TYPES = {"int": "int(11)", "bigint": "bigint(20)", "text": "varchar(255)", "boolean": "tinyint(1)",
+                "date": "date", "timestamp": "datetime(6)", "double": "double"}
+_DATAWORKS_TYPES = {"int": "LONG", "bigint": "LONG", "text": "STRING", "boolean": "BOOLEAN", "date": "DATE",
+                    "timestamp": "DATE", "double": "DOUBLE", "decimal": "STRING"}
+_JSON_GARBAGE = {"broken_json": b"{]", "empty_object": b"{}", "json_array": b'[{"type":"INSERT"},1]'}
+
+
+def _mysql_type(spec: TableSpec, column: str) -> str:
+    t = spec.column_type(column)
+    return f"decimal({t.precision},{t.scale})" if t.kind == "decimal" else _MYSQL_TYPES[t.kind]
+
+
+def _json_value(spec: TableSpec, column: str, v: Any, *, booleans: str = "int") -> Any:
+    """A value as a JSON-writing tool sends it: numbers as numbers, decimals, dates and times as text."""
+    if isinstance(v, bool):
+        return (1 if v else 0) if booleans == "int" else v
+    return _scaled(v, spec, column)
+
+
+def _text(spec: TableSpec, column: str, v: Any) -> str | None:
+    """Canal: every value as text (tinyint(1) as 1/0)."""
+    v = _json_value(spec, column, v)
+    return None if v is None else str(v)
+
+
+def _changed(before: dict, after: dict) -> list[str]:
+    return [c for c in after if before.get(c) != after.get(c)]
+
+
+def _ms(e: Any) -> int:
+    return e.kafka_ts_ms
+
+
+def canal_message(spec: TableSpec, op: str, before: dict | None, after: dict | None, e: Any, serial: int) -> Any:
+    row = after if op != "d" else before
+    message = {
+        "data": [{c: _text(spec, c, row.get(c)) for c in spec.column_names}],
+        "old": [{c: _text(spec, c, before[c]) for c in _changed(before, after)}] if op == "u" else None,
+        "database": spec.db, "table": spec.name, "type": {"r": "INIT", "c": "INSERT", "u": "UPDATE", "d": "DELETE"}[op],
+        "isDdl": False, "pkNames": list(spec.primary_key), "sql": "",
+        "mysqlType": {c: _mysql_type(spec, c) for c in spec.column_names},
+        "es": _ms(e), "ts": _ms(e) + 5, "id": serial,
+    }
+    return message
+
+
+def maxwell_message(spec: TableSpec, op: str, before: dict | None, after: dict | None, e: Any, serial: int) -> Any:
+    row = after if op != "d" else before
+    message = {
+        "database": spec.db, "table": spec.name,
+        "type": {"r": "bootstrap-insert", "c": "insert", "u": "update", "d": "delete"}[op],
+        "ts": _ms(e) // 1000, "xid": serial, "commit": True, "position": f"mysql-bin.000001:{serial * 100}",
+        "primary_key_columns": list(spec.primary_key),
+        "data": {c: _json_value(spec, c, row.get(c)) for c in spec.column_names},
+    }
+    if op == "u":
+        message["old"] = {c: _json_value(spec, c, before[c]) for c in _changed(before, after)}
+    return message
+
+
+def dataworks_message(spec: TableSpec, op: str, before: dict | None, after: dict | None, e: Any,
+                      serial: int) -> Any:
+    def value(c: str, v: Any) -> Any:
+        kind = spec.column_type(c).kind
+        if v is None:
+            return None
+        if kind in ("date", "timestamp"):  # DATE: epoch milliseconds
+            moment = datetime(v.year, v.month, v.day) if kind == "date" else v.replace(tzinfo=None)
+            return int((moment - datetime(1970, 1, 1)).total_seconds() * 1000)
+        if kind == "decimal":
+            return _scaled(v, spec, c)
+        return v
+
+    def image(row: dict | None) -> Any:
+        return {"dataColumn": {c: value(c, row.get(c)) for c in spec.column_names}} if row else None
+
+    return {
+        "schema": {"dataColumn": [{"name": c, "type": _DATAWORKS_TYPES[spec.column_type(c).kind]}
+                                  for c in spec.column_names],
+                   "primaryKey": list(spec.primary_key),
+                   "source": {"dbType": "MySQL", "dbVersion": "8.0", "dbName": spec.db, "schemaName": None,
+                              "tableName": spec.name}},
+        "payload": {"before": image(before) if op in ("u", "d") else None,
+                    "after": image(after) if op != "d" else None,
+                    "sequenceId": "-1" if op == "r" else str(serial), "scn": "0",
+                    "op": {"r": "INSERT", "c": "INSERT", "u": "UPDATE_AFTER", "d": "DELETE"}[op],
+                    "timestamp": {"eventTime": _ms(e), "systemTime": _ms(e) + 5, "checkpointTime": _ms(e)}},
+        "version": "1.0",
+    }
+
+
+def shareplex_message(spec: TableSpec, op: str, before: dict | None, after: dict | None, e: Any,
+                      serial: int) -> Any:
+    meta = {"time": datetime.fromtimestamp(_ms(e) / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"),
+            "userid": 1, "op": {"r": "ins", "c": "ins", "u": "upd", "d": "del"}[op], "scn": str(serial),
+            "rowid": f"AAAA{serial:012d}", "trans": f"tx{serial}", "seq": 1, "size": 1,
+            "table": f"{spec.db.upper()}.{spec.name.upper()}", "idx": "1/1", "posttime": ""}
+    key_of = (lambda row: {c: _json_value(spec, c, row[c]) for c in spec.primary_key})  # noqa: E731
+    if op == "u":
+        data = {c: _json_value(spec, c, after[c]) for c in _changed(before, after)}
+        return {"meta": meta, "data": data, "key": key_of(before)}
+    if op == "d":
+        return {"meta": meta, "data": {c: _json_value(spec, c, before.get(c)) for c in spec.column_names},
+                "key": key_of(before)}
+    return {"meta": meta, "data": {c: _json_value(spec, c, after.get(c)) for c in spec.column_names}}
+
+
+def ogg_message(spec: TableSpec, op: str, before: dict | None, after: dict | None, e: Any, serial: int) -> Any:
+    when = datetime.fromtimestamp(_ms(e) / 1000, timezone.utc).strftime(_TS)
+    message = {"table": f"{spec.db.upper()}.{spec.name.upper()}", "op_type": {"r": "I", "c": "I", "u": "U",
+                                                                             "d": "D"}[op],
+               "op_ts": when, "current_ts": when, "pos": f"{serial:020d}", "primary_keys": list(spec.primary_key)}
+    if before is not None and op in ("u", "d"):
+        message["before"] = {c: _json_value(spec, c, before.get(c)) for c in spec.column_names}
+    if op != "d":
+        message["after"] = {c: _json_value(spec, c, after.get(c)) for c in spec.column_names}
+    return message
+
+
+_JSON_MESSAGES = {"canal": canal_message, "maxwell": maxwell_message, "dataworks": dataworks_message,
+                  "shareplex": shareplex_message, "ogg": ogg_message}
+# an operation none of the formats knows, in each format's own field
+_UNKNOWN_OP = {"canal": ("type", "XX"), "maxwell": ("type", "xx"), "dataworks": ("payload.op", "XX"),
+               "shareplex": ("meta.op", "xx"), "ogg": ("op_type", "X")}
+
+
+def json_format_records(sim: SourceSimulator, fmt: str) -> list[dict[str, Any]]:
+    """The stream as ``fmt`` messages (canal, maxwell, dataworks, shareplex, ogg)."""
+    render = _JSON_MESSAGES[fmt]
+
+    def items() -> Iterator[tuple[int, Any, bytes | None, bytes]]:
+        for serial, (index, e, op, before, after) in enumerate(logical_changes(sim), start=1):
+            spec = sim.tables[e.table]
+            if e.kind == "garbage":
+                value = _JSON_GARBAGE.get(e.garbage_kind or "")
+                if value is None:  # unknown_op / update_without_after: a well-formed message of an unknown op
+                    row = e.after or e.before
+                    message = render(spec, "c", None, row, e, serial)
+                    field, bad = _UNKNOWN_OP[fmt]
+                    target = message
+                    *path, last = field.split(".")
+                    for part in path:
+                        target = target[part]
+                    target[last] = bad
+                    value = json.dumps(message).encode()
+                yield index, e, None, value
+                continue
+            yield index, e, _key_bytes(spec, after or before), json.dumps(render(spec, op, before, after, e,
+                                                                                 serial)).encode()
+
+    return list(_place(sim, items()))
+
+
+FORMAT_RECORDS = {
+    "qlik": lambda sim: qlik_records(sim, avro=False),
+    "qlik_avro": lambda sim: qlik_records(sim, avro=True),
+    "dts_avro": dts_avro_records,
+    **{fmt: (lambda sim, fmt=fmt: json_format_records(sim, fmt)) for fmt in _JSON_MESSAGES},
+}
