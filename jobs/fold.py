@@ -142,6 +142,22 @@ def _op_rank() -> Column:
     return F.when(F.col("op") == C.DELETE, F.lit(1)).otherwise(F.lit(2))
 
 
+def split_open_transactions(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(applied, held): the records of transactions still open at the end of the snapshot are held.
+
+    A transaction is open when its format marks transaction ends (``tx_last`` set: Qlik
+    transactionLastEvent, SharePlex idx n/size, Maxwell commit) and none of its records is the last
+    one. Records without a transaction id or without end markers are always applied.
+    """
+    open_ids = (
+        changes.where(F.col("tx_id").isNotNull() & F.col("tx_last").isNotNull())
+        .groupBy("tx_id").agg(F.max(F.col("tx_last").cast("int")).alias("ended"))
+        .where(F.col("ended") == 0).select("tx_id")
+    )
+    # a null tx_id never matches: such records are applied
+    return changes.join(open_ids, "tx_id", "left_anti"), changes.join(open_ids, "tx_id", "left_semi")
+
+
 @dataclass
 class FoldResult:
     state: DataFrame  # the table's complete new state

@@ -88,6 +88,11 @@ class Lake:
         return f"reports/{check_name('pipeline', pipeline)}/run={check_name('run id', run_id)}"
 
     @staticmethod
+    def held_dir(pipeline: str) -> str:
+        """Records of transactions still open at the end of a run, applied by the run completing them."""
+        return f"held/{check_name('pipeline', pipeline)}"
+
+    @staticmethod
     def memory_dir(pipeline: str) -> str:
         """Documents decoders need across runs (Qlik metadata messages), one file per run that found some."""
         return f"decoder-memory/{check_name('pipeline', pipeline)}"

@@ -7,13 +7,41 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import fold, publish
-from jobs.lake import Lake
+from jobs.lake import Lake, check_name
+
+
+def held_pointer(lake: Lake, pipeline: str) -> str:
+    return f"{Lake.held_dir(pipeline)}/_state.json"
+
+
+def held_input(lake: Lake, pipeline: str, run_id: str) -> str | None:
+    """The held records this run starts from: the last run's, or, when re-running that run, its own input."""
+    rel = held_pointer(lake, pipeline)
+    if not lake.exists(rel):
+        return None
+    state = lake.read_json(rel)
+    return state.get("consumed") if state.get("run_id") == run_id else state.get("held")
 
 
 def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame) -> dict:
-    """Fold each table's changes over its published state and commit the result; returns the report."""
+    """Fold each table's changes over its published state and commit the result; returns the report.
+
+    Records of transactions still open at the end of the run's snapshot are held back (written under
+    ``held/<pipeline>/run=<run_id>``) and applied by the run that completes them.
+    """
     catalog = publish.open_catalog(lake)
     publish.ensure_namespace(catalog, pipeline)
+    consumed = held_input(lake, pipeline, run_id)
+    if consumed:
+        previous = spark.read.schema(changes.schema).parquet(lake.spark_path(consumed))
+        changes = changes.unionByName(previous)
+    changes, held = fold.split_open_transactions(changes)
+    held = held.persist()
+    held_counts = held.agg(F.count(F.lit(1)).alias("records"), F.countDistinct("tx_id").alias("tx")).first()
+    held_rel = f"{Lake.held_dir(pipeline)}/run={check_name('run id', run_id)}" if held_counts["records"] else None
+    if held_rel:
+        held.write.mode("overwrite").parquet(lake.spark_path(held_rel))
+    held.unpersist()
     infos = fold.describe_changes(changes)
     tables: dict[str, dict] = {}
     for table_id, info in sorted(infos.items()):
@@ -77,7 +105,11 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             "type_changes": type_changes,
             "full_load_position": load_position,
         }
-    return {"pipeline": pipeline, "run_id": run_id, "tables": tables}
+    # after every table's commit: the next run starts from this run's held records
+    lake.write_json(held_pointer(lake, pipeline), {"run_id": run_id, "held": held_rel, "consumed": consumed})
+    return {"pipeline": pipeline, "run_id": run_id, "tables": tables,
+            "held": {"transactions": held_counts["tx"], "records": held_counts["records"], "path": held_rel,
+                     "released_from": consumed}}
 
 
 def state_summary(lake: Lake, pipeline: str) -> dict[str, dict]:
