@@ -15,6 +15,7 @@ row's current version comes from, and what makes replays across runs harmless.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
@@ -47,6 +48,16 @@ def state_type(declared: str | None) -> str:
     return "string"
 
 
+def promotable(published: str, declared: str) -> bool:
+    """Whether Iceberg can widen a column from ``published`` to ``declared`` (int -> bigint, float ->
+    double, a decimal to more precision at the same scale) without rewriting data."""
+    if (published, declared) in (("int", "bigint"), ("float", "double")):
+        return True
+    dec = re.compile(r"decimal\((\d+),(\d+)\)")
+    p, d = dec.fullmatch(published), dec.fullmatch(declared)
+    return bool(p and d and p.group(2) == d.group(2) and int(d.group(1)) > int(p.group(1)))
+
+
 @dataclass
 class TableChanges:
     """What one run brings for one table, gathered by one small aggregate per kind."""
@@ -59,6 +70,8 @@ class TableChanges:
     has_truncate: bool = False
     full_load_position: str | None = None
     records: int = 0
+    # columns named by full row images of this run; None when the run has no full image
+    full_image_columns: list[str] | None = None
 
 
 def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
@@ -78,12 +91,17 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
         )
 
     image = F.coalesce("after", "before")
+    # a full image (no present_columns) names every column the table has at that point
+    full = (F.col("after").isNotNull() & F.col("present_columns").isNull()).cast("int")
     for r in (
-        rows.select("table_id", F.posexplode(F.map_keys(image)).alias("pos", "col"))
-        .groupBy("table_id", "col").agg(F.min("pos").alias("pos"))
+        rows.select("table_id", full.alias("full"), F.posexplode(F.map_keys(image)).alias("pos", "col"))
+        .groupBy("table_id", "col").agg(F.min("pos").alias("pos"), F.max("full").alias("full"))
         .orderBy("table_id", "pos", "col").collect()
     ):
-        out[r["table_id"]].columns.append(r["col"])
+        info = out[r["table_id"]]
+        info.columns.append(r["col"])
+        if r["full"]:
+            info.full_image_columns = [*(info.full_image_columns or []), r["col"]]
 
     for r in (
         rows.where(F.col("column_types").isNotNull())

@@ -60,8 +60,18 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             if col not in data_columns:
                 data_columns[col] = declared
             elif info.types.get(col) and declared != data_columns[col]:
-                # never silently cast away: keep the published type and report the change
-                type_changes.append({"column": col, "published": data_columns[col], "declared": declared})
+                # never silently cast away: widen where Iceberg can promote the column, else keep the
+                # published type (values that do not fit it become null); either way it is reported
+                promoted = fold.promotable(data_columns[col], declared)
+                type_changes.append({"column": col, "published": data_columns[col], "declared": declared,
+                                     "action": "promoted" if promoted else "kept published type"})
+                if promoted:
+                    data_columns[col] = declared
+        # a published column that no full row image of this run names was dropped at the source (or is
+        # no longer replicated): it is kept, null in new rows, and reported
+        dropped = sorted(c for c in prior_columns if c not in fold.META_COLUMNS and info.full_image_columns is not None
+                         and c not in info.full_image_columns)
+        added = [c for c in info.columns if prior_columns and c not in prior_columns]
         key_columns = publish.key_columns_of(table) or info.key_columns
         if not key_columns:
             tables[table_id] = {"error": "no key columns could be determined", "records": info.records}
@@ -103,6 +113,8 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             "key_source": "whole row (no key in the messages)" if set(key_columns) == set(data_columns)
             else "message key or --primary-keys",
             "type_changes": type_changes,
+            "added_columns": added,
+            "dropped_columns": dropped,
             "full_load_position": load_position,
         }
     # after every table's commit: the next run starts from this run's held records
