@@ -53,6 +53,12 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _merge_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--history", action="store_true",
+                   help="also keep an SCD type 2 history table per source table (<table>__history: valid_from / "
+                   "valid_to positions and times, is_current, op)")
+
+
 def _reconcile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source-counts", metavar="FILE_OR_URL",
@@ -72,11 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="decode -> dedupe+merge -> publish -> validate -> reconcile -> alert")
-    _common(run), _decode_args(run), _reconcile_args(run), _alert_args(run)
+    _common(run), _decode_args(run), _merge_args(run), _reconcile_args(run), _alert_args(run)
     decode = sub.add_parser("decode", help="raw snapshot -> changes/, quarantine/, decode.json")
     _common(decode), _decode_args(decode)
     merge = sub.add_parser("merge", help="changes/ -> Iceberg state (one snapshot per table)")
-    _common(merge)
+    _common(merge), _merge_args(merge)
     validate = sub.add_parser("validate", help="Great Expectations suites on changes and state")
     _common(validate)
     reconcile = sub.add_parser("reconcile", help="state rows against source row counts")
@@ -126,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             changes = stages.run_decode(spark, ctx, args.format, args.raw, options)
-            stages.run_merge(spark, ctx, changes)
+            stages.run_merge(spark, ctx, changes, history=args.history)
             stages.run_validate(spark, ctx, changes)
             stages.run_reconcile(ctx, args.source_counts)
             alert = stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
@@ -135,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "decode":
             stages.run_decode(spark, ctx, args.format, args.raw, options)
         elif args.command == "merge":
-            stages.run_merge(spark, ctx)
+            stages.run_merge(spark, ctx, history=args.history)
         elif args.command == "validate":
             stages.run_validate(spark, ctx)
         elif args.command == "reconcile":

@@ -181,6 +181,7 @@ class FoldResult:
     state: DataFrame  # the table's complete new state
     tombstones: DataFrame  # keys deleted so far, with the position of their delete
     folded: DataFrame  # cached; unpersist once both are written
+    versions: DataFrame | None = None  # SCD2 rows of this run's applied events (with history)
 
 
 TOMBSTONE_META = {"_cdc_position": "string", "_cdc_run_id": "string"}
@@ -200,6 +201,7 @@ def fold_table(
     run_id: str,
     skip_cdc_through: str | None,
     skip_all_through: str | None,
+    history: bool = False,
 ) -> FoldResult:
     """New state of one table = fold(prior state, this run's changes of the table).
 
@@ -284,6 +286,15 @@ def fold_table(
             "_prior_run": F.lit(None).cast("string"),
         })
 
+    # the row after an event: a delete removes it, a partial image merges over the prior row
+    row_after = """CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>)
+                        WHEN e.present IS NULL THEN e.after
+                        ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END"""
+    # with history, every applied event also leaves a version (the row after it)
+    versions_init = ", 'versions', CAST(array() AS ARRAY<STRUCT<row: MAP<STRING, STRING>, op: STRING, " \
+                    "pos: STRING, ts: TIMESTAMP>>)" if history else ""
+    versions_step = (", 'versions', concat(acc.versions, array(named_struct('row', ROW_AFTER, 'op', e.op, "
+                     "'pos', e.position, 'ts', e.event_time)))") if history else ""
     folded = joined.select(
         *key_columns,
         F.expr(
@@ -295,13 +306,12 @@ def fold_table(
                 WHEN e.position IS NULL THEN NOT (e.op = 'SNAPSHOT' AND _prior_pos IS NOT NULL)
                 ELSE _prior_pos IS NULL OR e.position > _prior_pos END),
               named_struct('row', _prior_row, 'pos', _prior_pos, 'op', _prior_op, 'ts', _prior_ts,
-                           'run', _prior_run),
+                           'run', _prior_run VERSIONS_INIT),
               (acc, e) -> named_struct(
-                'row', CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>)
-                            WHEN e.present IS NULL THEN e.after
-                            ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END,
-                'pos', e.position, 'op', e.op, 'ts', e.event_time, 'run', RUN_ID))
-            """.replace("RUN_ID", sql_str(run_id))
+                'row', ROW_AFTER,
+                'pos', e.position, 'op', e.op, 'ts', e.event_time, 'run', RUN_ID VERSIONS_STEP))
+            """.replace("VERSIONS_INIT", versions_init).replace("VERSIONS_STEP", versions_step)
+            .replace("ROW_AFTER", row_after).replace("RUN_ID", sql_str(run_id))
         ).alias("s"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -327,4 +337,57 @@ def fold_table(
         deleted = _key_join(tombstones, grouped, key_columns, "left_anti").select(
             *key_columns, *TOMBSTONE_META
         ).unionByName(deleted)
-    return FoldResult(state, deleted, folded)
+    versions = history_versions(folded, key_columns, types, run_id) if history else None
+    return FoldResult(state, deleted, folded, versions)
+
+
+HISTORY_META = {
+    "_valid_from_position": "string", "_valid_from": "timestamp", "_valid_to_position": "string",
+    "_valid_to": "timestamp", "_is_current": "boolean", "_op": "string", "_run_id": "string",
+}
+
+
+def history_versions(folded: DataFrame, key_columns: list[str], types: dict[str, str], run_id: str) -> DataFrame:
+    """One SCD2 row per applied event: the row after it, valid until the key's next event of the run."""
+    paired = folded.select(*key_columns, F.explode(F.expr(
+        "transform(s.versions, (v, i) -> named_struct('v', v, 'next', try_element_at(s.versions, i + 2)))"
+    )).alias("x"))
+    v, nxt = F.col("x.v"), F.col("x.next")
+    return paired.select(
+        *[F.col(k).cast(types[k]).alias(k) for k in key_columns],
+        *[from_canonical_string(F.element_at(v["row"], c), types[c]).alias(c) for c in types if c not in key_columns],
+        v["pos"].alias("_valid_from_position"), v["ts"].alias("_valid_from"),
+        nxt["pos"].alias("_valid_to_position"), nxt["ts"].alias("_valid_to"),
+        (nxt.isNull() & (v["op"] != C.DELETE)).alias("_is_current"),
+        v["op"].alias("_op"), F.lit(run_id).alias("_run_id"),
+    )
+
+
+def close_history(prior: DataFrame | None, versions: DataFrame, key_columns: list[str],
+                  columns: dict[str, str]) -> DataFrame:
+    """The history table after a run: the open-ended versions of keys this run changed end where the
+    key's first new version begins; everything else of the prior history is kept as it was."""
+    shape = [*[(F.col(c) if c in versions.columns else F.lit(None)).cast(t).alias(c) for c, t in columns.items()],
+             *[F.col(m).cast(t).alias(m) for m, t in HISTORY_META.items()]]
+    new = versions.select(*shape)
+    if prior is None:
+        return new
+    first = versions.groupBy(*key_columns).agg(F.min_by(F.struct(
+        F.col("_valid_from_position").alias("pos"), F.col("_valid_from").alias("ts")),
+        F.struct(F.col("_valid_from_position"), F.col("_valid_from"))).alias("first"))
+    prior = prior.select(*[(F.col(c) if c in prior.columns else F.lit(None)).cast(t).alias(c)
+                           for c, t in {**columns, **HISTORY_META}.items()])
+    p, f = prior.alias("p"), first.alias("f")
+    joined = p.join(f, _null_safe_join_condition(p, f, key_columns), "left")
+    open_ended = F.col("p._is_current") | ((F.col("p._op") == C.DELETE) & F.col("p._valid_to_position").isNull()
+                                           & F.col("p._valid_to").isNull())
+    closing = F.col("f.first").isNotNull() & open_ended
+    kept = joined.select(
+        *[F.col(f"p.{c}").alias(c) for c in columns],
+        *[F.col(f"p.{m}").alias(m) for m in ("_valid_from_position", "_valid_from")],
+        F.when(closing, F.col("f.first.pos")).otherwise(F.col("p._valid_to_position")).alias("_valid_to_position"),
+        F.when(closing, F.col("f.first.ts")).otherwise(F.col("p._valid_to")).alias("_valid_to"),
+        (F.col("p._is_current") & ~closing).alias("_is_current"),
+        F.col("p._op").alias("_op"), F.col("p._run_id").alias("_run_id"),
+    )
+    return kept.unionByName(new)

@@ -23,7 +23,8 @@ def held_input(lake: Lake, pipeline: str, run_id: str) -> str | None:
     return state.get("consumed") if state.get("run_id") == run_id else state.get("held")
 
 
-def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame) -> dict:
+def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
+                  history: bool = False) -> dict:
     """Fold each table's changes over its published state and commit the result; returns the report.
 
     Records of transactions still open at the end of the run's snapshot are held back (written under
@@ -92,6 +93,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             run_id,
             skip_cdc_through=load_position,
             skip_all_through=props.get(publish.TRUNCATE_POSITION_PROP),
+            history=history,
         )
         properties = {publish.KEY_COLUMNS_PROP: json.dumps(key_columns)}
         if load_position:
@@ -99,6 +101,10 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         if truncate_position:
             properties[publish.TRUNCATE_POSITION_PROP] = truncate_position
         try:
+            history_report = None
+            if history:
+                history_report = _publish_history(spark, catalog, pipeline, table_id, run_id, result_of_fold,
+                                                  data_columns, key_columns)
             result = publish.publish_state(
                 catalog, pipeline, table_id, result_of_fold.state, {**data_columns, **fold.META_COLUMNS}, run_id,
                 properties, tombstones=result_of_fold.tombstones,
@@ -116,12 +122,31 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             "added_columns": added,
             "dropped_columns": dropped,
             "full_load_position": load_position,
+            **({"history": history_report} if history_report else {}),
         }
     # after every table's commit: the next run starts from this run's held records
     lake.write_json(held_pointer(lake, pipeline), {"run_id": run_id, "held": held_rel, "consumed": consumed})
     return {"pipeline": pipeline, "run_id": run_id, "tables": tables,
             "held": {"transactions": held_counts["tx"], "records": held_counts["records"], "path": held_rel,
                      "released_from": consumed}}
+
+
+def _publish_history(spark: SparkSession, catalog, pipeline: str, table_id: str, run_id: str,
+                     result_of_fold: fold.FoldResult, data_columns: dict[str, str], key_columns: list[str]) -> dict:
+    """The table's SCD2 history after this run, committed as one snapshot of its history table (first,
+    so that a state published by this run always has its history)."""
+    history_id = publish.history_table_id(table_id)
+    table = publish.load_table(catalog, pipeline, history_id)
+    done = publish.published_by(table, run_id) if table is not None else None
+    if done is not None:
+        return {"already_published": True, "snapshot_id": done}
+    prior_columns = publish.table_columns(table) if table is not None else {}
+    columns = {**{c: t for c, t in prior_columns.items() if c not in fold.HISTORY_META}, **data_columns}
+    rows = fold.close_history(publish.read_state(spark, table), result_of_fold.versions, key_columns, columns)
+    result = publish.publish_state(catalog, pipeline, history_id, rows, {**columns, **fold.HISTORY_META}, run_id,
+                                   {publish.HISTORY_OF_PROP: table_id,
+                                    publish.KEY_COLUMNS_PROP: json.dumps(key_columns)})
+    return result.as_dict()
 
 
 def state_summary(lake: Lake, pipeline: str) -> dict[str, dict]:
@@ -136,6 +161,8 @@ def state_summary(lake: Lake, pipeline: str) -> dict[str, dict]:
         return out
     for ident in identifiers:
         table = catalog.load_table(ident)
+        if publish.HISTORY_OF_PROP in table.properties:
+            continue  # a history table is not a state table
         table_id = table.properties.get(publish.TABLE_ID_PROP, ident[-1])
         snapshot = table.current_snapshot()
         out[table_id] = {

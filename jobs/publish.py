@@ -27,6 +27,12 @@ TRUNCATE_POSITION_PROP = "cdc.truncate-position"
 # where the table's tombstones (deleted keys and their positions) of this snapshot are: a Parquet
 # folder written before the commit and named in the same commit, so it changes atomically with the state
 TOMBSTONES_PROP = "cdc.tombstones"
+HISTORY_OF_PROP = "cdc.history-of"  # on an SCD2 history table: the table_id whose history it is
+
+
+def history_table_id(table_id: str) -> str:
+    """The history table of a table sits beside it: ``<db>__<schema>__<table>__history``."""
+    return f"{table_id}.history"
 
 
 def open_catalog(lake: Lake):

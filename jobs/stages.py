@@ -94,12 +94,12 @@ def read_changes(spark: SparkSession, ctx: RunContext) -> DataFrame:
     return df.drop("table")
 
 
-def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame | None = None) -> dict:
+def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame | None = None, history: bool = False) -> dict:
     from jobs.merge import merge_changes
 
     with ctx.timed("fold_publish"):
         changes = changes if changes is not None else read_changes(spark, ctx)
-        report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, changes)
+        report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, changes, history=history)
         ctx.write_report("merge.json", report)
     return report
 
