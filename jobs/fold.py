@@ -72,6 +72,33 @@ class TableChanges:
     records: int = 0
     # columns named by full row images of this run; None when the run has no full image
     full_image_columns: list[str] | None = None
+    cdc_max_position: str | None = None
+    # the latest load of the run: its first position, and whether CDC events of the table precede it
+    load_start_position: str | None = None
+    cdc_before_load: bool = False
+
+
+def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:
+    """Where the latest full load of each table starts: a load is one contiguous run of the table's
+    positioned full-load rows in position order (no CDC event of the table between them)."""
+    ends = {t: i.full_load_position for t, i in out.items() if i.full_load_position}
+    if not ends:
+        return
+    end = F.element_at(F.create_map(*[x for t, e in ends.items() for x in (F.lit(t), F.lit(e))]), F.col("table_id"))
+    loaded = rows.where(F.col("table_id").isin(*ends))
+    before = dict(
+        (r["table_id"], r["c"]) for r in loaded.where((F.col("phase") == C.CDC) & (F.col("position") < end))
+        .groupBy("table_id").agg(F.max("position").alias("c")).collect()
+    )
+    after_cdc = F.element_at(F.create_map(*[x for t, c in before.items() for x in (F.lit(t), F.lit(c))]),
+                             F.col("table_id")) if before else F.lit(None).cast("string")
+    for r in (
+        loaded.where((F.col("phase") == C.FULL_LOAD) & F.col("position").isNotNull()
+                     & (after_cdc.isNull() | (F.col("position") > after_cdc)))
+        .groupBy("table_id").agg(F.min("position").alias("s")).collect()
+    ):
+        info = out[r["table_id"]]
+        info.load_start_position, info.cdc_before_load = r["s"], r["table_id"] in before
 
 
 def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
@@ -84,11 +111,13 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
         F.count("key").alias("with_key"),
         F.max(F.when(F.col("op") == C.TRUNCATE, F.coalesce("position", F.lit("")))).alias("trunc"),
         F.max(F.when(F.col("phase") == C.FULL_LOAD, F.col("position"))).alias("load"),
+        F.max(F.when(F.col("phase") == C.CDC, F.col("position"))).alias("cdc_max"),
     ).collect():
         out[r["table_id"]] = TableChanges(
             r["table_id"], records=r["n"], has_truncate=r["trunc"] is not None,
-            truncate_position=r["trunc"] or None, full_load_position=r["load"],
+            truncate_position=r["trunc"] or None, full_load_position=r["load"], cdc_max_position=r["cdc_max"],
         )
+    _describe_loads(rows, out)
 
     image = F.coalesce("after", "before")
     # a full image (no present_columns) names every column the table has at that point
@@ -202,13 +231,15 @@ def fold_table(
     skip_cdc_through: str | None,
     skip_all_through: str | None,
     history: bool = False,
+    replace_before: str | None = None,
 ) -> FoldResult:
     """New state of one table = fold(prior state, this run's changes of the table).
 
     ``types`` is the table's resulting schema (column -> type, in order); ``skip_cdc_through`` the
     table's full-load position (CDC events at or before it are in the load); ``skip_all_through``
     its last TRUNCATE position from earlier runs. ``tombstones`` remembers deleted keys, so that a
-    redelivered old insert in a later run does not bring a deleted row back.
+    redelivered old insert in a later run does not bring a deleted row back. ``replace_before`` is the
+    start of a complete full load that replaces the table: rows last changed before it are removed.
     """
     columns = list(types)
     ev = changes.where(F.col("op").isin(C.SNAPSHOT, C.INSERT, C.UPDATE, C.DELETE))
@@ -337,6 +368,13 @@ def fold_table(
         deleted = _key_join(tombstones, grouped, key_columns, "left_anti").select(
             *key_columns, *TOMBSTONE_META
         ).unionByName(deleted)
+    if replace_before is not None:
+        # a complete newer load replaced the table as of its start: a row whose last change is older
+        # was not in it (its delete may never have arrived) and is gone
+        stale = F.coalesce(F.col("_cdc_position"), F.lit("")) < F.lit(replace_before)
+        deleted = deleted.unionByName(state.where(stale).select(
+            *key_columns, F.lit(replace_before).alias("_cdc_position"), F.lit(run_id).alias("_cdc_run_id")))
+        state = state.where(~stale)
     versions = history_versions(folded, key_columns, types, run_id) if history else None
     return FoldResult(state, deleted, folded, versions)
 

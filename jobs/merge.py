@@ -83,6 +83,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         truncate_position = max(
             [p for p in (props.get(publish.TRUNCATE_POSITION_PROP), info.truncate_position) if p], default=None
         )
+        load = complete_load(props.get(publish.PENDING_LOAD_PROP), info)
         result_of_fold = fold.fold_table(
             publish.read_state(spark, table),
             publish.read_tombstones(spark, table, {k: data_columns[k] for k in key_columns}),
@@ -94,12 +95,17 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             skip_cdc_through=load_position,
             skip_all_through=props.get(publish.TRUNCATE_POSITION_PROP),
             history=history,
+            replace_before=load["start"] if load and load["complete"] else None,
         )
         properties = {publish.KEY_COLUMNS_PROP: json.dumps(key_columns)}
         if load_position:
             properties[publish.FULL_LOAD_POSITION_PROP] = load_position
         if truncate_position:
             properties[publish.TRUNCATE_POSITION_PROP] = truncate_position
+        pending = load and not load["complete"]
+        if pending or props.get(publish.PENDING_LOAD_PROP):
+            properties[publish.PENDING_LOAD_PROP] = json.dumps(
+                {"start": load["start"], "end": load["end"]}) if pending else ""
         try:
             history_report = None
             if history:
@@ -122,6 +128,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             "added_columns": added,
             "dropped_columns": dropped,
             "full_load_position": load_position,
+            "full_load": load,
             **({"history": history_report} if history_report else {}),
         }
     # after every table's commit: the next run starts from this run's held records
@@ -129,6 +136,24 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     return {"pipeline": pipeline, "run_id": run_id, "tables": tables,
             "held": {"transactions": held_counts["tx"], "records": held_counts["records"], "path": held_rel,
                      "released_from": consumed}}
+
+
+def complete_load(pending: str | None, info: fold.TableChanges) -> dict | None:
+    """The table's latest full load: where it starts and ends, and whether it is complete -- a CDC event
+    of the table after its end closes it (in this run, or in a later one for a load still pending).
+    A load continues a pending one when no CDC event of the table came between them."""
+    previous = json.loads(pending) if pending else None
+    if info.load_start_position:
+        start = info.load_start_position
+        if previous and not info.cdc_before_load:
+            start = previous["start"]
+        end = info.full_load_position
+    elif previous:
+        start, end = previous["start"], previous["end"]
+    else:
+        return None
+    complete = info.cdc_max_position is not None and info.cdc_max_position > end
+    return {"start": start, "end": end, "complete": complete}
 
 
 def _publish_history(spark: SparkSession, catalog, pipeline: str, table_id: str, run_id: str,
