@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` and `make test`.
-.PHONY: setup setup-dev demo test test-unit demo-topics
+.PHONY: setup setup-dev demo test test-unit test-properties demo-topics
 
 setup:
 	scripts/setup.sh
@@ -18,6 +18,10 @@ test: setup-dev
 ## only the fast unit tests
 test-unit: setup-dev
 	.venv/bin/python -m pytest -q tests/unit
+
+## the property-based tests with a larger example budget (about half an hour on 2 cores)
+test-properties: setup-dev
+	CDC_PROPERTY_EXAMPLES=40 .venv/bin/python -m pytest -q tests/integration/test_properties.py
 
 ## regenerate the bundled demo topics and source database (deterministic)
 demo-topics: setup

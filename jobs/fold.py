@@ -76,6 +76,7 @@ class TableChanges:
     # the latest load of the run: its first position, and whether CDC events of the table precede it
     load_start_position: str | None = None
     cdc_before_load: bool = False
+    cdc_before_position: str | None = None
 
 
 def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:
@@ -99,6 +100,17 @@ def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:
     ):
         info = out[r["table_id"]]
         info.load_start_position, info.cdc_before_load = r["s"], r["table_id"] in before
+        info.cdc_before_position = before.get(r["table_id"])
+
+
+def load_start_after(changes: DataFrame, info: TableChanges, loaded_through: str) -> str | None:
+    """The first full-load position of the table past ``loaded_through`` (and past the CDC events that
+    precede the run's latest load): full-load rows at or before a load already applied are replays."""
+    floor = max(loaded_through, info.cdc_before_position or "")
+    row = (changes.where((F.col("table_id") == info.table_id) & (F.col("phase") == C.FULL_LOAD)
+                         & (F.col("position") > floor))
+           .agg(F.min("position").alias("s")).first())
+    return row["s"] if row else None
 
 
 def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:

@@ -83,6 +83,11 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         truncate_position = max(
             [p for p in (props.get(publish.TRUNCATE_POSITION_PROP), info.truncate_position) if p], default=None
         )
+        loaded_through = props.get(publish.FULL_LOAD_POSITION_PROP)
+        if info.load_start_position and loaded_through and info.load_start_position <= loaded_through \
+                and not props.get(publish.PENDING_LOAD_PROP):
+            # redelivered rows of a load already applied are no new load: a new one starts past them
+            info.load_start_position = fold.load_start_after(changes, info, loaded_through)
         load = complete_load(props.get(publish.PENDING_LOAD_PROP), info)
         result_of_fold = fold.fold_table(
             publish.read_state(spark, table),
