@@ -75,8 +75,7 @@ class TableChanges:
     cdc_max_position: str | None = None
     # the latest load of the run: its first position, and whether CDC events of the table precede it
     load_start_position: str | None = None
-    cdc_before_load: bool = False
-    cdc_before_position: str | None = None
+    cdc_before_position: str | None = None  # the last CDC position before it
 
 
 def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:
@@ -99,8 +98,7 @@ def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:
         .groupBy("table_id").agg(F.min("position").alias("s")).collect()
     ):
         info = out[r["table_id"]]
-        info.load_start_position, info.cdc_before_load = r["s"], r["table_id"] in before
-        info.cdc_before_position = before.get(r["table_id"])
+        info.load_start_position, info.cdc_before_position = r["s"], before.get(r["table_id"])
 
 
 def load_start_after(changes: DataFrame, info: TableChanges, loaded_through: str) -> str | None:

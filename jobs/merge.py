@@ -150,7 +150,9 @@ def complete_load(pending: str | None, info: fold.TableChanges) -> dict | None:
     previous = json.loads(pending) if pending else None
     if info.load_start_position:
         start = info.load_start_position
-        if previous and not info.cdc_before_load:
+        # no CDC event between the pending load's end and this run's rows (a redelivered older one
+        # does not count): the same load goes on
+        if previous and (info.cdc_before_position is None or info.cdc_before_position <= previous["end"]):
             start = previous["start"]
         end = info.full_load_position
     elif previous:
