@@ -20,6 +20,10 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+# one JVM runs a few hundred pipeline runs: more heap than local mode's default 1 GB
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 4g pyspark-shell")
+
+
 @pytest.fixture(scope="session")
 def spark():
     from jobs.spark import build_spark
@@ -27,6 +31,14 @@ def spark():
     session = build_spark("cdc-tests", master="local[2]")
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _release_cached_data(request):
+    """What one test cached (decode outcomes, changes, folds) is not left to fill the next tests' memory."""
+    yield
+    if "spark" in request.fixturenames:
+        request.getfixturevalue("spark").catalog.clearCache()
 
 
 @pytest.fixture(scope="session")
