@@ -33,7 +33,9 @@ HEARTBEAT = "HEARTBEAT"
 TX_BEGIN = "TX_BEGIN"
 TX_END = "TX_END"
 MESSAGE = "MESSAGE"
-OPS = (SNAPSHOT, INSERT, UPDATE, DELETE, TRUNCATE, DDL, HEARTBEAT, TX_BEGIN, TX_END, MESSAGE)
+# the end of a full load (Debezium snapshot=last): ``after['scope']`` says whose, 'table' or 'all' tables
+LOAD_END = "LOAD_END"
+OPS = (SNAPSHOT, INSERT, UPDATE, DELETE, TRUNCATE, DDL, HEARTBEAT, TX_BEGIN, TX_END, MESSAGE, LOAD_END)
 # ops that change a table's rows; everything else is recorded but never folded into state
 ROW_OPS = (SNAPSHOT, INSERT, UPDATE, DELETE, TRUNCATE)
 

@@ -13,9 +13,16 @@ from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, get_deco
 UNATTRIBUTED = "_unattributed"  # messages whose table could not be told (broken JSON, tombstones)
 
 
+def materialize(df: DataFrame) -> DataFrame:
+    """Compute ``df`` once and cut its lineage: the decoders' plans are large, and every later query
+    over a merely persisted frame would analyse them again and compare them with the cache (seconds
+    per query, whatever the data size). Blocks spill to disk; they go when the frame is dropped."""
+    return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+
+
 @dataclass
 class Decoded:
-    outcomes: DataFrame  # persisted; one row per message
+    outcomes: DataFrame  # materialized (see materialize); one row per message
     changes: DataFrame  # canonical change records
     quarantine: DataFrame  # QUARANTINE_SCHEMA
     # documents of this snapshot that later runs may need (not yet in options.memory)
@@ -23,13 +30,13 @@ class Decoded:
 
 
 def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded:
-    """Pure transformation: decode with the format's decoder and split the outcomes."""
+    """Decode with the format's decoder (computed once, see materialize) and split the outcomes."""
     decoder = get_decoder(fmt)
     found = remembered_documents(decoder, raw)
     new = sorted(set(found) - set(options.memory))
     if new:
         options = replace(options, memory=tuple(sorted({*options.memory, *new})))
-    outcomes = decoder.decode(raw, options).persist(StorageLevel.MEMORY_AND_DISK)
+    outcomes = materialize(decoder.decode(raw, options))
     changes = (
         outcomes.where(F.col("status") == DECODED)
         .select(F.explode("records").alias("r"))

@@ -76,6 +76,8 @@ class TableChanges:
     # the latest load of the run: its first position, and whether CDC events of the table precede it
     load_start_position: str | None = None
     cdc_before_position: str | None = None  # the last CDC position before it
+    # the latest position at which the format marked a full load of the table as ended (LOAD_END)
+    load_end_marker: str | None = None
 
 
 def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:
@@ -99,6 +101,17 @@ def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:
     ):
         info = out[r["table_id"]]
         info.load_start_position, info.cdc_before_position = r["s"], before.get(r["table_id"])
+
+
+def _describe_load_ends(changes: DataFrame, out: dict[str, TableChanges]) -> None:
+    """LOAD_END markers: a table's own, and those that end the load of every table (a few per run)."""
+    scope = F.element_at("after", "scope")
+    ends = (changes.where((F.col("op") == C.LOAD_END) & F.col("position").isNotNull())
+            .groupBy("table_id", scope.alias("scope")).agg(F.max("position").alias("p")).collect())
+    every = max((r["p"] for r in ends if r["scope"] == "all"), default=None)
+    for info in out.values():
+        own = [r["p"] for r in ends if r["table_id"] == info.table_id]
+        info.load_end_marker = max([p for p in (*own, every) if p], default=None)
 
 
 def load_start_after(changes: DataFrame, info: TableChanges, loaded_through: str) -> str | None:
@@ -128,6 +141,7 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
             truncate_position=r["trunc"] or None, full_load_position=r["load"], cdc_max_position=r["cdc_max"],
         )
     _describe_loads(rows, out)
+    _describe_load_ends(changes, out)
 
     image = F.coalesce("after", "before")
     # a full image (no present_columns) names every column the table has at that point
@@ -202,17 +216,44 @@ def _op_rank() -> Column:
 def split_open_transactions(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(applied, held): the records of transactions still open at the end of the snapshot are held.
 
-    A transaction is open when its format marks transaction ends (``tx_last`` set: Qlik
-    transactionLastEvent, SharePlex idx n/size, Maxwell commit) and none of its records is the last
-    one. Records without a transaction id or without end markers are always applied.
+    Two ways a format marks transactions:
+    - by id: records of one ``tx_id`` of which some say whether they end it (``tx_last``: Qlik
+      transactionLastEvent, SharePlex idx n/size, Maxwell commit, a Debezium transaction topic's
+      BEGIN / END markers); the transaction is open while none of them is the end;
+    - by bracket: TX_BEGIN / TX_END markers without an id (DataWorks, DTS) enclose the records between
+      them in their partition; the records of a partition from its last TX_BEGIN on are open while no
+      TX_END follows it (a next TX_BEGIN closes the one before, as transactions do not interleave in a log).
+    Records without a transaction id or without markers are always applied. ``held`` has one more
+    column, ``held_transaction``, naming the open transaction each record belongs to.
     """
-    open_ids = (
+    # the open transactions are few (those the snapshot cut): found by one small aggregate and collected
+    by_id_rows = (
         changes.where(F.col("tx_id").isNotNull() & F.col("tx_last").isNotNull())
         .groupBy("tx_id").agg(F.max(F.col("tx_last").cast("int")).alias("ended"))
-        .where(F.col("ended") == 0).select("tx_id")
+        .where(F.col("ended") == 0).select("tx_id").collect()
     )
-    # a null tx_id never matches: such records are applied
-    return changes.join(open_ids, "tx_id", "left_anti"), changes.join(open_ids, "tx_id", "left_semi")
+    bracket_rows = (
+        changes.where(F.col("op").isin(C.TX_BEGIN, C.TX_END) & F.col("tx_id").isNull())
+        .groupBy("topic", "partition").agg(
+            F.max(F.when(F.col("op") == C.TX_BEGIN, F.col("offset"))).alias("open_from"),
+            F.max(F.when(F.col("op") == C.TX_END, F.col("offset"))).alias("ended_at"))
+        .where(F.col("open_from").isNotNull()
+               & (F.col("ended_at").isNull() | (F.col("ended_at") < F.col("open_from"))))
+        .collect()
+    )
+    open_ids = sorted(r["tx_id"] for r in by_id_rows)
+    by_id = F.col("tx_id").isin(*open_ids) if open_ids else F.lit(False)
+    open_from = None
+    for r in bracket_rows:
+        here = (F.col("topic") == r["topic"]) & (F.col("partition") == r["partition"])
+        open_from = (F.when(here, F.lit(r["open_from"])) if open_from is None
+                     else open_from.when(here, F.lit(r["open_from"])))
+    by_bracket = F.coalesce(F.col("offset") >= open_from, F.lit(False)) if open_from is not None else F.lit(False)
+    held_tx = F.when(by_id, F.concat(F.lit("id "), F.col("tx_id"))).otherwise(
+        F.concat(F.lit("bracket "), F.col("topic"), F.lit("/"), F.col("partition").cast("string"),
+                 F.lit("@"), open_from.cast("string") if open_from is not None else F.lit("")))
+    is_held = F.coalesce(by_id, F.lit(False)) | by_bracket
+    return changes.where(~is_held), changes.where(is_held).withColumn("held_transaction", held_tx)
 
 
 @dataclass

@@ -14,13 +14,35 @@ def held_pointer(lake: Lake, pipeline: str) -> str:
     return f"{Lake.held_dir(pipeline)}/_state.json"
 
 
-def held_input(lake: Lake, pipeline: str, run_id: str) -> str | None:
-    """The held records this run starts from: the last run's, or, when re-running that run, its own input."""
+def _held_log(lake: Lake, pipeline: str) -> list[dict]:
+    """Every run's held records and what it started from, in the order the runs were first merged."""
     rel = held_pointer(lake, pipeline)
     if not lake.exists(rel):
-        return None
+        return []
     state = lake.read_json(rel)
-    return state.get("consumed") if state.get("run_id") == run_id else state.get("held")
+    return state.get("runs") or [{k: state.get(k) for k in ("run_id", "held", "consumed")}]
+
+
+def held_input(lake: Lake, pipeline: str, run_id: str) -> str | None:
+    """The held records this run starts from: the latest run's, or, when re-running a run (the latest
+    one or an earlier one, as a backfill does), the same input it started from the first time."""
+    log = _held_log(lake, pipeline)
+    for entry in log:
+        if entry["run_id"] == run_id:
+            return entry["consumed"]
+    return log[-1]["held"] if log else None
+
+
+def _record_held(lake: Lake, pipeline: str, run_id: str, held: str | None, consumed: str | None) -> None:
+    """A new run becomes the latest; re-running a run rewrites its own entry, never the ones after it."""
+    log = _held_log(lake, pipeline)
+    entry = {"run_id": run_id, "held": held, "consumed": consumed}
+    index = next((i for i, e in enumerate(log) if e["run_id"] == run_id), None)
+    if index is None:
+        log.append(entry)
+    else:
+        log[index] = entry
+    lake.write_json(held_pointer(lake, pipeline), {**log[-1], "runs": log})
 
 
 def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
@@ -38,10 +60,11 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         changes = changes.unionByName(previous)
     changes, held = fold.split_open_transactions(changes)
     held = held.persist()
-    held_counts = held.agg(F.count(F.lit(1)).alias("records"), F.countDistinct("tx_id").alias("tx")).first()
+    held_counts = held.agg(F.count(F.lit(1)).alias("records"),
+                           F.countDistinct("held_transaction").alias("tx")).first()
     held_rel = f"{Lake.held_dir(pipeline)}/run={check_name('run id', run_id)}" if held_counts["records"] else None
     if held_rel:
-        held.write.mode("overwrite").parquet(lake.spark_path(held_rel))
+        held.drop("held_transaction").write.mode("overwrite").parquet(lake.spark_path(held_rel))
     held.unpersist()
     infos = fold.describe_changes(changes)
     tables: dict[str, dict] = {}
@@ -137,7 +160,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             **({"history": history_report} if history_report else {}),
         }
     # after every table's commit: the next run starts from this run's held records
-    lake.write_json(held_pointer(lake, pipeline), {"run_id": run_id, "held": held_rel, "consumed": consumed})
+    _record_held(lake, pipeline, run_id, held_rel, consumed)
     return {"pipeline": pipeline, "run_id": run_id, "tables": tables,
             "held": {"transactions": held_counts["tx"], "records": held_counts["records"], "path": held_rel,
                      "released_from": consumed}}
@@ -145,7 +168,8 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
 
 def complete_load(pending: str | None, info: fold.TableChanges) -> dict | None:
     """The table's latest full load: where it starts and ends, and whether it is complete -- a CDC event
-    of the table after its end closes it (in this run, or in a later one for a load still pending).
+    of the table after its end closes it (in this run, or in a later one for a load still pending), and
+    so does the format's end-of-load marker at or after its end (Debezium snapshot=last).
     A load continues a pending one when no CDC event of the table came between them."""
     previous = json.loads(pending) if pending else None
     if info.load_start_position:
@@ -159,7 +183,8 @@ def complete_load(pending: str | None, info: fold.TableChanges) -> dict | None:
         start, end = previous["start"], previous["end"]
     else:
         return None
-    complete = info.cdc_max_position is not None and info.cdc_max_position > end
+    complete = ((info.cdc_max_position is not None and info.cdc_max_position > end)
+                or (info.load_end_marker is not None and info.load_end_marker >= end))
     return {"start": start, "end": end, "complete": complete}
 
 

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs.canonical import CHANGE_RECORD_SCHEMA
-from jobs.decode import decode_counts, decode_messages
+from jobs.decode import decode_counts, decode_messages, materialize
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
@@ -49,14 +49,12 @@ class RunContext:
 
 
 def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | list[str], options: DecodeOptions) -> DataFrame:
-    """raw -> changes/ + quarantine/ + decode.json; returns the change records (persisted)."""
+    """raw -> changes/ + quarantine/ + decode.json; returns the change records (materialized)."""
     with ctx.timed("decode"):
         memory = load_memory(ctx)
         decoded = decode_messages(read_raw(spark, raw_path), fmt, replace(options, memory=memory))
-        counts = decode_counts(decoded.outcomes)  # fills the outcomes cache
-        # cached before the outcomes are released: recomputing changes from raw would push the
-        # status filter into the decoder's expressions and multiply them
-        changes = decoded.changes.persist()
+        counts = decode_counts(decoded.outcomes)
+        changes = materialize(decoded.changes)
         changes_path = ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id))
         # partition column named `table` so the folders read table=<table_id> (Spark escapes the value)
         changes.withColumn("table", F.col("table_id")).write.mode("overwrite").partitionBy("table").parquet(
@@ -65,8 +63,6 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
         decoded.quarantine.write.mode("overwrite").parquet(
             ctx.lake.spark_path(Lake.quarantine_dir(ctx.pipeline, ctx.run_id))
         )
-        changes.count()  # the changes cache is complete before the outcomes cache goes
-        decoded.outcomes.unpersist()
         if decoded.remembered:
             # knowledge from immutable landed data, keyed by run: a re-run rewrites the same file
             ctx.lake.write_json(f"{Lake.memory_dir(ctx.pipeline)}/run={ctx.run_id}.json",

@@ -7,7 +7,9 @@ each tool would send it, so a test can compare the pipeline's published state wi
 - Qlik: one metadata message per table first (JSON or Avro envelope), then data messages; snapshot
   reads are REFRESH rows (no changeSequence), changes INSERT / UPDATE (with ``beforeData``) / DELETE
   ordered by ``changeSequence``; a primary-key change is one UPDATE whose ``beforeData`` holds the old
-  key (Debezium's delete + create pair is merged back); transaction fields from the source position.
+  key (Debezium's delete + create pair is merged back); transactionId, transactionEventCounter and
+  transactionLastEvent from the simulator's transactions (as Maxwell's xid / commit and SharePlex's
+  trans / idx n/size).
 - DTS Avro: ``Record`` s encoded with fastavro; snapshot reads are INIT, changes INSERT / UPDATE
   (before and after images) / DELETE; a key change is one UPDATE; ``sourcePosition`` is
   ``<offset>@<binlog file index>`` and ``id`` DTS's serial number; ``pk_uk_info`` names the key.
@@ -64,6 +66,17 @@ def logical_changes(sim: SourceSimulator) -> Iterator[tuple[int, Any, str | None
             yield i, e, "u", e.before, stream[j].after
             continue
         yield i, e, e.op, e.before, e.after
+
+
+def transactions(sim: SourceSimulator) -> dict[int, tuple[str, int, int]]:
+    """Stream index -> (transaction id, number of the change in it from 1, its size), over the
+    logical changes of committed transactions (snapshot reads belong to none)."""
+    members: dict[int, list[int]] = defaultdict(list)
+    for index, e, *_ in logical_changes(sim):
+        if e.kind == "change" and e.tx_seq is not None:
+            members[e.tx_seq].append(index)
+    return {index: (f"tx{seq}", n, len(indexes)) for seq, indexes in members.items()
+            for n, index in enumerate(indexes, start=1)}
 
 
 def _place(sim: SourceSimulator, items: Iterator[tuple[int, Any, bytes | None, bytes]]) -> Iterator[dict[str, Any]]:
@@ -132,6 +145,8 @@ _QLIK_GARBAGE = {"broken_json": b"{]", "empty_object": b"{}", "json_array": b'[{
 
 
 def _qlik_data(sim: SourceSimulator, tables: dict[str, QlikTable], avro: bool) -> list[dict[str, Any]]:
+    marks = transactions(sim)
+
     def items() -> Iterator[tuple[int, Any, bytes | None, bytes]]:
         counter = 0
         for index, e, op, before, after in logical_changes(sim):
@@ -152,9 +167,11 @@ def _qlik_data(sim: SourceSimulator, tables: dict[str, QlikTable], avro: bool) -
                 hdrs = headers("REFRESH")
             else:
                 when = datetime.fromtimestamp(e.kafka_ts_ms / 1000, timezone.utc)
+                _, number, size = marks.get(index, (None, None, None))
                 hdrs = headers({"c": "INSERT", "u": "UPDATE", "d": "DELETE"}[op],
                                change_sequence(when.strftime("%Y%m%d%H%M%S00"), counter),
                                timestamp=when.strftime(_TS), tx=str(source.get("gtid") or ""),
+                               tx_counter=number, tx_last=None if size is None else number == size,
                                stream_position=f"{source.get('file')}:{source.get('pos')}")
             data = row_before if op == "d" else row_after
             before_data = row_before if op == "u" else None
@@ -291,7 +308,8 @@ def canal_message(spec: TableSpec, op: str, before: dict | None, after: dict | N
     return message
 
 
-def maxwell_message(spec: TableSpec, op: str, before: dict | None, after: dict | None, e: Any, serial: int) -> Any:
+def maxwell_message(spec: TableSpec, op: str, before: dict | None, after: dict | None, e: Any, serial: int,
+                    tx: tuple[str, int, int] | None = None) -> Any:
     row = after if op != "d" else before
     message = {
         "database": spec.db, "table": spec.name,
@@ -300,6 +318,13 @@ def maxwell_message(spec: TableSpec, op: str, before: dict | None, after: dict |
         "primary_key_columns": list(spec.primary_key),
         "data": {c: _json_value(spec, c, row.get(c)) for c in spec.column_names},
     }
+    if tx is not None:
+        # one xid per transaction; its rows count in xoffset but for the last, which says ``commit``
+        tx_id, number, size = tx
+        message["xid"] = int(tx_id[2:])
+        if number < size:
+            message["xoffset"] = number - 1
+            del message["commit"]
     if op == "u":
         message["old"] = {c: _json_value(spec, c, before[c]) for c in _changed(before, after)}
     return message
@@ -337,11 +362,12 @@ def dataworks_message(spec: TableSpec, op: str, before: dict | None, after: dict
 
 
 def shareplex_message(spec: TableSpec, op: str, before: dict | None, after: dict | None, e: Any,
-                      serial: int) -> Any:
+                      serial: int, tx: tuple[str, int, int] | None = None) -> Any:
+    tx_id, number, size = tx or (f"tx{serial}", 1, 1)
     meta = {"time": datetime.fromtimestamp(_ms(e) / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"),
             "userid": 1, "op": {"r": "ins", "c": "ins", "u": "upd", "d": "del"}[op], "scn": str(serial),
-            "rowid": f"AAAA{serial:012d}", "trans": f"tx{serial}", "seq": 1, "size": 1,
-            "table": f"{spec.db.upper()}.{spec.name.upper()}", "idx": "1/1", "posttime": ""}
+            "rowid": f"AAAA{serial:012d}", "trans": tx_id, "seq": number, "size": size,
+            "table": f"{spec.db.upper()}.{spec.name.upper()}", "idx": f"{number}/{size}", "posttime": ""}
     key_of = (lambda row: {c: _json_value(spec, c, row[c]) for c in spec.primary_key})  # noqa: E731
     if op == "u":
         data = {c: _json_value(spec, c, after[c]) for c in _changed(before, after)}
@@ -364,6 +390,8 @@ def ogg_message(spec: TableSpec, op: str, before: dict | None, after: dict | Non
     return message
 
 
+# formats whose messages say which transaction they belong to and which one ends it
+_TRANSACTIONAL = ("maxwell", "shareplex")
 _JSON_MESSAGES = {"canal": canal_message, "maxwell": maxwell_message, "dataworks": dataworks_message,
                   "shareplex": shareplex_message, "ogg": ogg_message}
 # an operation none of the formats knows, in each format's own field
@@ -374,6 +402,7 @@ _UNKNOWN_OP = {"canal": ("type", "XX"), "maxwell": ("type", "xx"), "dataworks": 
 def json_format_records(sim: SourceSimulator, fmt: str) -> list[dict[str, Any]]:
     """The stream as ``fmt`` messages (canal, maxwell, dataworks, shareplex, ogg)."""
     render = _JSON_MESSAGES[fmt]
+    marks = transactions(sim) if fmt in _TRANSACTIONAL else {}
 
     def items() -> Iterator[tuple[int, Any, bytes | None, bytes]]:
         for serial, (index, e, op, before, after) in enumerate(logical_changes(sim), start=1):
@@ -392,8 +421,9 @@ def json_format_records(sim: SourceSimulator, fmt: str) -> list[dict[str, Any]]:
                     value = json.dumps(message).encode()
                 yield index, e, None, value
                 continue
-            yield index, e, _key_bytes(spec, after or before), json.dumps(render(spec, op, before, after, e,
-                                                                                 serial)).encode()
+            message = render(spec, op, before, after, e, serial, marks[index]) if index in marks else \
+                render(spec, op, before, after, e, serial)
+            yield index, e, _key_bytes(spec, after or before), json.dumps(message).encode()
 
     return list(_place(sim, items()))
 

@@ -80,7 +80,9 @@ class AutoDecoder:
         return get_decoder("qlik").remember(raw)  # type: ignore[attr-defined]
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        sniffed = raw.withColumn("_format", sniff_format()).persist(StorageLevel.MEMORY_AND_DISK)
+        # computed once: the probe is not repeated for every format's decoder (dropped with the frame)
+        sniffed = raw.withColumn("_format", sniff_format()).localCheckpoint(
+            eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
         present = sorted(r["_format"] for r in sniffed.select("_format").distinct().collect() if r["_format"])
         parts = [get_decoder(fmt).decode(sniffed.where(F.col("_format") == fmt).drop("_format"), options)
                  for fmt in present]

@@ -5,6 +5,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
+from jobs import canonical as C
 from jobs.canonical import CHANGE_RECORD_SCHEMA
 from jobs.decoders import DecodeOptions
 
@@ -42,6 +43,28 @@ def event_id(table_id: Column, op: Column, position: Column, key: Column, before
     restarted connector with a new ts_ms) gets the same id; distinct rows sharing one position do not."""
     parts = [table_id, op, F.coalesce(position, F.lit("")), F.to_json(key), F.to_json(before), F.to_json(after)]
     return F.sha2(F.concat_ws("\u0001", *[F.coalesce(p, F.lit("\u0000")) for p in parts]), 256)
+
+
+# the table id of records that belong to no table (transaction markers without one)
+NO_TABLE = C.make_table_id(None, None, None)
+
+
+def marker_record(fmt: str, table_id: Column, op: str, phase: str, position: Column, tx_id: Column,
+                  tx_seq: Column, tx_last: Column, event_time: Column, detail: Column) -> Column:
+    """A record that changes no row -- a transaction's begin / end, a full load's end -- in the
+    canonical shape; ``detail`` (a string map) is kept as its ``after`` and makes its event id."""
+    no_map = F.lit(None).cast("map<string,string>")
+    table = F.coalesce(table_id, F.lit(NO_TABLE))
+    return F.struct(
+        F.lit(fmt).alias("format"), table.alias("table_id"), F.lit(op).alias("op"), F.lit(phase).alias("phase"),
+        no_map.alias("key"), no_map.alias("before"), detail.alias("after"),
+        F.lit(None).cast("array<string>").alias("present_columns"), position.alias("position"),
+        tx_id.cast("string").alias("tx_id"), tx_seq.cast("bigint").alias("tx_seq"),
+        tx_last.cast("boolean").alias("tx_last"), event_time.alias("event_time"),
+        no_map.alias("column_types"), F.col("topic"), F.col("partition"), F.col("offset"),
+        F.col("timestamp").alias("kafka_ts"),
+        event_id(table, F.lit(op), position, no_map, no_map, detail).alias("event_id"),
+    )
 
 
 def outcome(status: Column, reason: Column, table_id: Column, records: Column) -> list[Column]:

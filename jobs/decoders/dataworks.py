@@ -11,7 +11,10 @@
   are the full load, ordered by offset.
 - Key: schema.primaryKey, else the synthetic row id column (``#alibaba_rds_row_id#`` for MySQL,
   ``rowid`` for Oracle), else --primary-keys, else the whole row.
-- MHEARTBEAT and TRANSACTION_BEGIN/END are ignored and counted; CREATE/ALTER/RENAME/QUERY/CINDEX/
+- TRANSACTION_BEGIN / TRANSACTION_END carry no transaction id: they are kept as TX_BEGIN / TX_END
+  markers that bracket the records between them in their partition (a transaction still open at the
+  end of a run is held back, see jobs.fold.split_open_transactions).
+- MHEARTBEAT, GTID and XA markers are ignored and counted; CREATE/ALTER/RENAME/QUERY/CINDEX/
   DINDEX/ERASE are recorded as DDL (statement in ``after['ddl']``); TRUNCATE empties the table.
 The documentation's examples carry ``//`` comments: they are accepted (JSON parsed with comments).
 """
@@ -22,7 +25,7 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned, parse_value
+from jobs.decoders.common import configured_key, event_id, marker_record, outcome, pad_unsigned, parse_value
 
 _MAP = "map<string,string>"
 _IMAGE = f"struct<dataColumn:{_MAP}>"
@@ -37,8 +40,7 @@ _TYPES = {"LONG": "bigint", "DOUBLE": "double", "BOOLEAN": "boolean", "DATE": "t
           "STRING": "string"}
 _ROW_ID_COLUMNS = ("#alibaba_rds_row_id#", "rowid")
 _DDL_OPS = ("CREATE", "ALTER", "RENAME", "QUERY", "CINDEX", "DINDEX", "ERASE")
-_IGNORED_OPS = {"MHEARTBEAT": "heartbeat", "TRANSACTION_BEGIN": "transaction marker",
-                "TRANSACTION_END": "transaction marker", "GTID": "transaction marker",
+_IGNORED_OPS = {"MHEARTBEAT": "heartbeat", "GTID": "transaction marker",
                 "XACOMMIT": "transaction marker", "XAROLLBACK": "transaction marker"}
 _TS_FMT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 
@@ -102,6 +104,8 @@ class DataWorksDecoder:
 
         no_map = F.lit(None).cast(_MAP)
 
+        event_time = F.when(payload["timestamp"]["eventTime"] > 0, F.timestamp_millis(payload["timestamp"]["eventTime"]))
+
         def record(op: Column, key: Column, rec_before: Column, rec_after: Column, phase: Column) -> Column:
             return F.struct(
                 F.lit(self.name).alias("format"), table_id.alias("table_id"), op.alias("op"), phase.alias("phase"),
@@ -110,8 +114,7 @@ class DataWorksDecoder:
                 F.col("_position").alias("position"),
                 F.lit(None).cast("string").alias("tx_id"), F.lit(None).cast("bigint").alias("tx_seq"),
                 F.lit(None).cast("boolean").alias("tx_last"),
-                F.when(payload["timestamp"]["eventTime"] > 0,
-                       F.timestamp_millis(payload["timestamp"]["eventTime"])).alias("event_time"),
+                event_time.alias("event_time"),
                 F.col("_types").alias("column_types"),
                 F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
                 event_id(table_id, op, F.col("_position"), key, rec_before, rec_after).alias("event_id"),
@@ -122,8 +125,16 @@ class DataWorksDecoder:
         k_new, k_old = F.coalesce(new_key, after), F.coalesce(old_key, before)
         # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
         key_changed = before.isNotNull() & ~F.coalesce(F.to_json(k_old) == F.to_json(k_new), F.lit(False))
+
+        def marker(op: str) -> Column:
+            return F.array(marker_record(
+                self.name, table_id, op, C.CDC, F.col("_position"), F.lit(None), F.lit(None),
+                F.lit(op == C.TX_END), event_time, F.create_map(F.lit("marker"), op_code, F.lit("sequenceId"), F.col("_seq"))))
+
         records = (
-            F.when(op_code == "INSERT",
+            F.when(op_code == "TRANSACTION_BEGIN", marker(C.TX_BEGIN))
+            .when(op_code == "TRANSACTION_END", marker(C.TX_END))
+            .when(op_code == "INSERT",
                    F.array(record(F.when(full_load, F.lit(C.SNAPSHOT)).otherwise(F.lit(C.INSERT)), k_new, no_map,
                                   after, F.when(full_load, load).otherwise(cdc))))
             .when(op_code == "UPDATE_BEFOR", F.array(record(F.lit(C.DELETE), k_old, before, no_map, cdc)))
@@ -145,7 +156,8 @@ class DataWorksDecoder:
             .when(op_code.isNull(), F.lit("not a DataWorks message: no payload.op"))
             .when(F.element_at(ignored, op_code).isNotNull(), F.element_at(ignored, op_code))
             .when(records.isNull(), F.concat(F.lit("unknown operation type '"), op_code, F.lit("'")))
-            .when(table_id.isNull(), F.lit("no schema.source.tableName"))
+            .when(table_id.isNull() & ~op_code.isin("TRANSACTION_BEGIN", "TRANSACTION_END"),
+                  F.lit("no schema.source.tableName"))
             .when(op_code.isin("INSERT", "UPDATE_AFTER") & after.isNull(),
                   F.concat(F.lit("'after' is null for op '"), op_code, F.lit("'")))
             .when(op_code.isin("DELETE", "UPDATE_BEFOR") & before.isNull(),

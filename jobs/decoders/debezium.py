@@ -5,9 +5,13 @@ positions, keys and ids are column expressions. The only thing brought to the dr
 distinct schema documents (a few per table), turned into per-column conversions of Debezium's
 logical types (Decimal bytes, io.debezium.time.*) and into the state's column types.
 
-Also read: key messages (with or without schema), tombstones (ignored), transaction-metadata and
-heartbeat messages (ignored, counted), and records flattened by ExtractNewRecordState
-(``__op`` / ``__deleted`` / ``__table`` fields).
+Also read: key messages (with or without schema), tombstones (ignored), heartbeat messages (ignored,
+counted), records flattened by ExtractNewRecordState (``__op`` / ``__deleted`` / ``__table`` fields),
+and the transaction-metadata topic when it is landed with the data topics: its BEGIN / END messages
+become TX_BEGIN / TX_END markers of the transaction id the data events carry in ``transaction.id``, so
+that a transaction still open at the end of a run is held back (jobs.fold.split_open_transactions).
+A snapshot's end (``snapshot`` = ``last``: the whole snapshot; ``last_in_data_collection``: the
+table's) is kept as a LOAD_END marker beside the row, so that the load is complete in the same run.
 """
 from __future__ import annotations
 
@@ -20,19 +24,19 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned, parse_value
+from jobs.decoders.common import configured_key, event_id, marker_record, outcome, pad_unsigned, parse_value
 from jobs.sql import sql_str
 
 _MAP = "map<string,string>"
 _ENVELOPE_FIELDS = (
     f"before:{_MAP}, after:{_MAP}, source:{_MAP}, op:string, ts_ms:bigint, "
-    "transaction:struct<id:string,total_order:bigint,data_collection_order:bigint>, message:map<string,string>"
+    "transaction:struct<id:string,total_order:bigint,data_collection_order:bigint>, message:map<string,string>, "
+    "status:string, id:string, event_count:bigint"
 )
 # both shapes at once: {"schema":..., "payload": {envelope}} and the bare envelope; plus the
 # transaction-metadata shape ({"status": "BEGIN"|"END", "id": ...}) and the parse-error column
 _VALUE_SCHEMA = (
-    f"struct<schema:string, payload:struct<{_ENVELOPE_FIELDS}>, {_ENVELOPE_FIELDS}, "
-    "status:string, id:string, _corrupt:string>"
+    f"struct<schema:string, payload:struct<{_ENVELOPE_FIELDS}>, {_ENVELOPE_FIELDS}, _corrupt:string>"
 )
 _SNAPSHOT_MARKERS = ("true", "first", "last", "first_in_data_collection", "last_in_data_collection")
 _OPS = {"r": C.SNAPSHOT, "c": C.INSERT, "u": C.UPDATE, "d": C.DELETE, "t": C.TRUNCATE, "m": C.MESSAGE}
@@ -238,13 +242,16 @@ class DebeziumDecoder:
         )
         j = F.col("j")
         env = F.when(j["payload"].isNotNull(), j["payload"]).otherwise(
-            F.struct(*[j[f].alias(f) for f in ("before", "after", "source", "op", "ts_ms", "transaction", "message")])
+            F.struct(*[j[f].alias(f) for f in ("before", "after", "source", "op", "ts_ms", "transaction", "message",
+                                               "status", "id", "event_count")])
         )
         staged = parsed.select(
             *raw.columns,
             env.alias("env"),
             j["schema"].alias("_schema"),
-            j["status"].alias("_tx_status"),
+            env["status"].alias("_tx_status"),
+            env["id"].alias("_tx_meta_id"),
+            env["event_count"].alias("_tx_event_count"),
             j["_corrupt"].alias("_corrupt"),
             F.when(j["schema"].isNotNull(), F.sha2(j["schema"], 256)).alias("_schema_hash"),
         )
@@ -340,7 +347,9 @@ class DebeziumDecoder:
         value_is_empty = F.col("value").isNull() | (F.length("value") == 0)
         reason = (
             F.when(value_is_empty, F.lit("tombstone"))
-            .when(F.col("_tx_status").isin("BEGIN", "END"), F.lit("transaction metadata"))
+            .when(F.col("_tx_status").isin("BEGIN", "END") & F.col("_tx_meta_id").isNull(),
+                  F.lit("transaction metadata without an id"))
+            .when(F.col("_tx_status").isin("BEGIN", "END"), F.lit(None))
             .when(F.col("_is_heartbeat"), F.lit("heartbeat"))
             .when(F.col("_corrupt").isNotNull() | (~is_flat & F.col("env").isNull()),
                   F.lit("malformed JSON or not a JSON object"))
@@ -385,9 +394,19 @@ class DebeziumDecoder:
                 event_id(table_id, rec_op, F.col("_position"), rec_key, rec_before, rec_after).alias("event_id"),
             )
 
+        def tx_marker(marker_op: str) -> Column:
+            # END's event_count is kept for lineage: the pipeline may land a subset of the transaction's
+            # tables, so the count is not required to be met
+            return F.array(marker_record(
+                self.name, F.lit(None), marker_op, C.CDC, F.lit(None), F.col("_tx_meta_id"), F.col("_tx_event_count"),
+                F.lit(marker_op == C.TX_END), F.timestamp_millis(F.col("env")["ts_ms"]),
+                F.create_map(F.lit("status"), F.col("_tx_status"), F.lit("id"), F.col("_tx_meta_id"))))
+
         clean = F.col("_after_clean")
         records = (
-            F.when(op.isin(C.TRUNCATE, C.MESSAGE), F.array(record(op, no_map, no_map, no_map, no_present)))
+            F.when(F.col("_tx_status") == "BEGIN", tx_marker(C.TX_BEGIN))
+            .when(F.col("_tx_status") == "END", tx_marker(C.TX_END))
+            .when(op.isin(C.TRUNCATE, C.MESSAGE), F.array(record(op, no_map, no_map, no_map, no_present)))
             .when(~keyless, F.array(record(op, F.col("_key"), before, clean, F.col("_present"))))
             # no key anywhere: the whole row is its identity (a keyless table), so an update is a
             # delete of the old row and an insert of the new one
@@ -397,9 +416,16 @@ class DebeziumDecoder:
             .when(op == C.DELETE, F.array(record(op, before, before, no_map, no_present)))
             .otherwise(F.array(record(op, clean, before, clean, F.col("_present"))))
         )
+        # the snapshot's last row also ends the load: of its table, or of every table of the snapshot
+        load_end = F.array(marker_record(
+            self.name, table_id, C.LOAD_END, C.FULL_LOAD, F.col("_position"), F.lit(None), F.lit(None), F.lit(None),
+            F.timestamp_millis(F.coalesce(src["ts_ms"].try_cast("bigint"), F.col("env")["ts_ms"])),
+            F.create_map(F.lit("scope"), F.when(snapshot == "last", F.lit("all")).otherwise(F.lit("table")))))
+        ends_load = (F.col("_phase") == C.FULL_LOAD) & snapshot.isin("last", "last_in_data_collection")
+        records = F.when(ends_load, F.concat(records, load_end)).otherwise(records)
         status = (
             F.when(F.col("reason").isNull(), F.lit(DECODED))
-            .when(F.col("reason").isin("tombstone", "transaction metadata", "heartbeat"), F.lit(IGNORED))
+            .when(F.col("reason").isin("tombstone", "heartbeat"), F.lit(IGNORED))
             .otherwise(F.lit(QUARANTINED))
         )
         return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))

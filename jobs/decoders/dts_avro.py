@@ -9,8 +9,11 @@ counting are Spark SQL, as in the other decoders.
 
 - ``operation`` INSERT / UPDATE / DELETE are CDC, INIT is the full load (phase FULL_LOAD, op SNAPSHOT);
   DDL carries the statement as a string in ``afterImages`` (recorded as op DDL, a TRUNCATE statement
-  empties the table); BEGIN / COMMIT / ROLLBACK / ABORT / HEARTBEAT / CHECKPOINT and DTS's control
-  operations are ignored and counted.
+  empties the table); BEGIN is kept as a TX_BEGIN marker and COMMIT / ROLLBACK / ABORT as TX_END:
+  they bracket the records between them in their partition (a transaction still open at the end of a
+  run is held back, see jobs.fold.split_open_transactions; ``sourceTxid`` is kept on every record as
+  lineage, but the brackets do not rely on it). HEARTBEAT / CHECKPOINT and DTS's control operations
+  are ignored and counted.
 - ``objectName`` is ``db.table`` (``db.schema.table`` for sources with schemas).
 - Key: --primary-keys, else ``tags['pk_uk_info']`` (``{"PRIMARY":["id"]}``; the first unique key when
   there is no PRIMARY), else the whole row. An UPDATE that changes the key is a DELETE of the old key
@@ -41,7 +44,7 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, is_truncate, outcome, pad_unsigned
+from jobs.decoders.common import configured_key, event_id, is_truncate, marker_record, outcome, pad_unsigned
 
 SCHEMA_FILE = Path(__file__).with_name("schemas") / "dts_record.avsc"
 _MAP = "map<string,string>"
@@ -53,9 +56,9 @@ _DECODED_COLUMNS = (
     "after_absent array<string>, types map<string,string>, ddl string"
 )
 _ROW_OPS = {"INSERT": C.INSERT, "UPDATE": C.UPDATE, "DELETE": C.DELETE, "INIT": C.SNAPSHOT}
+_TX_OPS = {"BEGIN": C.TX_BEGIN, "COMMIT": C.TX_END, "ROLLBACK": C.TX_END, "ABORT": C.TX_END}
 _IGNORED_OPS = {
-    "BEGIN": "transaction marker", "COMMIT": "transaction marker", "ROLLBACK": "transaction marker",
-    "ABORT": "transaction marker", "HEARTBEAT": "heartbeat", "CHECKPOINT": "DTS control record",
+    "HEARTBEAT": "heartbeat", "CHECKPOINT": "DTS control record",
     "COMMAND": "DTS control record", "FILL": "DTS control record", "FINISH": "DTS control record",
     "CONTROL": "DTS control record", "RDB": "DTS control record", "NOOP": "DTS control record",
 }
@@ -337,6 +340,7 @@ class DtsAvroDecoder:
             F.when(empty, F.lit("tombstone"))
             .when(F.col("error").isNotNull(), F.col("error"))
             .when(F.element_at(ignored, op_name).isNotNull(), F.element_at(ignored, op_name))
+            .when(op_name.isin(*_TX_OPS), F.lit(None))
             .when(~is_ddl & ~op_name.isin(*_ROW_OPS), F.concat(F.lit("unknown operation '"), op_name, F.lit("'")))
             .when(table_id.isNull() & is_ddl & F.col("ddl").isNull(), F.lit("DDL without a statement"))
             .when(table_id.isNull() & ~is_ddl, F.lit("no objectName"))
@@ -370,8 +374,16 @@ class DtsAvroDecoder:
         key_changed = before.isNotNull() & ~F.coalesce(F.to_json(old_key) == F.to_json(new_key), F.lit(False))
         none = F.lit(None).cast("array<string>")
         ddl = F.col("ddl")
+
+        def marker(op: str) -> Column:
+            return F.array(marker_record(self.name, table_id, op, C.CDC, position, F.lit(None), F.lit(None),
+                                         F.lit(op == C.TX_END), event_time,
+                                         F.create_map(F.lit("marker"), op_name, F.lit("sourceTxid"), F.col("txid"))))
+
         records = (
-            F.when(is_ddl & F.coalesce(is_truncate(ddl), F.lit(False)),
+            F.when(op_name == "BEGIN", marker(C.TX_BEGIN))
+            .when(op_name.isin(*[k for k, v in _TX_OPS.items() if v == C.TX_END]), marker(C.TX_END))
+            .when(is_ddl & F.coalesce(is_truncate(ddl), F.lit(False)),
                    F.array(record(F.lit(C.TRUNCATE), cdc, no_map, no_map, no_map, none)))
             .when(is_ddl, F.array(record(F.lit(C.DDL), cdc, no_map, no_map, F.create_map(F.lit("ddl"), ddl), none)))
             .when(op_name == "INIT", F.array(record(F.lit(C.SNAPSHOT), load, new_key, no_map, after, partial)))

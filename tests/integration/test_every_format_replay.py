@@ -58,9 +58,11 @@ def same_value(kind: str, actual, expected, ms_only: bool) -> bool:
     return actual == expected
 
 
-def assert_state_means_source(sim: SourceSimulator, lake, fmt: str) -> None:
+def assert_state_means_source(sim: SourceSimulator, lake, fmt: str,
+                              expected_states: dict[str, list[dict]] | None = None) -> None:
     for table, spec in sim.tables.items():
-        expected = {tuple(str(r[k]) for k in spec.primary_key): r for r in sim.expected_state(table)}
+        rows = expected_states[table] if expected_states else sim.expected_state(table)
+        expected = {tuple(str(r[k]) for k in spec.primary_key): r for r in rows}
         # Oracle-style tools (SharePlex, OGG) name tables in upper case
         name = table.upper() if fmt in ("shareplex", "ogg") else table
         actual = {tuple(str(r[k]) for k in spec.primary_key): r for r in published_rows(lake, "wl", name)}

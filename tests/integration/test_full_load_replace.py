@@ -1,6 +1,7 @@
 """A newer complete full load replaces the table as of its position: keys missing from it disappear,
 also keys whose delete never arrived. The re-snapshot comes in the middle of the stream; the load is
-closed by the table's next CDC event, in the same run or in the next one."""
+closed by the snapshot's ``last`` row or by the table's next CDC event, in the same run or in the next
+one. An incremental snapshot only upserts, and never overrides a later change of the same key."""
 from __future__ import annotations
 
 import json
@@ -36,11 +37,12 @@ def workload() -> tuple[SourceSimulator, int]:
     return sim, end_of_load
 
 
-@pytest.mark.parametrize("split_after_load", [False, True], ids=["one-run", "load-closed-by-next-run"])
-def test_newer_complete_load_removes_keys_missing_from_it(spark, tmp_path, split_after_load):
+@pytest.mark.parametrize("cut", [None, 0, -1], ids=["one-run", "last-row-closes-load", "load-closed-by-next-run"])
+def test_newer_complete_load_removes_keys_missing_from_it(spark, tmp_path, cut):
+    """``cut``: where the first run ends, relative to the re-snapshot's end (-1: before its last row)."""
     sim, end_of_load = workload()
     records = sim.to_kafka_records(with_schema=True)
-    parts = [records[:end_of_load], records[end_of_load:]] if split_after_load else [records]
+    parts = [records] if cut is None else [records[:end_of_load + cut], records[end_of_load + cut:]]
     lake = tmp_path / "lake"
     for i, part in enumerate(parts):
         raw = tmp_path / f"raw{i}"
@@ -50,9 +52,47 @@ def test_newer_complete_load_removes_keys_missing_from_it(spark, tmp_path, split
                          "--run-id", f"run{i}"]) == 0
         merge = json.loads((lake / f"reports/wl/run=run{i}/merge.json").read_text())
         loads = {t: r["full_load"] for t, r in merge["tables"].items()}
-        if split_after_load and i == 0:
-            # the re-snapshot ends the first run: not yet known complete
-            assert all(load and not load["complete"] for load in loads.values())
-        else:
-            assert all(load and load["complete"] for load in loads.values())
+        # whether each table's latest load is complete after the run (None: no load applied or pending)
+        complete = {t.rsplit(".", 1)[-1]: load and load["complete"] for t, load in loads.items()}
+        expected = {
+            # the snapshot's last row (of stock, the last table read) closes every table's load; each
+            # table's last_in_data_collection row closes its own
+            (None, 0): {"items": True, "stock": True},
+            (0, 0): {"items": True, "stock": True},
+            (0, 1): {"items": None, "stock": None},
+            # the first run ends just before stock's last row: stock's load waits for the next run
+            (-1, 0): {"items": True, "stock": False},
+            (-1, 1): {"items": None, "stock": True},
+        }[(cut, i)]
+        assert complete == expected
     assert_state_equals_source(sim, lake, "wl", with_schema=True)
+
+
+def test_incremental_snapshot_upserts_and_never_overrides_a_later_change(spark, tmp_path):
+    sim = SourceSimulator(62, TABLES, "postgresql", n_partitions=2)
+    sim.populate("items", 24)
+    sim.populate("stock", 10)
+    sim.snapshot()
+    sim.random_ops(30, max_tx_size=2)
+    chunks: list[range] = []
+    after = None
+    for _ in range(3):  # the chunks of an incremental snapshot of items, streaming in between
+        start = len(sim.events)
+        after = sim.incremental_snapshot("items", after_key=after, limit=10)
+        chunks.append(range(start, len(sim.events)))
+        sim.random_ops(25, max_tx_size=2)
+    sim.redeliver(0.05)
+    records = sim.to_kafka_records(with_schema=True)
+    late = {i for chunk in chunks for i in chunk}
+    assert late, "the incremental snapshot read no row"
+    # the chunks' messages arrive last (another partition lagging), after every later change
+    parts = [[r for i, r in enumerate(records) if i not in late], [records[i] for i in sorted(late)]]
+    lake = tmp_path / "lake"
+    for i, part in enumerate(parts):
+        raw = tmp_path / f"raw{i}"
+        write_parquet(raw / "part-0.parquet", part)
+        assert cli.main(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake), "--pipeline", "inc",
+                         "--run-id", f"run{i}"]) == 0
+    merge = json.loads((lake / "reports/inc/run=run1/merge.json").read_text())
+    assert merge["tables"] and all(t["full_load"] is None for t in merge["tables"].values())  # no load
+    assert_state_equals_source(sim, lake, "inc", with_schema=True)

@@ -76,9 +76,11 @@ def normalise(value):
     return value
 
 
-def assert_state_equals_source(sim: SourceSimulator, lake: Path, pipeline: str, with_schema: bool) -> None:
+def assert_state_equals_source(sim: SourceSimulator, lake: Path, pipeline: str, with_schema: bool,
+                               expected_states: dict[str, list[dict]] | None = None) -> None:
+    """``expected_states``: the source's state at an earlier moment, where not the current one."""
     for table, spec in sim.tables.items():
-        expected = sim.expected_state(table)
+        expected = expected_states[table] if expected_states else sim.expected_state(table)
         actual = published_rows(lake, pipeline, table)
         if not with_schema:
             # without a schema section the messages carry no types: state holds the values as sent

@@ -193,10 +193,12 @@ def test_key_messages_headers_snapshot_markers_and_unavailable_values(spark):
     records, quarantine, counts = decode(raw_frame(spark, values, keys=keys))
     assert quarantine == []
     assert [(r["op"], r["phase"]) for r in records] == [
-        ("SNAPSHOT", "FULL_LOAD"), ("SNAPSHOT", "CDC"), ("UPDATE", "CDC"), ("TRUNCATE", "CDC")]
+        ("SNAPSHOT", "FULL_LOAD"), ("SNAPSHOT", "CDC"), ("UPDATE", "CDC"), ("TRUNCATE", "CDC"), ("TX_BEGIN", "CDC")]
     assert records[1]["key"] == {"id": "2"}
     assert records[2]["after"] == {"id": "1", "w": "x"} and sorted(records[2]["present_columns"]) == ["id", "w"]
-    assert counts["ignored_reasons"] == {"transaction metadata": 1}
+    # the transaction topic's BEGIN: a marker of transaction 571, not its end
+    assert (records[4]["tx_id"], records[4]["tx_last"], records[4]["table_id"]) == ("571", False, "_._._")
+    assert counts["ignored_reasons"] == {}
 
 
 def test_unwrapped_records_from_extract_new_record_state(spark, shared_dir):

@@ -88,19 +88,25 @@ def test_binlog_position_orders_before_the_record_id(spark):
     assert by_key["1"] < by_key["2"]
 
 
-def test_init_is_full_load_and_control_records_are_ignored_and_counted(spark):
+def test_init_is_full_load_transaction_markers_kept_and_control_records_ignored(spark):
     values = [
-        dts("BEGIN", rid=1, fields=None, pk=None),
+        dts("BEGIN", rid=1, fields=None, pk=None, txid="77"),
         dts("INIT", after=[integer(7), chars("seven")], rid=2, pos=""),
-        dts("COMMIT", rid=3, pk=None),
+        dts("COMMIT", rid=3, pk=None, txid="77"),
         dts("HEARTBEAT", table=None, rid=4, pk=None),
         None,
     ]
     records, quarantine, counts = decode(spark, values)
-    assert [(r["op"], r["phase"], r["after"]) for r in records] == [("SNAPSHOT", "FULL_LOAD", {"a": "7", "b": "seven"})]
+    assert [(r["op"], r["phase"], r["after"]) for r in records] == [
+        ("TX_BEGIN", "CDC", {"marker": "BEGIN", "sourceTxid": "77"}),
+        ("SNAPSHOT", "FULL_LOAD", {"a": "7", "b": "seven"}),
+        ("TX_END", "CDC", {"marker": "COMMIT", "sourceTxid": "77"}),
+    ]
+    # the markers bracket by partition: no transaction id, an end flag on the end
+    assert [(r["tx_id"], r["tx_last"]) for r in records if r["op"] != "SNAPSHOT"] == [(None, False), (None, True)]
     assert quarantine == []
-    assert counts["total"]["ignored"] == 4 and counts["balanced"]
-    assert counts["ignored_reasons"] == {"heartbeat": 1, "tombstone": 1, "transaction marker": 2}
+    assert counts["total"]["ignored"] == 2 and counts["balanced"]
+    assert counts["ignored_reasons"] == {"heartbeat": 1, "tombstone": 1}
 
 
 def test_typed_values_of_every_branch(spark):

@@ -1,10 +1,17 @@
 """A transaction still open at the end of a run's snapshot is held back and applied by the run that
-completes it (Qlik transactionLastEvent marks transaction ends); the report says how many are held."""
+completes it; the report says how many are held. Formats mark transactions by id (Qlik
+transactionLastEvent, a Debezium transaction topic's BEGIN / END) or by bracket markers in their
+partition (DataWorks TRANSACTION_BEGIN / END, DTS BEGIN / COMMIT)."""
 from __future__ import annotations
 
 import json
 
+from pyspark.sql import functions as F
+
 from jobs import cli, publish
+from jobs.decode import decode_messages
+from jobs.decoders import DecodeOptions
+from jobs.fold import split_open_transactions
 from jobs.lake import Lake
 from scripts.qlik_messages import QlikColumn, QlikTable, change_sequence, headers, json_data, json_metadata
 from tests.unit.decoder_support import raw_frame
@@ -58,3 +65,97 @@ def test_open_transaction_is_held_until_the_run_that_completes_it(spark, tmp_pat
     # re-running r2 starts again from r1's held records: same state
     run(spark, tmp_path, "r2", second)
     assert balances(tmp_path) == {1: 70, 2: 80, 3: 5}
+
+
+def dataworks(op: str, seq: int, row: dict | None = None) -> str:
+    return json.dumps({
+        "schema": {"dataColumn": [{"name": "id", "type": "LONG"}, {"name": "balance", "type": "LONG"}],
+                   "primaryKey": ["id"], "source": {"dbType": "MySQL", "dbName": "bank", "tableName": "accounts"}},
+        "payload": {"before": None, "after": row and {"dataColumn": row}, "sequenceId": str(seq), "op": op,
+                    "timestamp": {"eventTime": 1731662097000 + seq}}, "version": "1.0.0"})
+
+
+def split(spark, fmt: str, frame) -> tuple[list[tuple], list[tuple]]:
+    """(applied, held) as (partition, offset, op, held transaction) in offset order."""
+    applied, held = split_open_transactions(decode_messages(frame, fmt, DecodeOptions()).changes)
+    return (sorted((r["partition"], r["offset"], r["op"]) for r in applied.collect()),
+            sorted((r["partition"], r["offset"], r["op"], r["held_transaction"]) for r in held.collect()))
+
+
+def test_bracket_markers_hold_the_open_tail_of_each_partition(spark):
+    # partition 0: a closed transaction, then one whose TRANSACTION_END is not landed yet;
+    # partition 1: a BEGIN left open by a next BEGIN (logs do not interleave transactions), then closed
+    p0 = [dataworks("TRANSACTION_BEGIN", 10), dataworks("INSERT", 11, {"id": 1, "balance": 5}),
+          dataworks("TRANSACTION_END", 12), dataworks("TRANSACTION_BEGIN", 13),
+          dataworks("INSERT", 14, {"id": 2, "balance": 6}), dataworks("INSERT", 15, {"id": 3, "balance": 7})]
+    p1 = [dataworks("TRANSACTION_BEGIN", 20), dataworks("INSERT", 21, {"id": 4, "balance": 8}),
+          dataworks("TRANSACTION_BEGIN", 22), dataworks("INSERT", 23, {"id": 5, "balance": 9}),
+          dataworks("TRANSACTION_END", 24), dataworks("INSERT", 25, {"id": 6, "balance": 1})]
+    frame = raw_frame(spark, p0).unionByName(raw_frame(spark, p1).withColumn("partition", F.lit(1)))
+    applied, held = split(spark, "dataworks", frame)
+    assert held == [(0, 3, "TX_BEGIN", "bracket t/0@3"), (0, 4, "INSERT", "bracket t/0@3"),
+                    (0, 5, "INSERT", "bracket t/0@3")]
+    assert [(p, o) for p, o, _ in applied] == [(0, 0), (0, 1), (0, 2), *[(1, o) for o in range(6)]]
+
+
+def test_dts_begin_without_commit_is_held(spark):
+    from tests.unit.test_dts_avro_decoder import chars, dts, integer
+
+    values = [dts("BEGIN", rid=1, pk=None, txid="9"), dts("INSERT", after=[integer(1), chars("a")], rid=2),
+              dts("COMMIT", rid=3, pk=None, txid="9"), dts("BEGIN", rid=4, pk=None, txid="10"),
+              dts("UPDATE", before=[integer(1), chars("a")], after=[integer(1), chars("b")], rid=5)]
+    applied, held = split(spark, "dts_avro", raw_frame(spark, values))
+    assert [op for _, _, op in applied] == ["TX_BEGIN", "INSERT", "TX_END"]
+    assert [(o, op) for _, o, op, _ in held] == [(3, "TX_BEGIN"), (4, "UPDATE")]
+
+
+def test_debezium_transaction_topic_holds_transactions_without_their_end(spark):
+    src = {"connector": "postgresql", "db": "bank", "schema": "public", "table": "accounts", "txId": 571}
+
+    def change(tx: str, i: int, lsn: int) -> str:
+        return json.dumps({"op": "c", "after": {"id": i, "balance": i}, "source": {**src, "lsn": lsn},
+                           "transaction": {"id": tx, "total_order": 1, "data_collection_order": 1}})
+
+    def status(s: str, tx: str) -> str:
+        return json.dumps({"status": s, "id": tx, "ts_ms": 1, "event_count": 1 if s == "END" else None})
+
+    data = raw_frame(spark, [change("571:100", 1, 100), change("572:200", 2, 200), change("573:300", 3, 300)],
+                     keys=['{"id": 1}', '{"id": 2}', '{"id": 3}'], topic="bank.public.accounts")
+    # the transaction topic, landed with the data topic: 571 and 572 ended, 573 still open
+    meta = raw_frame(spark, [status("BEGIN", "571:100"), status("END", "571:100"), status("BEGIN", "572:200"),
+                             status("END", "572:200"), status("BEGIN", "573:300")], topic="bank.transaction")
+    applied, held = split(spark, "debezium", data.unionByName(meta))
+    assert len(applied) == 6
+    assert [(op, tx) for _, _, op, tx in held] == [("INSERT", "id 573:300"), ("TX_BEGIN", "id 573:300")]
+    # without the transaction topic nothing marks transaction ends: every event is applied
+    applied, held = split(spark, "debezium", data)
+    assert len(applied) == 3 and held == []
+
+
+def test_dataworks_open_transaction_is_applied_by_the_run_that_ends_it(spark, tmp_path):
+    def run_dw(run_id: str, values: list[str]) -> dict:
+        raw = tmp_path / f"raw-{run_id}"
+        raw_frame(spark, values).write.parquet(str(raw))
+        assert cli.main(["run", "--format", "dataworks", "--raw", str(raw), "--lake", str(tmp_path / "lake"),
+                         "--pipeline", "dw", "--run-id", run_id]) == 0
+        return json.loads((tmp_path / f"lake/reports/dw/run={run_id}/merge.json").read_text())
+
+    def state() -> dict[int, int]:
+        table = publish.load_table(publish.open_catalog(Lake.at(str(tmp_path / "lake"))), "dw", "bank._.accounts")
+        return {r["id"]: r["balance"] for r in table.scan().to_arrow().to_pylist()}
+
+    first = [dataworks("TRANSACTION_BEGIN", 1), dataworks("INSERT", 2, {"id": 1, "balance": 100}),
+             dataworks("INSERT", 3, {"id": 2, "balance": 50}), dataworks("TRANSACTION_END", 4),
+             dataworks("TRANSACTION_BEGIN", 5), dataworks("UPDATE_AFTER", 6, {"id": 1, "balance": 70})]
+    report = run_dw("r1", first)
+    assert report["held"]["transactions"] == 1 and report["held"]["records"] == 2
+    assert state() == {1: 100, 2: 50}
+    # the second snapshot continues the partition: its offsets follow the first one's
+    second = raw_frame(spark, [dataworks("UPDATE_AFTER", 7, {"id": 2, "balance": 80}), dataworks("TRANSACTION_END", 8)])
+    raw = tmp_path / "raw-r2"
+    second.withColumn("offset", F.col("offset") + len(first)).write.parquet(str(raw))
+    assert cli.main(["run", "--format", "dataworks", "--raw", str(raw), "--lake", str(tmp_path / "lake"),
+                     "--pipeline", "dw", "--run-id", "r2"]) == 0
+    report = json.loads((tmp_path / "lake/reports/dw/run=r2/merge.json").read_text())
+    assert report["held"]["transactions"] == 0 and report["held"]["released_from"] == "held/dw/run=r1"
+    assert state() == {1: 70, 2: 80}
