@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` and `make test`.
-.PHONY: setup setup-dev demo test test-unit test-properties demo-topics
+.PHONY: setup setup-dev demo test test-unit test-properties demo-topics bench
 
 setup:
 	scripts/setup.sh
@@ -26,3 +26,9 @@ test-properties: setup-dev
 ## regenerate the bundled demo topics and source database (deterministic)
 demo-topics: setup
 	.venv/bin/python scripts/make_demo.py --out demo/topics --source-db demo/source.db
+
+## the benchmark (bench/README.md): 1M and 4M messages of every format against Spark's floor, a naive
+## Spark fold and DuckDB; prints a table, writes bench/results/bench-<time>.json and .png
+bench: setup
+	.venv/bin/pip install -q -r bench/requirements.txt
+	.venv/bin/python -m bench.bench $(BENCH_ARGS)

@@ -1,0 +1,148 @@
+"""What a user would run instead of the pipeline, on the same snapshot files (one process each):
+
+- ``floor``: Spark reads the raw Parquet and parses every value with ``from_json`` into the format's
+  envelope; the parsed envelopes are counted (so the parse cannot be pruned away), nothing else;
+- ``naive_spark``: ``from_json`` + the latest message per key by a window + deletes dropped + Parquet;
+- ``duckdb``: the same naive fold as DuckDB SQL over the same files.
+
+The naive folds know nothing of phases, redeliveries, partial images, transactions or key changes:
+they are the speed a user gets by ignoring them.
+
+    python -m bench.contenders floor|naive_spark|duckdb --format F --raw DIR [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+# per format: the envelope a user would declare, and where op, key, position and the row are in it
+SPARK_ENVELOPES = {
+    "debezium": "struct<before:map<string,string>, after:map<string,string>, source:map<string,string>, op:string, "
+                "ts_ms:bigint>",
+    "debezium_schema": "struct<payload:struct<before:map<string,string>, after:map<string,string>, "
+                       "source:map<string,string>, op:string, ts_ms:bigint>>",
+    "canal": "struct<data:array<map<string,string>>, old:array<map<string,string>>, type:string, es:bigint, "
+             "id:bigint, table:string, database:string>",
+    "qlik": "struct<magic:string, type:string, message:struct<data:map<string,string>, "
+            "beforeData:map<string,string>, headers:struct<operation:string, changeSequence:string>>>",
+}
+DELETE_OPS = ("d", "DELETE")
+
+
+def spark_columns(fmt: str):
+    """(op, key, position, row) columns over the parsed envelope ``e`` (and the raw ``key``)."""
+    from pyspark.sql import functions as F
+
+    e = F.col("e")
+    if fmt.startswith("debezium"):
+        p = e["payload"] if fmt == "debezium_schema" else e
+        key = F.get_json_object(F.col("key").cast("string"), "$.id")
+        return p["op"], key, p["source"]["lsn"].cast("bigint"), p["after"]
+    if fmt == "canal":
+        return e["type"], e["data"][0]["id"], F.struct(e["es"], e["id"]), e["data"][0]
+    if fmt == "qlik":
+        m = e["message"]
+        return m["headers"]["operation"], m["data"]["id"], m["headers"]["changeSequence"], m["data"]
+    raise SystemExit(f"no naive Spark contender for {fmt} (binary Avro: Spark has no from_avro without the "
+                     "spark-avro package)")
+
+
+def run_floor(spark, fmt: str, raw: str) -> dict:
+    from pyspark.sql import functions as F
+
+    spark_columns(fmt)  # the same formats as the naive fold
+    parsed = spark.read.parquet(raw).select(F.from_json(F.col("value").cast("string"), SPARK_ENVELOPES[fmt]).alias("e"))
+    # counting the parsed structs (not rows) keeps the whole parse: nothing is pruned from the envelope
+    row = parsed.agg(F.count(F.lit(1)).alias("n"), F.count("e").alias("parsed")).first()
+    return {"messages": row["n"], "parsed": row["parsed"]}
+
+
+def run_naive_spark(spark, fmt: str, raw: str, out: str) -> dict:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(raw).select("topic", "offset", "key",
+                                        F.from_json(F.col("value").cast("string"), SPARK_ENVELOPES[fmt]).alias("e"))
+    if fmt == "qlik":
+        df = df.where(F.col("e")["type"] == "DT")
+    op, key, position, row = spark_columns(fmt)
+    events = df.select("topic", "offset", op.alias("op"), key.alias("k"), position.alias("pos"), row.alias("row"))
+    latest = Window.partitionBy("topic", "k").orderBy(F.col("pos").desc(), F.col("offset").desc())
+    state = (events.withColumn("rn", F.row_number().over(latest)).where(F.col("rn") == 1)
+             .where(~F.col("op").isin(*DELETE_OPS)).select("topic", "k", "row"))
+    state.write.mode("overwrite").parquet(out)
+    return {"state_rows": spark.read.parquet(out).count()}
+
+
+DUCKDB_PATHS = {
+    # (op, key, position expression, row, filter)
+    "debezium": ("$.op", "json_extract_string(decode(key), '$.id')",
+                 "CAST(json_extract_string(v, '$.source.lsn') AS BIGINT)", "$.after", "TRUE"),
+    "debezium_schema": ("$.payload.op", "json_extract_string(decode(key), '$.id')",
+                        "CAST(json_extract_string(v, '$.payload.source.lsn') AS BIGINT)", "$.payload.after", "TRUE"),
+    "canal": ("$.type", "json_extract_string(v, '$.data[0].id')",
+              "CAST(json_extract_string(v, '$.es') AS BIGINT) * 1000000000 + CAST(json_extract_string(v, '$.id') AS BIGINT)",
+              "$.data[0]", "TRUE"),
+    "qlik": ("$.message.headers.operation", "json_extract_string(v, '$.message.data.id')",
+             "json_extract_string(v, '$.message.headers.changeSequence')", "$.message.data",
+             "json_extract_string(v, '$.type') = 'DT'"),
+}
+
+
+def run_duckdb(fmt: str, raw: str, out: str) -> dict:
+    import duckdb
+
+    if fmt not in DUCKDB_PATHS:
+        raise SystemExit(f"no DuckDB contender for {fmt} (binary Avro values)")
+    op, key, pos, row, keep = DUCKDB_PATHS[fmt]
+    con = duckdb.connect()
+    con.execute("SET preserve_insertion_order = false")
+    query = f"""
+        WITH m AS (SELECT topic, "offset", key, decode(value) AS v FROM read_parquet('{raw}/*.parquet')),
+        e AS (SELECT topic, "offset", json_extract_string(v, '{op}') AS op, {key} AS k, {pos} AS pos,
+                     json_extract(v, '{row}') AS row FROM m WHERE {keep}),
+        latest AS (SELECT * FROM e QUALIFY row_number() OVER (PARTITION BY topic, k ORDER BY pos DESC, "offset" DESC) = 1)
+        SELECT topic, k, row FROM latest WHERE op NOT IN ('d', 'DELETE')
+    """
+    con.execute(f"COPY ({query}) TO '{out}/state.parquet' (FORMAT parquet)")
+    rows = con.execute(f"SELECT count(*) FROM read_parquet('{out}/state.parquet')").fetchone()[0]
+    return {"state_rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.contenders")
+    parser.add_argument("contender", choices=("floor", "naive_spark", "duckdb"))
+    parser.add_argument("--format", required=True)
+    parser.add_argument("--raw", required=True)
+    parser.add_argument("--out")
+    parser.add_argument("--result", help="write the result JSON here")
+    args = parser.parse_args(argv)
+    # timed from a ready engine: a SparkSession's start (a JVM) is not part of the work compared
+    if args.contender == "duckdb":
+        import os
+
+        os.makedirs(args.out, exist_ok=True)
+        start = time.perf_counter()
+        result = run_duckdb(args.format, args.raw, args.out)
+        result["seconds"] = round(time.perf_counter() - start, 3)
+    else:
+        from jobs.spark import build_spark
+
+        spark = build_spark(f"bench-{args.contender}")
+        start = time.perf_counter()
+        result = (run_floor(spark, args.format, args.raw) if args.contender == "floor"
+                  else run_naive_spark(spark, args.format, args.raw, args.out))
+        result["seconds"] = round(time.perf_counter() - start, 3)
+        spark.stop()
+    text = json.dumps(result)
+    if args.result:
+        with open(args.result, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
