@@ -9,7 +9,7 @@ date, instant (DataWorks carries milliseconds only) or text.
 from __future__ import annotations
 
 import json
-from datetime import date, datetime
+from datetime import datetime
 from decimal import Decimal
 
 import pytest
