@@ -185,8 +185,12 @@ def main(argv: list[str] | None = None) -> int:
                 for contender in contenders:
                     work = Path(tmp) / f"{fmt}-{n}"
                     work.mkdir(exist_ok=True)
-                    result = (run_pipeline(fmt, raw, work, env) if contender == "pipeline"
-                              else run_contender(contender, fmt, raw, work, env))
+                    try:
+                        result = (run_pipeline(fmt, raw, work, env) if contender == "pipeline"
+                                  else run_contender(contender, fmt, raw, work, env))
+                    except RuntimeError as exc:  # one contender's failure does not lose the others' figures
+                        print(f"{contender} on {fmt} x {n} failed: {exc}", file=sys.stderr)
+                        continue
                     if result is not None:
                         results[contender] = result
                 for contender, result in results.items():

@@ -56,7 +56,7 @@ def run_floor(spark, fmt: str, raw: str) -> dict:
     parsed = spark.read.parquet(raw).select(F.from_json(F.col("value").cast("string"), SPARK_ENVELOPES[fmt]).alias("e"))
     # counting the parsed structs (not rows) keeps the whole parse: nothing is pruned from the envelope
     row = parsed.agg(F.count(F.lit(1)).alias("n"), F.count("e").alias("parsed")).first()
-    return {"messages": row["n"], "parsed": row["parsed"]}
+    return {"counted": row["n"], "parsed": row["parsed"]}
 
 
 def run_naive_spark(spark, fmt: str, raw: str, out: str) -> dict:
@@ -83,7 +83,7 @@ DUCKDB_PATHS = {
     "debezium_schema": ("$.payload.op", "json_extract_string(decode(key), '$.id')",
                         "CAST(json_extract_string(v, '$.payload.source.lsn') AS BIGINT)", "$.payload.after", "TRUE"),
     "canal": ("$.type", "json_extract_string(v, '$.data[0].id')",
-              "CAST(json_extract_string(v, '$.es') AS BIGINT) * 1000000000 + CAST(json_extract_string(v, '$.id') AS BIGINT)",
+              "[CAST(json_extract_string(v, '$.es') AS BIGINT), CAST(json_extract_string(v, '$.id') AS BIGINT)]",
               "$.data[0]", "TRUE"),
     "qlik": ("$.message.headers.operation", "json_extract_string(v, '$.message.data.id')",
              "json_extract_string(v, '$.message.headers.changeSequence')", "$.message.data",

@@ -10,6 +10,7 @@ rendered messages and a short ring of recent ones are held in memory, whatever t
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import random
 import zlib
@@ -32,8 +33,8 @@ DECODER = {"debezium": "debezium", "debezium_schema": "debezium", "canal": "cana
 
 
 def changes(n: int, seed: int = 7) -> Iterator[tuple[int, str, int, dict | None, int, int]]:
-    """(table index, op r/c/u/d, key, row after (None for a delete), position, event time ms) — ``n``
-    messages' worth of changes before redelivery (bounded state: one key counter per table)."""
+    """(table index, op r/c/u/d, key, row after (None for a delete), position, event time ms): the full
+    load of a stream of ``n`` messages, then changes without end (bounded state: a key counter per table)."""
     rng = random.Random(seed)
     next_key = [0, 0, 0]
     n_load = int(n * FULL_LOAD_SHARE)
@@ -49,7 +50,7 @@ def changes(n: int, seed: int = 7) -> Iterator[tuple[int, str, int, dict | None,
         k = next_key[t]
         next_key[t] += 1
         yield t, "r", k, row(t, k, 0, ts), 0, ts
-    for i in range(n - n_load):
+    for i in itertools.count():
         ts += 1
         t = rng.choices((0, 1, 2), TABLE_WEIGHTS)[0]
         op = rng.choices(ops, weights)[0]
@@ -240,7 +241,7 @@ def write_snapshot(fmt: str, n: int, out: Path, seed: int = 7, batch_rows: int =
             emit(t, b"", json_metadata(table).encode(), START_MS)
     target = n - stats["messages"]
     produced = 0
-    for t, op, k, after, pos, ts in changes(int(target / (1 + REDELIVERED_SHARE)) + 1, seed):
+    for t, op, k, after, pos, ts in changes(target, seed):
         if produced >= target:
             break
         key, value = render(t, op, k, after, pos, ts)

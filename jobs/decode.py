@@ -36,7 +36,9 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
     new = sorted(set(found) - set(options.memory))
     if new:
         options = replace(options, memory=tuple(sorted({*options.memory, *new})))
-    outcomes = materialize(decoder.decode(raw, options))
+    # a decoded message's bytes live on in its change records: only the quarantine needs them kept
+    outcomes = materialize(decoder.decode(raw, options).withColumns({
+        c: F.when(F.col("status") == QUARANTINED, F.col(c)) for c in ("key", "value", "headers")}))
     changes = (
         outcomes.where(F.col("status") == DECODED)
         .select(F.explode("records").alias("r"))

@@ -167,6 +167,8 @@ class Published:
     state_rows: int
     files_added: int
     files_removed: int
+    bytes_added: int = 0  # what the run wrote, and what it replaced: a measure of rewrite amplification
+    bytes_removed: int = 0
     already_published: bool = False
 
     def as_dict(self) -> dict:
@@ -225,16 +227,18 @@ def publish_state(
         **{"schema.name-mapping.default": txn.table_metadata.schema().name_mapping.model_dump_json()}
     )
     summary = {RUN_ID_PROP: run_id, "cdc.pipeline": pipeline}
+    new_files = list(_parquet_files_to_data_files(txn.table_metadata, new_paths, txn._table.io))
     with txn.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
         for data_file in old_files:
             overwrite.delete_data_file(data_file)
-        for data_file in _parquet_files_to_data_files(txn.table_metadata, new_paths, txn._table.io):
+        for data_file in new_files:
             overwrite.append_data_file(data_file)
     committed = txn.commit_transaction()
     snapshot = committed.current_snapshot()
     rows = int(snapshot.summary.additional_properties.get("total-records", 0)) if snapshot else 0
     return Published(table_id, f"{pipeline}.{name}", snapshot.snapshot_id if snapshot else None, rows,
-                     len(new_paths), len(old_files))
+                     len(new_paths), len(old_files), sum(f.file_size_in_bytes for f in new_files),
+                     sum(f.file_size_in_bytes for f in old_files))
 
 
 def snapshot_record_count(table) -> int:

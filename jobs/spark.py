@@ -15,6 +15,8 @@ SPARK_CONF = {
     "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     "spark.sql.shuffle.partitions": os.environ.get("CDC_SHUFFLE_PARTITIONS", "8"),
     "spark.sql.adaptive.enabled": "true",
+    # change records are written partitioned by table: a writer per table, not a sort of every record
+    "spark.sql.maxConcurrentOutputFileWriters": "64",
     "spark.ui.enabled": os.environ.get("CDC_SPARK_UI", "false"),
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",

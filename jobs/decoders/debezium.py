@@ -173,7 +173,8 @@ def schema_hash(schema_doc: str) -> str:
 def _source_position(src: Column) -> Column:
     """Each connector's own log position, encoded so that string order is source order."""
     connector = F.lower(src["connector"])
-    pg_commit = F.from_json(src["sequence"], "array<string>")[0]
+    # sequence = '["<last commit lsn>","<lsn>"]' (either may be null): the first number, without a JSON parse
+    pg_commit = F.nullif(F.regexp_extract(src["sequence"], r'^\s*\[\s*"?([0-9]+)', 1), F.lit(""))
     postgres = F.concat_ws(
         ".", pad_unsigned(F.coalesce(pg_commit, src["lsn"])), pad_unsigned(src["lsn"])
     )

@@ -1,6 +1,7 @@
 """The benchmark's generated snapshots: the documented mix, and every format decodes without loss."""
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 
@@ -12,7 +13,7 @@ from jobs.decoders import DecodeOptions
 
 
 def test_change_mix_and_skew():
-    events = list(changes(40_000))
+    events = list(itertools.islice(changes(40_000), 40_000))
     ops = Counter(op for _, op, *_ in events)
     share = {op: ops[op] / len(events) for op in ops}
     assert share["r"] == pytest.approx(0.10, abs=0.001)

@@ -60,6 +60,9 @@ def test_open_transaction_is_held_until_the_run_that_completes_it(spark, tmp_pat
 
     report = run(spark, tmp_path, "r2", second)
     assert report["held"]["transactions"] == 0 and report["held"]["released_from"] == "held/bank/run=r1"
+    # the run's rewrite is measured: what it wrote, and the files of r1's state it replaced
+    published = report["tables"]["_.bank.accounts"]
+    assert published["bytes_added"] > 0 and published["bytes_removed"] > 0 and published["files_removed"] >= 1
     assert balances(tmp_path) == {1: 70, 2: 80, 3: 5}
 
     # re-running r2 starts again from r1's held records: same state
