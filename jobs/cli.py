@@ -53,10 +53,24 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
+    return value
+
+
 def _merge_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", action="store_true",
                    help="also keep an SCD type 2 history table per source table (<table>__history: valid_from / "
                    "valid_to positions and times, is_current, op)")
+    p.add_argument("--state-buckets", type=_count, default=None, metavar="N",
+                   help="key-hash buckets of a state table laid out by this run (default: $CDC_STATE_BUCKETS or "
+                   "16); a run rewrites only the buckets its changes touch; an existing table keeps its own; "
+                   "0: no buckets (every run rewrites the whole table)")
 
 
 def _reconcile_args(p: argparse.ArgumentParser) -> None:
@@ -132,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             changes = stages.run_decode(spark, ctx, args.format, args.raw, options)
-            stages.run_merge(spark, ctx, changes, history=args.history)
+            stages.run_merge(spark, ctx, changes, history=args.history, buckets=args.state_buckets)
             stages.run_validate(spark, ctx, changes)
             stages.run_reconcile(ctx, args.source_counts)
             alert = stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
@@ -141,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "decode":
             stages.run_decode(spark, ctx, args.format, args.raw, options)
         elif args.command == "merge":
-            stages.run_merge(spark, ctx, history=args.history)
+            stages.run_merge(spark, ctx, history=args.history, buckets=args.state_buckets)
         elif args.command == "validate":
             stages.run_validate(spark, ctx)
         elif args.command == "reconcile":

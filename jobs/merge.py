@@ -46,11 +46,13 @@ def _record_held(lake: Lake, pipeline: str, run_id: str, held: str | None, consu
 
 
 def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
-                  history: bool = False) -> dict:
+                  history: bool = False, buckets: int = publish.DEFAULT_BUCKETS) -> dict:
     """Fold each table's changes over its published state and commit the result; returns the report.
 
     Records of transactions still open at the end of the run's snapshot are held back (written under
-    ``held/<pipeline>/run=<run_id>``) and applied by the run that completes them.
+    ``held/<pipeline>/run=<run_id>``) and applied by the run that completes them. ``buckets`` is the
+    key-hash bucket count of a table laid out by this run (an existing layout keeps its own; 0 leaves
+    a table without one unbucketed: one unpartitioned file set, rewritten whole by every run).
     """
     catalog = publish.open_catalog(lake)
     publish.ensure_namespace(catalog, pipeline)
@@ -112,10 +114,14 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             # redelivered rows of a load already applied are no new load: a new one starts past them
             info.load_start_position = fold.load_start_after(changes, info, loaded_through)
         load = complete_load(props.get(publish.PENDING_LOAD_PROP), info)
+        table_changes = changes.where(F.col("table_id") == table_id)
+        bucketing = _bucketing(table, table_changes, {k: data_columns[k] for k in key_columns}, buckets,
+                               whole_table=info.has_truncate or bool(load and load["complete"])
+                               or any(t["column"] in key_columns for t in type_changes))
         result_of_fold = fold.fold_table(
-            publish.read_state(spark, table),
+            publish.read_state(spark, table, bucketing.touched if bucketing else None),
             publish.read_tombstones(spark, table, {k: data_columns[k] for k in key_columns}),
-            changes.where(F.col("table_id") == table_id),
+            table_changes,
             info,
             data_columns,
             key_columns,
@@ -141,7 +147,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
                                                   data_columns, key_columns)
             result = publish.publish_state(
                 catalog, pipeline, table_id, result_of_fold.state, {**data_columns, **fold.META_COLUMNS}, run_id,
-                properties, tombstones=result_of_fold.tombstones,
+                properties, tombstones=result_of_fold.tombstones, bucketing=bucketing,
             )
         finally:
             result_of_fold.folded.unpersist()
@@ -164,6 +170,21 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     return {"pipeline": pipeline, "run_id": run_id, "tables": tables,
             "held": {"transactions": held_counts["tx"], "records": held_counts["records"], "path": held_rel,
                      "released_from": consumed}}
+
+
+def _bucketing(table, table_changes: DataFrame, typed_keys: dict[str, str], buckets: int,
+               whole_table: bool) -> publish.Bucketing | None:
+    """Which buckets of the table this run rewrites: those its changes touch, or all of them when the
+    table is new, of an earlier layout, replaced (TRUNCATE, a complete full load) or re-keyed.
+    None: the table is and stays unbucketed (``buckets`` 0 for a table without a layout yet)."""
+    if publish.is_bucketed(table):
+        buckets = int(table.properties[publish.BUCKETS_PROP])
+        touched = None if whole_table else fold.touched_buckets(table_changes, typed_keys, buckets)
+    elif buckets == 0:
+        return None
+    else:
+        touched = None
+    return publish.Bucketing(buckets, fold.key_bucket(typed_keys, buckets), touched)
 
 
 def complete_load(pending: str | None, info: fold.TableChanges) -> dict | None:

@@ -4,6 +4,10 @@ One table per source table in the namespace of the pipeline. A run's new state o
 ``overwrite`` snapshot (the replaced files out, the new ones in) carrying ``cdc.run-id`` in its
 summary, so a re-run of the same run id is recognised and changes nothing. Nothing becomes visible
 before the catalog commit: a failure before it leaves the previous snapshot published.
+
+State tables are laid out in key-hash buckets: a ``_cdc_bucket`` column (a hash of the key, modulo the
+table's ``cdc.buckets``) that the table is identity-partitioned by, one file per bucket and run. A run
+reads and rewrites only the buckets its changes touch; the others' files stay as they are.
 """
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from jobs.canonical import iceberg_table_name
 from jobs.lake import Lake
@@ -29,6 +34,21 @@ TRUNCATE_POSITION_PROP = "cdc.truncate-position"
 TOMBSTONES_PROP = "cdc.tombstones"
 PENDING_LOAD_PROP = "cdc.pending-load"  # a full load not yet known complete: {"start", "end"} positions
 HISTORY_OF_PROP = "cdc.history-of"  # on an SCD2 history table: the table_id whose history it is
+BUCKETS_PROP = "cdc.buckets"  # a state table's number of key-hash buckets (fixed when the layout is made)
+BUCKET_COLUMN = "_cdc_bucket"
+# enough buckets that a run touching a few keys rewrites a small share, few enough that files stay large
+DEFAULT_BUCKETS = int(os.environ.get("CDC_STATE_BUCKETS", "16"))
+_BUCKET_DIR = "_cdc_b"
+
+
+@dataclass(frozen=True)
+class Bucketing:
+    """How a state is written: ``bucket`` computes each row's bucket (0 <= b < buckets) from its key;
+    ``touched`` are the buckets this state replaces (None: all of them, the whole table)."""
+
+    buckets: int
+    bucket: Column
+    touched: frozenset[int] | None = None
 
 
 def history_table_id(table_id: str) -> str:
@@ -125,17 +145,39 @@ def spark_type_of(iceberg_type) -> str:
     return "string"
 
 
-def table_columns(table) -> dict[str, str]:
-    """Column name -> Spark type of the table's current schema, in order."""
-    return {f.name: spark_type_of(f.field_type) for f in table.schema().fields}
+def table_columns(table, layout: bool = False) -> dict[str, str]:
+    """Column name -> Spark type of the table's current schema, in order (without the bucket column
+    unless ``layout``: it is where a row is stored, not what it says)."""
+    return {f.name: spark_type_of(f.field_type) for f in table.schema().fields
+            if layout or f.name != BUCKET_COLUMN}
 
 
-def read_state(spark: SparkSession, table) -> DataFrame | None:
-    """The table's current snapshot as a DataFrame, read from its own data files."""
+def is_bucketed(table) -> bool:
+    """Whether the table's current layout is the key-hash buckets (tables of earlier versions are not)."""
+    if table is None or BUCKETS_PROP not in table.properties:
+        return False
+    names = {f.name for f in table.spec().fields}
+    return BUCKET_COLUMN in names
+
+
+def _scan_files(table, buckets: frozenset[int] | None):
+    """The current data files of the given buckets (None: all); pruned by partition, nothing read."""
+    from pyiceberg.expressions import In
+
+    if buckets is None:
+        return [task.file for task in table.scan().plan_files()]
+    if not buckets:
+        return []
+    return [task.file for task in table.scan(row_filter=In(BUCKET_COLUMN, set(buckets))).plan_files()]
+
+
+def read_state(spark: SparkSession, table, buckets: frozenset[int] | None = None) -> DataFrame | None:
+    """The table's current snapshot (or the rows of some of its buckets) as a DataFrame, read from
+    its own data files."""
     if table is None or table.current_snapshot() is None:
         return None
-    paths = [task.file.file_path for task in table.scan().plan_files()]
-    ddl = ", ".join(f"`{c.replace('`', '``')}` {t}" for c, t in table_columns(table).items())
+    paths = [f.file_path for f in _scan_files(table, buckets)]
+    ddl = ", ".join(f"`{c.replace('`', '``')}` {t}" for c, t in table_columns(table, layout=True).items())
     if not paths:
         return spark.createDataFrame([], ddl)
     return spark.read.schema(ddl).parquet(*[_spark_uri(p) for p in paths])
@@ -156,7 +198,8 @@ def _list_parquet(uri: str) -> list[str]:
             keys += [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(".parquet")]
         return [f"s3://{bucket}/{k}" for k in sorted(keys)]
     local = parsed.path if parsed.scheme == "file" else uri
-    return ["file://" + p for p in sorted(glob.glob(os.path.join(local, "*.parquet")))]
+    # bucketed states are written one folder per bucket
+    return ["file://" + p for p in sorted(glob.glob(os.path.join(local, "**", "*.parquet"), recursive=True))]
 
 
 @dataclass
@@ -169,6 +212,8 @@ class Published:
     files_removed: int
     bytes_added: int = 0  # what the run wrote, and what it replaced: a measure of rewrite amplification
     bytes_removed: int = 0
+    buckets: int | None = None  # the table's key-hash buckets, and how many of them this run rewrote
+    buckets_rewritten: int | None = None
     already_published: bool = False
 
     def as_dict(self) -> dict:
@@ -193,13 +238,27 @@ def publish_state(
     run_id: str,
     properties: dict[str, str],
     tombstones: DataFrame | None = None,
+    bucketing: Bucketing | None = None,
 ) -> Published:
-    """Write the new state with Spark, then commit it as one Iceberg snapshot of the table."""
+    """Write the new state with Spark, then commit it as one Iceberg snapshot of the table.
+
+    With ``bucketing``, ``state`` holds the rows of the touched buckets only, and only those buckets'
+    files are replaced; without, ``state`` is the whole table."""
     from pyiceberg.table import _parquet_files_to_data_files
 
     ensure_namespace(catalog, pipeline)
     name = iceberg_table_name(table_id)
     table = load_table(catalog, pipeline, table_id)
+    touched = bucketing.touched if bucketing is not None else None
+    if touched is not None and not is_bucketed(table):
+        raise ValueError(f"{table_id}: a state of some buckets only, for a table that is not bucketed")
+    if bucketing is not None:
+        columns = {**columns, BUCKET_COLUMN: "int"}
+        properties = {**properties, BUCKETS_PROP: str(bucketing.buckets)}
+        # one shuffle puts each bucket in one task: one file per bucket, in a folder of its own (named
+        # by a copy of the column, as Spark drops a partition column from the files and Iceberg needs it)
+        state = (state.withColumn(BUCKET_COLUMN, bucketing.bucket).repartition(BUCKET_COLUMN)
+                 .withColumn(_BUCKET_DIR, F.col(BUCKET_COLUMN)))
     schema = arrow_schema(columns)
     if table is None:
         txn = catalog.create_table_transaction((pipeline, name), schema=schema, properties={TABLE_ID_PROP: table_id})
@@ -208,11 +267,12 @@ def publish_state(
     else:
         txn = table.transaction()
         location = table.location()
-        old_files = [task.file for task in table.scan().plan_files()]
+        old_files = _scan_files(table, touched)
 
     data_dir = f"{location}/data/run={run_id}"
     # overwrite: only an uncommitted attempt of this same run can have left files here
-    state.write.mode("overwrite").parquet(_spark_uri(data_dir))
+    writer = state.write.mode("overwrite")
+    (writer.partitionBy(_BUCKET_DIR) if bucketing is not None else writer).parquet(_spark_uri(data_dir))
     new_paths = _list_parquet(data_dir)
     if tombstones is not None:
         tombstones_dir = f"{location}/tombstones/run={run_id}"
@@ -222,6 +282,10 @@ def publish_state(
     if table is not None:
         with txn.update_schema() as update:
             update.union_by_name(schema)
+    if bucketing is not None and not is_bucketed(table):
+        # a new table, or one of an earlier layout (then every file is replaced in this commit)
+        with txn.update_spec() as spec:
+            spec.add_identity(BUCKET_COLUMN)
     txn.set_properties(**properties)
     txn.set_properties(
         **{"schema.name-mapping.default": txn.table_metadata.schema().name_mapping.model_dump_json()}
@@ -238,7 +302,9 @@ def publish_state(
     rows = int(snapshot.summary.additional_properties.get("total-records", 0)) if snapshot else 0
     return Published(table_id, f"{pipeline}.{name}", snapshot.snapshot_id if snapshot else None, rows,
                      len(new_paths), len(old_files), sum(f.file_size_in_bytes for f in new_files),
-                     sum(f.file_size_in_bytes for f in old_files))
+                     sum(f.file_size_in_bytes for f in old_files),
+                     buckets=bucketing.buckets if bucketing else None,
+                     buckets_rewritten=(len(touched) if touched is not None else bucketing.buckets) if bucketing else None)
 
 
 def snapshot_record_count(table) -> int:
