@@ -1,0 +1,126 @@
+"""Rewrite amplification of publishing: the bytes a run rewrites in a large state table.
+
+    .venv/bin/python -m bench.rewrite --rows 10000000 --changed 0.01,0.001,0.0001,0.000001
+
+A table of ``--rows`` rows (id, owner, balance, note) is published once, then runs each update a
+share of its keys, drawn uniformly; for each layout (``--buckets``: 0 = one unpartitioned file set,
+the layout before key-hash buckets; N = N buckets) it prints and saves (bench/results/rewrite-*.json)
+the bytes each run removed from the table (files replaced) and wrote, against the table's size, and
+the run's fold + publish seconds. The change records go straight to the merge stage (jobs.merge), as
+decoding is not what is measured here.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import canonical as C
+
+TABLE_ID = "bench.public.accounts"
+TYPES = {"id": "bigint", "owner": "string", "balance": "decimal(12,2)", "note": "string"}
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def change_records(ids: DataFrame, op: str, run: int) -> DataFrame:
+    """Canonical change records (jobs.canonical) of ``op`` for every ``id`` in ``ids``, at run ``run``."""
+    sid = F.col("id").cast("string")
+    after = F.create_map(
+        F.lit("id"), sid,
+        F.lit("owner"), F.concat(F.lit(f"owner-{run}-"), sid),
+        F.lit("balance"), F.format_string("%d.%02d", F.col("id") % 100000, F.col("id") % 100),
+        F.lit("note"), F.sha2(F.concat(sid, F.lit(str(run))), 256),
+    )
+    position = F.concat(F.lpad(F.lit(str(run)), 6, "0"), F.lit("."), F.lpad(sid, 20, "0"))
+    columns = {
+        "format": F.lit("bench"), "table_id": F.lit(TABLE_ID), "op": F.lit(op), "phase": F.lit(C.CDC),
+        "key": F.create_map(F.lit("id"), sid), "before": F.lit(None), "after": after,
+        "present_columns": F.lit(None), "position": position, "tx_id": F.lit(None), "tx_seq": F.lit(None),
+        "tx_last": F.lit(None), "event_time": F.timestamp_seconds(F.lit(1_700_000_000 + run)),
+        "column_types": F.create_map(*[x for c, t in TYPES.items() for x in (F.lit(c), F.lit(t))]),
+        "topic": F.lit("bench"), "partition": F.lit(0), "offset": F.col("id"), "kafka_ts": F.lit(None),
+        "event_id": F.concat(F.lit(f"{run}-"), sid),
+    }
+    return ids.select(*[columns[f.name].cast(f.dataType).alias(f.name) for f in C.CHANGE_RECORD_SCHEMA.fields])
+
+
+def table_bytes(lake, pipeline: str) -> int:
+    from jobs import publish
+
+    table = publish.load_table(publish.open_catalog(lake), pipeline, TABLE_ID)
+    return sum(task.file.file_size_in_bytes for task in table.scan().plan_files())
+
+
+def measure(spark: SparkSession, rows: int, shares: list[float], buckets: int, root: Path) -> list[dict]:
+    from jobs.lake import Lake
+    from jobs.merge import merge_changes
+
+    lake = Lake.at(str(root / f"lake-{buckets}"))
+    pipeline = "rewrite"
+    out = []
+    for run, share in enumerate([1.0, *shares]):
+        if run == 0:
+            ids, op = spark.range(rows), C.INSERT
+        else:  # a uniform draw of about share * rows keys, the same for every layout
+            ids, op = spark.range(rows).where(F.rand(run) < share), C.UPDATE
+        changes = change_records(ids, op, run).localCheckpoint(eager=True)
+        changed = changes.count()
+        size_before = table_bytes(lake, pipeline) if run else 0
+        start = time.perf_counter()
+        report = merge_changes(spark, lake, pipeline, f"run-{run}", changes, buckets=buckets)["tables"][TABLE_ID]
+        seconds = time.perf_counter() - start
+        changes.unpersist()
+        out.append({
+            "layout": f"{buckets} buckets" if buckets else "unbucketed", "run": run, "keys_changed": changed,
+            "share_changed": changed / rows, "table_bytes": size_before, "bytes_removed": report["bytes_removed"],
+            "bytes_added": report["bytes_added"], "files_removed": report["files_removed"],
+            "buckets_rewritten": report.get("buckets_rewritten"), "seconds": round(seconds, 1),
+            "share_rewritten": report["bytes_removed"] / size_before if size_before else None,
+        })
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
+def print_table(rows: list[dict]) -> None:
+    head = f"{'layout':>12} {'keys changed':>13} {'% keys':>7} {'table MB':>9} {'rewritten MB':>13} {'% rewritten':>12} {'s':>7}"
+    print(head)
+    for r in rows:
+        if not r["run"]:
+            continue
+        print(f"{r['layout']:>12} {r['keys_changed']:>13,} {100 * r['share_changed']:>7.4f} "
+              f"{r['table_bytes'] / 1e6:>9.1f} {r['bytes_removed'] / 1e6:>13.1f} "
+              f"{100 * r['share_rewritten']:>12.1f} {r['seconds']:>7.1f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--changed", default="0.01,0.001,0.0001,0.000001", help="shares of keys each run updates")
+    ap.add_argument("--buckets", default="0,16,256", help="layouts: 0 = unbucketed, N = N key-hash buckets")
+    args = ap.parse_args(argv)
+    from jobs.spark import build_spark
+
+    spark = build_spark("cdc-bench-rewrite")
+    shares = [float(x) for x in args.changed.split(",")]
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="cdc-rewrite-") as tmp:
+        for buckets in [int(x) for x in args.buckets.split(",")]:
+            rows += measure(spark, args.rows, shares, buckets, Path(tmp))
+    print_table(rows)
+    RESULTS.mkdir(exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = RESULTS / f"rewrite-{stamp}.json"
+    path.write_text(json.dumps({"rows": args.rows, "cores": os.cpu_count(), "runs": rows}, indent=1))
+    print(f"written {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
