@@ -444,20 +444,24 @@ def spark_env() -> dict[str, str]:
     }
 
 
-def spark_conf(env: Mapping[str, str] | None = None) -> dict[str, str] | None:
-    """Extra ``--conf`` of spark-submit from ``CDC_SPARK_CONF`` (a JSON object; no secrets: use env
+def spark_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``--conf`` of spark-submit: the JVM options of jobs.spark (set before the driver starts, so not
+    from inside the job), then ``CDC_SPARK_CONF`` (a JSON object, which wins; no secrets: use env
     credentials such as AWS_ACCESS_KEY_ID, which S3A reads itself)."""
+    from jobs.spark import JVM_OPTIONS
+
     env = os.environ if env is None else env
+    defaults = {"spark.driver.extraJavaOptions": JVM_OPTIONS, "spark.executor.extraJavaOptions": JVM_OPTIONS}
     text = (env.get("CDC_SPARK_CONF") or "").strip()
     if not text:
-        return None
+        return defaults
     try:
         conf = json.loads(text)
     except json.JSONDecodeError:
         raise ValueError("CDC_SPARK_CONF is not a JSON object") from None
     if not isinstance(conf, dict):
         raise ValueError("CDC_SPARK_CONF is not a JSON object")
-    return {str(k): str(v) for k, v in conf.items()}
+    return {**defaults, **{str(k): str(v) for k, v in conf.items()}}
 
 
 def spark_packages(env: Mapping[str, str] | None = None) -> str | None:

@@ -256,19 +256,27 @@ class DebeziumDecoder:
             j["_corrupt"].alias("_corrupt"),
             F.when(j["schema"].isNotNull(), F.sha2(j["schema"], 256)).alias("_schema_hash"),
         )
-        specs_by_hash = self._collect_schema_specs(staged)
+        specs_by_hash = self._collect_schema_specs(raw)
         return self._outcomes(staged, specs_by_hash, options)
 
     @staticmethod
-    def _collect_schema_specs(staged: DataFrame) -> dict[str, dict[str, ColumnSpec]]:
-        # a few distinct schema documents per table: the only thing brought to the driver
+    def _collect_schema_specs(raw: DataFrame) -> dict[str, dict[str, ColumnSpec]]:
+        """The distinct schema documents (a few per table): the only thing brought to the driver.
+
+        A pass of its own before the decode, made light: only a message that has a payload can carry
+        a schema section, and from_json into the one field skips the rest of the value (the document's
+        text, and so its hash, is the same as the full parse's)."""
+        text = F.col("value").cast("string")
+        doc = F.from_json(text, "struct<schema:string>")["schema"]
         docs = (
-            staged.where(F.col("_schema").isNotNull())
-            .groupBy("_schema_hash")
-            .agg(F.first("_schema").alias("doc"))
+            raw.where(F.instr(text, '"payload"') > 0)
+            .select(doc.alias("doc"))
+            .where(F.col("doc").isNotNull())
+            .groupBy(F.sha2("doc", 256).alias("digest"))
+            .agg(F.first("doc").alias("doc"))
             .collect()
         )
-        return {row["_schema_hash"]: row_specs(row["doc"]) for row in docs}
+        return {row["digest"]: row_specs(row["doc"]) for row in docs}
 
     def _outcomes(self, staged: DataFrame, specs_by_hash: dict[str, dict[str, ColumnSpec]],
                   options: DecodeOptions) -> DataFrame:

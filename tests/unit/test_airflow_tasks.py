@@ -222,9 +222,13 @@ def test_spark_submit_gets_this_repo_and_interpreter_and_optional_conf():
     assert env["PYTHONPATH"] == str(tasks.REPO) and env["SPARK_SUBMIT_ACTIVE"] == "1"
     assert env["PATH"].split(":")[0] == str(Path(env["PYSPARK_PYTHON"]).parent)  # spark-submit lives there
     assert Path(tasks.APPLICATION).is_file()
-    assert tasks.spark_conf(NO_ENV) is None and tasks.spark_packages(NO_ENV) is None
-    conf = tasks.spark_conf({"CDC_SPARK_CONF": '{"spark.hadoop.fs.s3a.path.style.access": true}'})
-    assert conf == {"spark.hadoop.fs.s3a.path.style.access": "True"}
+    assert tasks.spark_packages(NO_ENV) is None
+    # the driver's JVM options go on the command line: they cannot be set from inside the job
+    assert "-XX:-DontCompileHugeMethods" in tasks.spark_conf(NO_ENV)["spark.driver.extraJavaOptions"]
+    conf = tasks.spark_conf({"CDC_SPARK_CONF": '{"spark.hadoop.fs.s3a.path.style.access": true, '
+                                               '"spark.driver.extraJavaOptions": "-Xss4m"}'})
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "True"
+    assert conf["spark.driver.extraJavaOptions"] == "-Xss4m"  # the user's conf wins
     with pytest.raises(ValueError, match="JSON object"):
         tasks.spark_conf({"CDC_SPARK_CONF": "[1]"})
     assert tasks.spark_packages({"CDC_SPARK_PACKAGES": " org.apache.hadoop:hadoop-aws:3.4.2 "}) == \
