@@ -316,26 +316,27 @@ def fold_table(
         # a CDC event without a position cannot be placed before the load: it is kept
         ev = ev.where(~F.coalesce((F.col("phase") == C.CDC) & (F.col("position") <= skip_cdc_through), F.lit(False)))
 
-    # redelivered duplicates: keep the earliest copy of each event
-    record_cols = ["op", "key", "after", "present_columns", "position", "event_time", "partition", "offset"]
-    ev = (
-        ev.groupBy("event_id")
-        .agg(F.min_by(F.struct(*record_cols), F.struct("partition", "offset")).alias("r"))
-        .select("r.*")
-    )
     keyed = ev.select(
         *[from_canonical_string(F.element_at("key", k), types[k]).alias(k) for k in key_columns],
         F.struct(
             F.struct(F.col("position"), F.col("offset"), _op_rank()).alias("o"),
             "op", "after", F.col("present_columns").alias("present"), "position", "event_time",
+            F.struct("event_id", "partition", "offset").alias("copy"),
         ).alias("e"),
     )
-    # images are maps, which do not order: sort the events by their order key alone
-    grouped = keyed.groupBy(*key_columns).agg(
+    # One shuffle, by key. Redelivered duplicates (copies of an event share its key) are dropped
+    # inside the key's events: sorted by (event id, partition, offset), the earliest copy of each
+    # event is the first of its run. Then the events are sorted by their order key alone (images are
+    # maps, which do not order).
+    by_copy = F.array_sort(F.collect_list("e"), lambda l, r: F.when(l["copy"] < r["copy"], -1)
+                           .when(l["copy"] > r["copy"], 1).otherwise(0))
+    grouped = keyed.groupBy(*key_columns).agg(by_copy.alias("_by_copy")).select(
+        *key_columns,
         F.array_sort(
-            F.collect_list("e"),
+            F.filter("_by_copy", lambda e, i: (i == 0) | ~F.col("_by_copy")[i - 1]["copy"]["event_id"]
+                     .eqNullSafe(e["copy"]["event_id"])),
             lambda l, r: F.when(l["o"] < r["o"], -1).when(l["o"] > r["o"], 1).otherwise(0),
-        ).alias("events")
+        ).alias("events"),
     )
 
     # TRUNCATE in this run: nothing before it survives, rows nor tombstones
