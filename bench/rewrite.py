@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--changed", default="0.01,0.001,0.0001,0.000001", help="shares of keys each run updates")
     ap.add_argument("--buckets", default="0,16,256", help="layouts: 0 = unbucketed, N = N key-hash buckets")
+    ap.add_argument("--driver-memory", default="6g", help="the Spark driver heap (local mode)")
     args = ap.parse_args(argv)
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-memory {args.driver_memory} pyspark-shell")
     from jobs.spark import build_spark
 
     spark = build_spark("cdc-bench-rewrite")
