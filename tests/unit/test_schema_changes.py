@@ -49,3 +49,14 @@ def test_added_dropped_and_retyped_columns(spark, tmp_path):
         (1, 100, "x", "A1", None),  # older row: the added column is null
         (2, 5_000_000_000, None, "7", "B"),  # new row: the dropped column is null, the wider salary fits
     ]
+
+    # a later run changes only the older row: its bucket's file (written when salary was an int) is
+    # read back under the promoted type, the other bucket's file is kept as it is
+    report = run(spark, tmp_path, "r3", [
+        json_data(V2, {"id": 1, "salary": 6_000_000_000, "code": 8, "grade": "C"}, headers("UPDATE", seq(3))),
+    ])
+    assert report["buckets_rewritten"] == 1 or report["buckets"] == 1
+    table = publish.load_table(publish.open_catalog(Lake.at(str(tmp_path / "lake"))), "hr", "_.hr.staff")
+    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["salary"], r["code"], r["grade"]) for r in rows] == [
+        (1, 6_000_000_000, "8", "C"), (2, 5_000_000_000, "7", "B")]
