@@ -46,14 +46,16 @@ def _record_held(lake: Lake, pipeline: str, run_id: str, held: str | None, consu
 
 
 def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
-                  history: bool = False, buckets: int = publish.DEFAULT_BUCKETS) -> dict:
+                  history: bool = False, buckets: int | None = None) -> dict:
     """Fold each table's changes over its published state and commit the result; returns the report.
 
     Records of transactions still open at the end of the run's snapshot are held back (written under
     ``held/<pipeline>/run=<run_id>``) and applied by the run that completes them. ``buckets`` is the
-    key-hash bucket count of a table laid out by this run (an existing layout keeps its own; 0 leaves
-    a table without one unbucketed: one unpartitioned file set, rewritten whole by every run).
+    key-hash bucket count of a table laid out by this run (None: publish.DEFAULT_BUCKETS; an existing
+    layout keeps its own; 0 leaves a table without one unbucketed: one unpartitioned file set,
+    rewritten whole by every run).
     """
+    buckets = publish.DEFAULT_BUCKETS if buckets is None else buckets
     catalog = publish.open_catalog(lake)
     publish.ensure_namespace(catalog, pipeline)
     consumed = held_input(lake, pipeline, run_id)
@@ -115,12 +117,13 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             info.load_start_position = fold.load_start_after(changes, info, loaded_through)
         load = complete_load(props.get(publish.PENDING_LOAD_PROP), info)
         table_changes = changes.where(F.col("table_id") == table_id)
-        bucketing = _bucketing(table, table_changes, {k: data_columns[k] for k in key_columns}, buckets,
+        key_types = {k: data_columns[k] for k in key_columns}
+        bucketing = _bucketing(table, table_changes, key_types, buckets,
                                whole_table=info.has_truncate or bool(load and load["complete"])
                                or any(t["column"] in key_columns for t in type_changes))
         result_of_fold = fold.fold_table(
             publish.read_state(spark, table, bucketing.touched if bucketing else None),
-            publish.read_tombstones(spark, table, {k: data_columns[k] for k in key_columns}),
+            publish.read_tombstones(spark, table, key_types),
             table_changes,
             info,
             data_columns,

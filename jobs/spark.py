@@ -12,9 +12,9 @@ if TYPE_CHECKING:  # importable without pyspark (the DAG's spark-submit argument
 # The decoders' generated code has methods above HotSpot's 8000-byte JIT limit: left interpreted, they
 # made decoding ~1.5x slower (bench/README.md). A JVM option: it reaches a spark-submit'ed driver as --conf.
 JVM_OPTIONS = "-Duser.timezone=UTC -XX:-DontCompileHugeMethods"
-# Settings the pipeline's semantics depend on (not tuning): UTC everywhere so re-runs are identical
-# on any machine, microsecond timestamps because Iceberg wants them, last-wins map keys for merging
-# partial row images.
+# Settings the pipeline's semantics depend on: UTC everywhere so re-runs are identical on any machine,
+# microsecond timestamps because Iceberg wants them, last-wins map keys for merging partial row
+# images; and a little tuning, each item said why.
 SPARK_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",

@@ -93,12 +93,11 @@ def read_changes(spark: SparkSession, ctx: RunContext) -> DataFrame:
 def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame | None = None, history: bool = False,
               buckets: int | None = None) -> dict:
     from jobs.merge import merge_changes
-    from jobs.publish import DEFAULT_BUCKETS
 
     with ctx.timed("fold_publish"):
         changes = changes if changes is not None else read_changes(spark, ctx)
         report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, changes, history=history,
-                               buckets=DEFAULT_BUCKETS if buckets is None else buckets)
+                               buckets=buckets)
         ctx.write_report("merge.json", report)
     return report
 
