@@ -103,17 +103,6 @@ def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:
         info.load_start_position, info.cdc_before_position = r["s"], before.get(r["table_id"])
 
 
-def _describe_load_ends(changes: DataFrame, out: dict[str, TableChanges]) -> None:
-    """LOAD_END markers: a table's own, and those that end the load of every table (a few per run)."""
-    scope = F.element_at("after", "scope")
-    ends = (changes.where((F.col("op") == C.LOAD_END) & F.col("position").isNotNull())
-            .groupBy("table_id", scope.alias("scope")).agg(F.max("position").alias("p")).collect())
-    every = max((r["p"] for r in ends if r["scope"] == "all"), default=None)
-    for info in out.values():
-        own = [r["p"] for r in ends if r["table_id"] == info.table_id]
-        info.load_end_marker = max([p for p in (*own, every) if p], default=None)
-
-
 def load_start_after(changes: DataFrame, info: TableChanges, loaded_through: str) -> str | None:
     """The first full-load position of the table past ``loaded_through`` (and past the CDC events that
     precede the run's latest load): full-load rows at or before a load already applied are replays."""
@@ -125,23 +114,39 @@ def load_start_after(changes: DataFrame, info: TableChanges, loaded_through: str
 
 
 def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
-    """Per-table columns, types, keys and phase positions: small results, collected."""
-    rows = changes.where(F.col("op").isin(*C.ROW_OPS))
+    """Per-table columns, types, keys and phase positions: small results, collected (four passes over
+    the records, two more when the run has a full load)."""
+    is_row = F.col("op").isin(*C.ROW_OPS)
+    # LOAD_END markers (no row op): ``after['scope']`` says whether they end their table's load or all
+    load_end = (F.col("op") == C.LOAD_END) & F.col("position").isNotNull()
     out: dict[str, TableChanges] = {}
-
-    for r in rows.groupBy("table_id").agg(
-        F.count(F.lit(1)).alias("n"),
-        F.count("key").alias("with_key"),
-        F.max(F.when(F.col("op") == C.TRUNCATE, F.coalesce("position", F.lit("")))).alias("trunc"),
-        F.max(F.when(F.col("phase") == C.FULL_LOAD, F.col("position"))).alias("load"),
-        F.max(F.when(F.col("phase") == C.CDC, F.col("position"))).alias("cdc_max"),
+    with_key: dict[str, int] = {}
+    own_end: dict[str, str] = {}
+    every_end = None
+    for r in changes.groupBy("table_id").agg(
+        F.count(F.when(is_row, F.lit(1))).alias("n"),
+        F.count(F.when(is_row, F.col("key"))).alias("with_key"),
+        F.max(F.when(is_row & (F.col("op") == C.TRUNCATE), F.coalesce("position", F.lit("")))).alias("trunc"),
+        F.max(F.when(is_row & (F.col("phase") == C.FULL_LOAD), F.col("position"))).alias("load"),
+        F.max(F.when(is_row & (F.col("phase") == C.CDC), F.col("position"))).alias("cdc_max"),
+        F.max(F.when(load_end, F.col("position"))).alias("end_own"),
+        F.max(F.when(load_end & (F.element_at("after", "scope") == "all"), F.col("position"))).alias("end_all"),
     ).collect():
+        if r["end_own"] is not None:
+            own_end[r["table_id"]] = r["end_own"]
+        if r["end_all"] is not None and (every_end is None or r["end_all"] > every_end):
+            every_end = r["end_all"]
+        if not r["n"]:
+            continue
         out[r["table_id"]] = TableChanges(
             r["table_id"], records=r["n"], has_truncate=r["trunc"] is not None,
             truncate_position=r["trunc"] or None, full_load_position=r["load"], cdc_max_position=r["cdc_max"],
         )
+        with_key[r["table_id"]] = r["with_key"]
+    for info in out.values():
+        info.load_end_marker = max([p for p in (own_end.get(info.table_id), every_end) if p], default=None)
+    rows = changes.where(is_row)
     _describe_loads(rows, out)
-    _describe_load_ends(changes, out)
 
     image = F.coalesce("after", "before")
     # a full image (no present_columns) names every column the table has at that point
@@ -165,22 +170,17 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
     ):
         out[r["table_id"]].types[r["col"]] = r["type"]
 
-    key_counts = (
+    for r in (
         rows.where(F.col("key").isNotNull())
         .select("table_id", F.explode(F.map_keys("key")).alias("col"))
         .groupBy("table_id", "col").count().collect()
-    )
-    with_key = dict(
-        (r["table_id"], r["with_key"])
-        for r in rows.groupBy("table_id").agg(F.count("key").alias("with_key")).collect()
-    )
-    for r in key_counts:
+    ):
         # a key column is one every keyed record names (the intersection of the key sets)
         if r["count"] == with_key.get(r["table_id"]):
             out[r["table_id"]].key_columns.append(r["col"])
     for info in out.values():
-        order = {c: i for i, c in enumerate(info.columns)}
-        info.key_columns.sort(key=lambda c: (order.get(c, len(order)), c))
+        order_of = {c: i for i, c in enumerate(info.columns)}
+        info.key_columns.sort(key=lambda c: (order_of.get(c, len(order_of)), c))
     return out
 
 

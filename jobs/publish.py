@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from jobs.canonical import iceberg_table_name
 from jobs.lake import Lake
+from jobs.spark import session_conf
 
 RUN_ID_PROP = "cdc.run-id"
 KEY_COLUMNS_PROP = "cdc.key-columns"
@@ -256,9 +257,11 @@ def publish_state(
         columns = {**columns, BUCKET_COLUMN: "int"}
         properties = {**properties, BUCKETS_PROP: str(bucketing.buckets)}
         # one shuffle puts each bucket in one task: one file per bucket, in a folder of its own (named
-        # by a copy of the column, as Spark drops a partition column from the files and Iceberg needs it)
+        # by a copy of the column, as Spark drops a partition column from the files and Iceberg needs it);
+        # sorted by it, a task writes its buckets one after the other (one open Parquet writer, whose
+        # row groups need not shrink to share a small heap)
         state = (state.withColumn(BUCKET_COLUMN, bucketing.bucket).repartition(BUCKET_COLUMN)
-                 .withColumn(_BUCKET_DIR, F.col(BUCKET_COLUMN)))
+                 .withColumn(_BUCKET_DIR, F.col(BUCKET_COLUMN)).sortWithinPartitions(_BUCKET_DIR))
     schema = arrow_schema(columns)
     if table is None:
         txn = catalog.create_table_transaction((pipeline, name), schema=schema, properties={TABLE_ID_PROP: table_id})
@@ -272,7 +275,12 @@ def publish_state(
     data_dir = f"{location}/data/run={run_id}"
     # overwrite: only an uncommitted attempt of this same run can have left files here
     writer = state.write.mode("overwrite")
-    (writer.partitionBy(_BUCKET_DIR) if bucketing is not None else writer).parquet(_spark_uri(data_dir))
+    if bucketing is not None:
+        # sorted by bucket (above): one writer at a time, not one per bucket held open together
+        with session_conf(state.sparkSession, "spark.sql.maxConcurrentOutputFileWriters", "0"):
+            writer.partitionBy(_BUCKET_DIR).parquet(_spark_uri(data_dir))
+    else:
+        writer.parquet(_spark_uri(data_dir))
     new_paths = _list_parquet(data_dir)
     if tombstones is not None:
         tombstones_dir = f"{location}/tombstones/run={run_id}"

@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import os
 import sys
-
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:  # importable without pyspark (the DAG's spark-submit arguments are built from it)
     from pyspark.sql import SparkSession
 
 # The decoders' generated code has methods above HotSpot's 8000-byte JIT limit: left interpreted, they
-# made decoding ~1.5x slower (bench/README.md). A JVM option: it reaches a spark-submit'ed driver as --conf.
-JVM_OPTIONS = "-Duser.timezone=UTC -XX:-DontCompileHugeMethods"
+# made decoding ~1.5x slower (bench/README.md). The parallel collector suits a batch job (throughput,
+# no concurrent marking competing for the 2 cores of a small worker). JVM options reach a
+# spark-submit'ed driver as --conf.
+JVM_OPTIONS = "-Duser.timezone=UTC -XX:-DontCompileHugeMethods -XX:+UseParallelGC"
 # Settings the pipeline's semantics depend on: UTC everywhere so re-runs are identical on any machine,
 # microsecond timestamps because Iceberg wants them, last-wins map keys for merging partial row
 # images; and a little tuning, each item said why.
@@ -21,6 +23,11 @@ SPARK_CONF = {
     "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     "spark.sql.shuffle.partitions": os.environ.get("CDC_SHUFFLE_PARTITIONS", "8"),
     "spark.sql.adaptive.enabled": "true",
+    # the decoders' expressions are many: generated code split into small methods, and a stage whose
+    # fused method would still be huge falls back to per-operator code, both JIT-compiled sooner
+    # (the decode stage of 1M messages 59 -> 47 s with the parallel collector, bench/README.md)
+    "spark.sql.codegen.methodSplitThreshold": "256",
+    "spark.sql.codegen.hugeMethodLimit": "8000",
     # change records are written partitioned by table: a writer per table, not a sort of every record
     "spark.sql.maxConcurrentOutputFileWriters": "64",
     "spark.ui.enabled": os.environ.get("CDC_SPARK_UI", "false"),
@@ -43,3 +50,17 @@ def build_spark(app_name: str = "cdc-pipeline", master: str | None = None) -> Sp
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("CDC_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+@contextmanager
+def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """``key`` set to ``value`` for what runs inside (the pipeline runs one Spark job at a time)."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)

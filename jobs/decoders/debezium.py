@@ -199,9 +199,14 @@ def _source_position(src: Column) -> Column:
     )
 
 
-def _key_from_message_key(key: Column) -> Column:
-    """Kafka message key: {"id": 1} or {"schema": ..., "payload": {"id": 1}} -> map; else null."""
-    parsed = F.from_json(key.cast("string"), _MAP)
+def parse_message_key(key: Column) -> Column:
+    """The Kafka message key's JSON object as a map (a column of its own: it is used thrice below)."""
+    return F.from_json(key.cast("string"), _MAP)
+
+
+def _key_from_message_key(key: Column, parsed: Column) -> Column:
+    """Kafka message key: {"id": 1} or {"schema": ..., "payload": {"id": 1}} -> map; else null.
+    ``parsed`` is parse_message_key(key)."""
     inner = F.from_json(F.element_at(parsed, "payload"), _MAP)
     enveloped = F.map_contains_key(parsed, "payload") & F.map_contains_key(parsed, "schema")
     return F.when(key.isNull(), F.lit(None).cast(_MAP)).when(enveloped, inner).otherwise(parsed)
@@ -292,6 +297,8 @@ class DebeziumDecoder:
         df = staged.withColumns({
             "_is_flat": flat_candidate,
             "_flat": F.when(flat_candidate, F.from_json(F.col("value").cast("string"), _MAP)),
+            # in a step of its own: within one expression a CASE evaluates it once per branch
+            "_key_parsed": parse_message_key(F.col("key")),
         })
         flat = F.col("_flat")
         is_flat = F.col("_is_flat")
@@ -322,7 +329,7 @@ class DebeziumDecoder:
                 C.table_id_col(src["db"], src["schema"], src["table"]),
             ),
             "_position": F.when(~is_flat, _source_position(src)),
-            "_kafka_key": _key_from_message_key(F.col("key")),
+            "_kafka_key": _key_from_message_key(F.col("key"), F.col("_key_parsed")),
         })
 
         # 2. typed values (Debezium logical types) and the canonical op / phase
