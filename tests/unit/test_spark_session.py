@@ -29,4 +29,4 @@ def test_the_session_runs_with_the_pipeline_settings(spark):
     # generated code split small and the parallel collector: what the bench's figures were measured with
     assert spark.conf.get("spark.sql.codegen.hugeMethodLimit") == "8000"
     assert "-XX:+UseParallelGC" in JVM_OPTIONS
-    assert spark.sparkContext.getConf().get("spark.driver.extraJavaOptions") == JVM_OPTIONS
+    assert JVM_OPTIONS in spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
