@@ -22,7 +22,7 @@ def materialize(df: DataFrame) -> DataFrame:
 
 @dataclass
 class Decoded:
-    outcomes: DataFrame  # materialized (see materialize); one row per message
+    outcomes: DataFrame  # one row per message: status, reason, table_id, record_count + lineage
     changes: DataFrame  # canonical change records
     quarantine: DataFrame  # QUARANTINE_SCHEMA
     # documents of this snapshot that later runs may need (not yet in options.memory)
@@ -30,19 +30,31 @@ class Decoded:
 
 
 def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded:
-    """Decode with the format's decoder (computed once, see materialize) and split the outcomes."""
+    """Decode with the format's decoder and split the outcomes.
+
+    Computed once (see materialize), already exploded: a row per change record, or one row for a
+    message without records (quarantined, ignored). Outcomes, change records and quarantine are
+    projections of it, so the records are held in memory once, not as arrays and again as rows."""
     decoder = get_decoder(fmt)
     found = remembered_documents(decoder, raw)
     new = sorted(set(found) - set(options.memory))
     if new:
         options = replace(options, memory=tuple(sorted({*options.memory, *new})))
-    # a decoded message's bytes live on in its change records: only the quarantine needs them kept
-    outcomes = materialize(decoder.decode(raw, options).withColumns({
-        c: F.when(F.col("status") == QUARANTINED, F.col(c)) for c in ("key", "value", "headers")}))
+    decoded = decoder.decode(raw, options)
+    lineage = [c for c in decoded.columns if c not in ("status", "reason", "table_id", "records")]
+    exploded = materialize(decoded.select(
+        "status", "reason", "table_id", F.coalesce(F.size("records"), F.lit(0)).alias("record_count"),
+        # a decoded message's bytes live on in its change records: only the quarantine needs them kept
+        *[F.when(F.col("status") == QUARANTINED, F.col(c)).alias(c) if c in ("key", "value", "headers")
+          else F.col(c) for c in lineage],
+        F.posexplode_outer("records").alias("_record_index", "_record"),
+    ))
+    # the first row of each message (a message without records has one row, its index null)
+    outcomes = exploded.where(F.coalesce(F.col("_record_index") == 0, F.lit(True))).drop(
+        "_record_index", "_record")
     changes = (
-        outcomes.where(F.col("status") == DECODED)
-        .select(F.explode("records").alias("r"))
-        .select("r.*")
+        exploded.where((F.col("status") == DECODED) & F.col("_record").isNotNull())
+        .select("_record.*")
         .select(*CHANGE_RECORD_COLUMNS)
     )
     quarantine = outcomes.where(F.col("status") == QUARANTINED).select(
@@ -64,7 +76,7 @@ def decode_counts(outcomes: DataFrame) -> dict:
     """landed = decoded + quarantined + ignored, per table and in total (one small aggregate)."""
     rows = (
         outcomes.groupBy(F.coalesce("table_id", F.lit(UNATTRIBUTED)).alias("table"), "status", "reason")
-        .agg(F.count(F.lit(1)).alias("messages"), F.sum(F.size("records")).alias("records"))
+        .agg(F.count(F.lit(1)).alias("messages"), F.sum("record_count").alias("records"))
         .collect()
     )
     empty = {"landed": 0, DECODED: 0, QUARANTINED: 0, IGNORED: 0, "records": 0}
