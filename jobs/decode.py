@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 
 from jobs.canonical import CHANGE_RECORD_COLUMNS, QUARANTINE_SCHEMA
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, get_decoder, remembered_documents
+from jobs.decoders.common import LINEAGE
 
 UNATTRIBUTED = "_unattributed"  # messages whose table could not be told (broken JSON, tombstones)
 
@@ -41,12 +42,11 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
     if new:
         options = replace(options, memory=tuple(sorted({*options.memory, *new})))
     decoded = decoder.decode(raw, options)
-    lineage = [c for c in decoded.columns if c not in ("status", "reason", "table_id", "records")]
     exploded = materialize(decoded.select(
         "status", "reason", "table_id", F.coalesce(F.size("records"), F.lit(0)).alias("record_count"),
         # a decoded message's bytes live on in its change records: only the quarantine needs them kept
         *[F.when(F.col("status") == QUARANTINED, F.col(c)).alias(c) if c in ("key", "value", "headers")
-          else F.col(c) for c in lineage],
+          else F.col(c) for c in LINEAGE],
         F.posexplode_outer("records").alias("_record_index", "_record"),
     ))
     # the first row of each message (a message without records has one row, its index null)

@@ -179,8 +179,8 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
         if r["count"] == with_key.get(r["table_id"]):
             out[r["table_id"]].key_columns.append(r["col"])
     for info in out.values():
-        order_of = {c: i for i, c in enumerate(info.columns)}
-        info.key_columns.sort(key=lambda c: (order_of.get(c, len(order_of)), c))
+        order = {c: i for i, c in enumerate(info.columns)}
+        info.key_columns.sort(key=lambda c: (order.get(c, len(order)), c))
     return out
 
 

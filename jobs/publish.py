@@ -23,7 +23,6 @@ from pyspark.sql import functions as F
 
 from jobs.canonical import iceberg_table_name
 from jobs.lake import Lake
-from jobs.spark import session_conf
 
 RUN_ID_PROP = "cdc.run-id"
 KEY_COLUMNS_PROP = "cdc.key-columns"
@@ -275,12 +274,7 @@ def publish_state(
     data_dir = f"{location}/data/run={run_id}"
     # overwrite: only an uncommitted attempt of this same run can have left files here
     writer = state.write.mode("overwrite")
-    if bucketing is not None:
-        # sorted by bucket (above): one writer at a time, not one per bucket held open together
-        with session_conf(state.sparkSession, "spark.sql.maxConcurrentOutputFileWriters", "0"):
-            writer.partitionBy(_BUCKET_DIR).parquet(_spark_uri(data_dir))
-    else:
-        writer.parquet(_spark_uri(data_dir))
+    (writer.partitionBy(_BUCKET_DIR) if bucketing is not None else writer).parquet(_spark_uri(data_dir))
     new_paths = _list_parquet(data_dir)
     if tombstones is not None:
         tombstones_dir = f"{location}/tombstones/run={run_id}"

@@ -28,8 +28,6 @@ SPARK_CONF = {
     # (the decode stage of 1M messages 59 -> 47 s with the parallel collector, bench/README.md)
     "spark.sql.codegen.methodSplitThreshold": "256",
     "spark.sql.codegen.hugeMethodLimit": "8000",
-    # change records are written partitioned by table: a writer per table, not a sort of every record
-    "spark.sql.maxConcurrentOutputFileWriters": "64",
     "spark.ui.enabled": os.environ.get("CDC_SPARK_UI", "false"),
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.extraJavaOptions": JVM_OPTIONS,

@@ -19,6 +19,7 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
+from jobs.spark import session_conf
 
 
 @dataclass
@@ -64,9 +65,11 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
         counts = decode_counts(decoded.outcomes)
         changes = decoded.changes
         changes_path = ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id))
-        # partition column named `table` so the folders read table=<table_id> (Spark escapes the value)
-        changes.withColumn("table", F.col("table_id")).write.mode("overwrite").options(
-            **CHANGE_RECORD_PARQUET_OPTIONS).partitionBy("table").parquet(changes_path)
+        # partition column named `table` so the folders read table=<table_id> (Spark escapes the value);
+        # a writer open per table at once rather than a sort of every record by table
+        with session_conf(spark, "spark.sql.maxConcurrentOutputFileWriters", "64"):
+            changes.withColumn("table", F.col("table_id")).write.mode("overwrite").options(
+                **CHANGE_RECORD_PARQUET_OPTIONS).partitionBy("table").parquet(changes_path)
         decoded.quarantine.write.mode("overwrite").parquet(
             ctx.lake.spark_path(Lake.quarantine_dir(ctx.pipeline, ctx.run_id))
         )

@@ -3,14 +3,14 @@ import pytest
 
 from jobs.spark import JVM_OPTIONS, SPARK_CONF, session_conf
 
-KEY = "spark.sql.maxConcurrentOutputFileWriters"
+KEY = "spark.sql.shuffle.partitions"
 
 
 def test_session_conf_sets_for_the_block_then_restores_even_on_error(spark):
     before = spark.conf.get(KEY)
     assert before == SPARK_CONF[KEY]
-    with session_conf(spark, KEY, "0"):
-        assert spark.conf.get(KEY) == "0"
+    with session_conf(spark, KEY, "5"):
+        assert spark.conf.get(KEY) == "5"
     assert spark.conf.get(KEY) == before
     with pytest.raises(RuntimeError):
         with session_conf(spark, KEY, "3"):
