@@ -28,11 +28,16 @@ from jobs.decoders.common import configured_key, event_id, marker_record, outcom
 from jobs.sql import sql_str
 
 _MAP = "map<string,string>"
-_ENVELOPE_FIELDS = (
-    f"before:{_MAP}, after:{_MAP}, source:{_MAP}, op:string, ts_ms:bigint, "
-    "transaction:struct<id:string,total_order:bigint,data_collection_order:bigint>, message:map<string,string>, "
-    "status:string, id:string, event_count:bigint"
-)
+# the source block's fields the decoder reads, each as its JSON text (numbers included): a struct, so
+# that the parser skips the rest and each is a field access, not a scan of a map's keys
+_SOURCE_FIELDS = ("connector", "db", "schema", "table", "snapshot", "ts_ms", "txId", "lsn", "sequence",
+                  "commit_lsn", "change_lsn", "event_serial_no", "file", "pos", "row", "scn", "commit_scn")
+_SOURCE = f"struct<{', '.join(f'{name}:string' for name in _SOURCE_FIELDS)}>"
+_ENVELOPE = (("before", _MAP), ("after", _MAP), ("source", _SOURCE), ("op", "string"), ("ts_ms", "bigint"),
+             ("transaction", "struct<id:string,total_order:bigint,data_collection_order:bigint>"),
+             # the transaction-metadata topic's fields
+             ("status", "string"), ("id", "string"), ("event_count", "bigint"))
+_ENVELOPE_FIELDS = ", ".join(f"{name}:{kind}" for name, kind in _ENVELOPE)
 # both shapes at once: {"schema":..., "payload": {envelope}} and the bare envelope; plus the
 # transaction-metadata shape ({"status": "BEGIN"|"END", "id": ...}) and the parse-error column
 _VALUE_SCHEMA = (
@@ -247,17 +252,18 @@ class DebeziumDecoder:
             parse_value(_VALUE_SCHEMA).alias("j"),
         )
         j = F.col("j")
-        env = F.when(j["payload"].isNotNull(), j["payload"]).otherwise(
-            F.struct(*[j[f].alias(f) for f in ("before", "after", "source", "op", "ts_ms", "transaction", "message",
-                                               "status", "id", "event_count")])
-        )
+        # the envelope's fields from either shape, each on its own: one struct chosen by a CASE would
+        # be a copy of both row images per message
+        has_payload = j["payload"].isNotNull()
+        envelope = {name: F.when(has_payload, j["payload"][name]).otherwise(j[name]) for name, _ in _ENVELOPE}
         staged = parsed.select(
             *raw.columns,
-            env.alias("env"),
+            *[envelope[name].alias(f"_env_{name}") for name in ("before", "after", "source", "op", "ts_ms",
+                                                                "transaction")],
             j["schema"].alias("_schema"),
-            env["status"].alias("_tx_status"),
-            env["id"].alias("_tx_meta_id"),
-            env["event_count"].alias("_tx_event_count"),
+            envelope["status"].alias("_tx_status"),
+            envelope["id"].alias("_tx_meta_id"),
+            envelope["event_count"].alias("_tx_event_count"),
             j["_corrupt"].alias("_corrupt"),
             F.when(j["schema"].isNotNull(), F.sha2(j["schema"], 256)).alias("_schema_hash"),
         )
@@ -274,7 +280,7 @@ class DebeziumDecoder:
         text = F.col("value").cast("string")
         doc = F.from_json(text, "struct<schema:string>")["schema"]
         docs = (
-            raw.where(F.instr(text, '"payload"') > 0)
+            raw.where(text.contains('"payload"'))
             .select(doc.alias("doc"))
             .where(F.col("doc").isNotNull())
             .groupBy(F.sha2("doc", 256).alias("digest"))
@@ -286,7 +292,8 @@ class DebeziumDecoder:
     def _outcomes(self, staged: DataFrame, specs_by_hash: dict[str, dict[str, ColumnSpec]],
                   options: DecodeOptions) -> DataFrame:
         # Built in steps of named columns so that each non-trivial expression is evaluated once.
-        env, src = F.col("env"), F.col("env")["source"]
+        env = {name: F.col(f"_env_{name}") for name in ("before", "after", "op", "ts_ms", "transaction")}
+        src = F.col("_env_source")
 
         # 1. ExtractNewRecordState output is a flat row without envelope: parse it as a map, only then
         flat_candidate = (
@@ -367,7 +374,7 @@ class DebeziumDecoder:
                   F.lit("transaction metadata without an id"))
             .when(F.col("_tx_status").isin("BEGIN", "END"), F.lit(None))
             .when(F.col("_is_heartbeat"), F.lit("heartbeat"))
-            .when(F.col("_corrupt").isNotNull() | (~is_flat & F.col("env").isNull()),
+            .when(F.col("_corrupt").isNotNull(),
                   F.lit("malformed JSON or not a JSON object"))
             .when(is_flat & (F.col("_flat_size") == 0), F.lit("not a Debezium envelope: no op, before, after or source"))
             .when(op_code.isNull(), F.lit("missing 'op'"))
@@ -398,10 +405,10 @@ class DebeziumDecoder:
                 rec_after.alias("after"),
                 rec_present.alias("present_columns"),
                 F.col("_position").alias("position"),
-                F.coalesce(F.col("env")["transaction"]["id"], src["txId"]).alias("tx_id"),
-                F.col("env")["transaction"]["total_order"].alias("tx_seq"),
+                F.coalesce(env["transaction"]["id"], src["txId"]).alias("tx_id"),
+                env["transaction"]["total_order"].alias("tx_seq"),
                 F.lit(None).cast("boolean").alias("tx_last"),
-                F.timestamp_millis(F.coalesce(src["ts_ms"].try_cast("bigint"), F.col("env")["ts_ms"])).alias("event_time"),
+                F.timestamp_millis(F.coalesce(src["ts_ms"].try_cast("bigint"), env["ts_ms"])).alias("event_time"),
                 types.alias("column_types"),
                 F.col("topic").alias("topic"),
                 F.col("partition").alias("partition"),
@@ -415,7 +422,7 @@ class DebeziumDecoder:
             # tables, so the count is not required to be met
             return F.array(marker_record(
                 self.name, F.lit(None), marker_op, C.CDC, F.lit(None), F.col("_tx_meta_id"), F.col("_tx_event_count"),
-                F.lit(marker_op == C.TX_END), F.timestamp_millis(F.col("env")["ts_ms"]),
+                F.lit(marker_op == C.TX_END), F.timestamp_millis(env["ts_ms"]),
                 F.create_map(F.lit("status"), F.col("_tx_status"), F.lit("id"), F.col("_tx_meta_id"))))
 
         clean = F.col("_after_clean")
@@ -435,7 +442,7 @@ class DebeziumDecoder:
         # the snapshot's last row also ends the load: of its table, or of every table of the snapshot
         load_end = F.array(marker_record(
             self.name, table_id, C.LOAD_END, C.FULL_LOAD, F.col("_position"), F.lit(None), F.lit(None), F.lit(None),
-            F.timestamp_millis(F.coalesce(src["ts_ms"].try_cast("bigint"), F.col("env")["ts_ms"])),
+            F.timestamp_millis(F.coalesce(src["ts_ms"].try_cast("bigint"), env["ts_ms"])),
             F.create_map(F.lit("scope"), F.when(snapshot == "last", F.lit("all")).otherwise(F.lit("table")))))
         ends_load = (F.col("_phase") == C.FULL_LOAD) & snapshot.isin("last", "last_in_data_collection")
         records = F.when(ends_load, F.concat(records, load_end)).otherwise(records)
