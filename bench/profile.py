@@ -105,14 +105,18 @@ def main(argv: list[str] | None = None) -> int:
     spark = spark_settings.build_spark("cdc-profile")
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     with tempfile.TemporaryDirectory(prefix="cdc-profile-") as scratch:
-        lake, recording = f"{scratch}/lake", args.keep or f"{scratch}/run.jfr"
+        lake = f"{scratch}/lake"
+        recording = str(Path(args.keep).resolve()) if args.keep else f"{scratch}/run.jfr"
         start = datetime.now(timezone.utc)
         began = time.perf_counter()
         rc = cli.main(["run", "--format", args.format, "--raw", args.raw, "--lake", lake,
                        "--pipeline", "profile", "--run-id", "profile"])
         wall = time.perf_counter() - began
         subprocess.run([jcmd, str(pid), "JFR.dump", f"filename={recording}"], check=True, capture_output=True)
-        timings = json.loads(Path(f"{lake}/reports/profile/run=profile/run.json").read_text())["timings_s"]
+        report = Path(f"{lake}/reports/profile/run=profile/run.json")
+        if not report.exists():
+            raise SystemExit(f"the run failed before writing its report (exit {rc}): nothing to cut by stage")
+        timings = json.loads(report.read_text())["timings_s"]
         printed = subprocess.run([jfr, "print", "--json", "--events", "jdk.ExecutionSample,jdk.CompilerStatistics",
                                   recording], check=True, capture_output=True, text=True).stdout
     events = json.loads(printed)["recording"]["events"]
