@@ -38,6 +38,8 @@ _ENVELOPE = (("before", _MAP), ("after", _MAP), ("source", _SOURCE), ("op", "str
              # the transaction-metadata topic's fields
              ("status", "string"), ("id", "string"), ("event_count", "bigint"))
 _ENVELOPE_FIELDS = ", ".join(f"{name}:{kind}" for name, kind in _ENVELOPE)
+# the fields of a row event, carried on as columns _env_<name>
+_ROW_EVENT_FIELDS = ("before", "after", "source", "op", "ts_ms", "transaction")
 # both shapes at once: {"schema":..., "payload": {envelope}} and the bare envelope; plus the
 # transaction-metadata shape ({"status": "BEGIN"|"END", "id": ...}) and the parse-error column
 _VALUE_SCHEMA = (
@@ -258,9 +260,7 @@ class DebeziumDecoder:
         envelope = {name: F.when(has_payload, j["payload"][name]).otherwise(j[name]) for name, _ in _ENVELOPE}
         staged = parsed.select(
             *raw.columns,
-            *[envelope[name].alias(f"_env_{name}") for name in ("before", "after", "source", "op", "ts_ms",
-                                                                "transaction")],
-            j["schema"].alias("_schema"),
+            *[envelope[name].alias(f"_env_{name}") for name in _ROW_EVENT_FIELDS],
             envelope["status"].alias("_tx_status"),
             envelope["id"].alias("_tx_meta_id"),
             envelope["event_count"].alias("_tx_event_count"),
@@ -292,8 +292,8 @@ class DebeziumDecoder:
     def _outcomes(self, staged: DataFrame, specs_by_hash: dict[str, dict[str, ColumnSpec]],
                   options: DecodeOptions) -> DataFrame:
         # Built in steps of named columns so that each non-trivial expression is evaluated once.
-        env = {name: F.col(f"_env_{name}") for name in ("before", "after", "op", "ts_ms", "transaction")}
-        src = F.col("_env_source")
+        env = {name: F.col(f"_env_{name}") for name in _ROW_EVENT_FIELDS}
+        src = env["source"]
 
         # 1. ExtractNewRecordState output is a flat row without envelope: parse it as a map, only then
         flat_candidate = (
