@@ -145,9 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_spark(f"cdc-{args.command}-{args.pipeline}")
     try:
         if args.command == "run":
-            changes = stages.run_decode(spark, ctx, args.format, args.raw, options)
-            stages.run_merge(spark, ctx, changes, history=args.history, buckets=args.state_buckets)
-            stages.run_validate(spark, ctx, changes)
+            stages.run_decode(spark, ctx, args.format, args.raw, options)
+            stages.run_merge(spark, ctx, history=args.history, buckets=args.state_buckets)
+            stages.run_validate(spark, ctx)
             stages.run_reconcile(ctx, args.source_counts)
             alert = stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
             ctx.write_report("run.json", {"timings_s": ctx.timings, "alert_sent": alert.get("sent")})

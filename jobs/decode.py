@@ -21,11 +21,21 @@ def materialize(df: DataFrame) -> DataFrame:
     return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
 
 
+def release(df: DataFrame) -> None:
+    """Drop the blocks of a frame made by ``materialize`` at once. A local checkpoint is not in Spark's
+    cache manager, so ``DataFrame.unpersist`` does not reach it; left alone, its blocks (spilled to
+    disk past the heap) stay until the JVM happens to collect the frame's RDD."""
+    plan = df._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
+
+
 @dataclass
 class Decoded:
     outcomes: DataFrame  # one row per message: status, reason, table_id, record_count + lineage
     changes: DataFrame  # canonical change records
     quarantine: DataFrame  # QUARANTINE_SCHEMA
+    materialized: DataFrame  # what the three are projections of (see release)
     # documents of this snapshot that later runs may need (not yet in options.memory)
     remembered: list[str] = field(default_factory=list)
 
@@ -69,7 +79,7 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
         "value",
     )
     quarantine = quarantine.select(*[F.col(f.name).cast(f.dataType) for f in QUARANTINE_SCHEMA.fields])
-    return Decoded(outcomes, changes, quarantine, new)
+    return Decoded(outcomes, changes, quarantine, exploded, new)
 
 
 def decode_counts(outcomes: DataFrame) -> dict:

@@ -114,23 +114,30 @@ def load_start_after(changes: DataFrame, info: TableChanges, loaded_through: str
 
 
 def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
-    """Per-table columns, types, keys and phase positions: small results, collected (four passes over
-    the records, two more when the run has a full load)."""
+    """Per-table columns, types, keys and phase positions: small results, collected (three passes over
+    the records, two more when the run has a full load).
+
+    The per-column answers come from the records grouped by shape (the names of their image and key
+    columns: a handful per table), not from an explode of every record's columns. Positions are
+    strings, whose maxima Spark aggregates by sorting: that pass sorts narrow rows of positions only,
+    and the shape pass, with counts alone, aggregates by hashing (bench/README.md)."""
     is_row = F.col("op").isin(*C.ROW_OPS)
     # LOAD_END markers (no row op): ``after['scope']`` says whether they end their table's load or all
     load_end = (F.col("op") == C.LOAD_END) & F.col("position").isNotNull()
+    positions = changes.select(
+        "table_id", is_row.alias("is_row"),
+        F.when(is_row & (F.col("op") == C.TRUNCATE), F.coalesce("position", F.lit(""))).alias("trunc"),
+        F.when(is_row & (F.col("phase") == C.FULL_LOAD), F.col("position")).alias("load"),
+        F.when(is_row & (F.col("phase") == C.CDC), F.col("position")).alias("cdc_max"),
+        F.when(load_end, F.col("position")).alias("end_own"),
+        F.when(load_end & (F.element_at("after", "scope") == "all"), F.col("position")).alias("end_all"),
+    )
     out: dict[str, TableChanges] = {}
-    with_key: dict[str, int] = {}
     own_end: dict[str, str] = {}
     every_end = None
-    for r in changes.groupBy("table_id").agg(
-        F.count(F.when(is_row, F.lit(1))).alias("n"),
-        F.count(F.when(is_row, F.col("key"))).alias("with_key"),
-        F.max(F.when(is_row & (F.col("op") == C.TRUNCATE), F.coalesce("position", F.lit("")))).alias("trunc"),
-        F.max(F.when(is_row & (F.col("phase") == C.FULL_LOAD), F.col("position"))).alias("load"),
-        F.max(F.when(is_row & (F.col("phase") == C.CDC), F.col("position"))).alias("cdc_max"),
-        F.max(F.when(load_end, F.col("position"))).alias("end_own"),
-        F.max(F.when(load_end & (F.element_at("after", "scope") == "all"), F.col("position"))).alias("end_all"),
+    for r in positions.groupBy("table_id").agg(
+        F.count(F.when(F.col("is_row"), F.lit(1))).alias("n"),
+        *[F.max(c).alias(c) for c in ("trunc", "load", "cdc_max", "end_own", "end_all")],
     ).collect():
         if r["end_own"] is not None:
             own_end[r["table_id"]] = r["end_own"]
@@ -142,24 +149,22 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
             r["table_id"], records=r["n"], has_truncate=r["trunc"] is not None,
             truncate_position=r["trunc"] or None, full_load_position=r["load"], cdc_max_position=r["cdc_max"],
         )
-        with_key[r["table_id"]] = r["with_key"]
     for info in out.values():
         info.load_end_marker = max([p for p in (own_end.get(info.table_id), every_end) if p], default=None)
     rows = changes.where(is_row)
     _describe_loads(rows, out)
 
-    image = F.coalesce("after", "before")
-    # a full image (no present_columns) names every column the table has at that point
-    full = (F.col("after").isNotNull() & F.col("present_columns").isNull()).cast("int")
-    for r in (
-        rows.select("table_id", full.alias("full"), F.posexplode(F.map_keys(image)).alias("pos", "col"))
-        .groupBy("table_id", "col").agg(F.min("pos").alias("pos"), F.max("full").alias("full"))
-        .orderBy("table_id", "pos", "col").collect()
-    ):
-        info = out[r["table_id"]]
-        info.columns.append(r["col"])
-        if r["full"]:
-            info.full_image_columns = [*(info.full_image_columns or []), r["col"]]
+    shapes = rows.groupBy(
+        "table_id",
+        F.map_keys(F.coalesce("after", "before")).alias("image_columns"),
+        # a full image (no present_columns) names every column the table has at that point
+        (F.col("after").isNotNull() & F.col("present_columns").isNull()).cast("int").alias("full"),
+        F.map_keys("key").alias("key_columns"),
+    ).agg(F.count(F.lit(1)).alias("n")).persist()
+    try:
+        _columns_of(shapes, out)
+    finally:
+        shapes.unpersist()
 
     for r in (
         rows.where(F.col("column_types").isNotNull())
@@ -169,19 +174,33 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
         .collect()
     ):
         out[r["table_id"]].types[r["col"]] = r["type"]
+    return out
 
+
+def _columns_of(shapes: DataFrame, out: dict[str, TableChanges]) -> None:
+    """Each table's columns in order of first appearance, and its key columns: those every keyed record
+    names (the intersection of the key sets)."""
     for r in (
-        rows.where(F.col("key").isNotNull())
-        .select("table_id", F.explode(F.map_keys("key")).alias("col"))
-        .groupBy("table_id", "col").count().collect()
+        shapes.select("table_id", "full", F.posexplode("image_columns").alias("pos", "col"))
+        .groupBy("table_id", "col").agg(F.min("pos").alias("pos"), F.max("full").alias("full"))
+        .orderBy("table_id", "pos", "col").collect()
     ):
-        # a key column is one every keyed record names (the intersection of the key sets)
-        if r["count"] == with_key.get(r["table_id"]):
+        info = out[r["table_id"]]
+        info.columns.append(r["col"])
+        if r["full"]:
+            info.full_image_columns = [*(info.full_image_columns or []), r["col"]]
+
+    keyed = shapes.where(F.col("key_columns").isNotNull())
+    with_key = {r["table_id"]: r["n"] for r in keyed.groupBy("table_id").agg(F.sum("n").alias("n")).collect()}
+    for r in (
+        keyed.select("table_id", "n", F.explode("key_columns").alias("col"))
+        .groupBy("table_id", "col").agg(F.sum("n").alias("n")).collect()
+    ):
+        if r["n"] == with_key[r["table_id"]]:
             out[r["table_id"]].key_columns.append(r["col"])
     for info in out.values():
         order = {c: i for i, c in enumerate(info.columns)}
         info.key_columns.sort(key=lambda c: (order.get(c, len(order)), c))
-    return out
 
 
 def to_canonical_string(col: Column, spark_type: str) -> Column:

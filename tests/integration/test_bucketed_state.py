@@ -30,8 +30,8 @@ class Runs:
         write_parquet(raw, records[self.sent:])
         self.sent = len(records)
         ctx = stages.RunContext(self.lake, "buckets", run_id)
-        changes = stages.run_decode(self.spark, ctx, "debezium", str(raw.parent), DecodeOptions())
-        return stages.run_merge(self.spark, ctx, changes, buckets=buckets)["tables"][TABLE_ID]
+        stages.run_decode(self.spark, ctx, "debezium", str(raw.parent), DecodeOptions())
+        return stages.run_merge(self.spark, ctx, buckets=buckets)["tables"][TABLE_ID]
 
     def table(self):
         return publish.load_table(publish.open_catalog(self.lake), "buckets", TABLE_ID)

@@ -6,9 +6,10 @@ import json
 
 import pyarrow.parquet as pq
 
+from jobs.canonical import QUARANTINE_SCHEMA
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
-from jobs.stages import RunContext, run_decode
+from jobs.stages import RunContext, read_changes, run_decode
 from tests.unit.decoder_support import raw_frame
 
 SOURCE = {"connector": "postgresql", "db": "shop", "schema": "public", "table": "items"}
@@ -31,12 +32,14 @@ def test_decode_stage_balances_counts_and_writes_records_and_quarantine(spark, t
     raw_frame(spark, values, keys=keys).write.parquet(str(raw_dir))
     ctx = RunContext(Lake.at(str(tmp_path / "lake")), "p", "r1")
 
-    changes = run_decode(spark, ctx, "debezium", str(raw_dir), DecodeOptions())
+    returned = run_decode(spark, ctx, "debezium", str(raw_dir), DecodeOptions())
 
     report = ctx.read_report("decode.json")
+    assert returned == report
     assert report["total"] == {"landed": 4, "decoded": 2, "quarantined": 1, "ignored": 1, "records": 3}
     assert report["balanced"]
-    assert sorted((r["op"], r["offset"]) for r in changes.collect()) == [("DELETE", 1), ("INSERT", 0), ("INSERT", 1)]
+    changes = read_changes(spark, ctx).collect()
+    assert sorted((r["op"], r["offset"]) for r in changes) == [("DELETE", 1), ("INSERT", 0), ("INSERT", 1)]
 
     quarantine = spark.read.parquet(ctx.lake.spark_path(Lake.quarantine_dir("p", "r1"))).collect()
     assert [(q["offset"], bytes(q["value"])) for q in quarantine] == [(2, b"{not json")]
@@ -51,3 +54,25 @@ def test_decode_stage_balances_counts_and_writes_records_and_quarantine(spark, t
     assert any("DICTIONARY" in e for e in encodings["op"])
     assert any("DICTIONARY" in e for e in encodings["after.key_value.key"])
     assert not any("DICTIONARY" in e for e in encodings["after.key_value.value"])
+
+
+def _held_rdds(spark) -> set[int]:
+    return {info.id() for info in spark.sparkContext._jsc.sc().getRDDStorageInfo()}
+
+
+def test_decode_stage_without_quarantine_writes_an_empty_one_and_holds_nothing_after(spark, tmp_path):
+    raw_dir = tmp_path / "raw"
+    raw_frame(spark, [_event("c", None, {"id": "1"}, 10), _event("c", None, {"id": "2"}, 11)],
+              keys=['{"id": "1"}', '{"id": "2"}']).write.parquet(str(raw_dir))
+    ctx = RunContext(Lake.at(str(tmp_path / "lake")), "p", "r1")
+    held_before = _held_rdds(spark)
+
+    report = run_decode(spark, ctx, "debezium", str(raw_dir), DecodeOptions())
+
+    assert report["total"]["quarantined"] == 0 and report["total"]["records"] == 2
+    quarantine = spark.read.parquet(ctx.lake.spark_path(Lake.quarantine_dir("p", "r1")))
+    assert quarantine.count() == 0
+    assert quarantine.schema == QUARANTINE_SCHEMA
+    # the decoded frame was computed once and held while written; its blocks are gone with the stage
+    assert _held_rdds(spark) <= held_before
+    assert len(read_changes(spark, ctx).collect()) == 2
