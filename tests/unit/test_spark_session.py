@@ -30,3 +30,18 @@ def test_the_session_runs_with_the_pipeline_settings(spark):
     assert spark.conf.get("spark.sql.codegen.hugeMethodLimit") == "8000"
     assert "-XX:+UseParallelGC" in JVM_OPTIONS
     assert JVM_OPTIONS in spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
+
+
+def test_lake_scans_split_small_files_into_pieces_for_every_core(spark, tmp_path):
+    from jobs.stages import lake_scans
+
+    path = str(tmp_path / "many")
+    spark.range(0, 8000, numPartitions=8).write.parquet(path)  # 8 small files
+    cores = spark.sparkContext.defaultParallelism
+    packed = spark.read.parquet(path).rdd.getNumPartitions()
+    with lake_scans(spark):
+        split = spark.read.parquet(path).rdd.getNumPartitions()
+    assert split == 8  # a piece per file: 4 per core asked for, and a file is not split below its row group
+    if cores <= 2:
+        assert packed < 8  # on its own, Spark packs them to fill its cores once
+    assert spark.conf.get("spark.sql.files.minPartitionNum", None) is None
