@@ -41,7 +41,7 @@ def test_lake_scans_split_small_files_into_pieces_for_every_core(spark, tmp_path
     packed = spark.read.parquet(path).rdd.getNumPartitions()
     with lake_scans(spark):
         split = spark.read.parquet(path).rdd.getNumPartitions()
-    assert split == 8  # a piece per file: 4 per core asked for, and a file is not split below its row group
+    assert split >= min(8, 4 * cores)  # 4 pieces per core asked for (a file is not split below its row group)
     if cores <= 2:
         assert packed < 8  # on its own, Spark packs them to fill its cores once
     assert spark.conf.get("spark.sql.files.minPartitionNum", None) is None
