@@ -1,4 +1,5 @@
 """bench.profile's summary of a JFR recording: stage windows, durations, hottest frames."""
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -48,3 +49,37 @@ def test_samples_counted_in_their_stage_self_and_inclusive():
     assert found["decode"]["inclusive"][0] == ("Decoder.decode", 3)
     assert found["fold_publish"] == {"samples": 1, "self": [("Sort.merge", 1)],
                                      "inclusive": [("Sort.merge", 1), ("Fold.fold", 1)]}
+
+
+def test_spark_jobs_from_an_event_log(tmp_path):
+    from bench.profile import _read_event_log, spark_jobs
+
+    events = [
+        {"Event": "SparkListenerApplicationStart"},
+        {"Event": "SparkListenerJobStart", "Job ID": 0, "Submission Time": 1_000, "Stage IDs": [0, 1],
+         "Stage Infos": [{"Stage Name": "map at x"}, {"Stage Name": "collect at fold.py:141"}]},
+        {"Event": "SparkListenerTaskEnd", "Stage ID": 0,
+         "Task Metrics": {"Executor Run Time": 1500, "Executor CPU Time": 1_200_000_000, "JVM GC Time": 100}},
+        {"Event": "SparkListenerTaskEnd", "Stage ID": 1,
+         "Task Metrics": {"Executor Run Time": 500, "Executor CPU Time": 300_000_000, "JVM GC Time": 0}},
+        {"Event": "SparkListenerJobEnd", "Job ID": 0, "Completion Time": 3_500},
+        {"Event": "SparkListenerJobStart", "Job ID": 1, "Submission Time": 4_000, "Stage IDs": [2],
+         "Stage Infos": [{"Stage Name": "parquet at y"}]},
+        {"Event": "SparkListenerTaskEnd", "Stage ID": 2, "Task Metrics": None},  # a failed task: no metrics
+        {"Event": "SparkListenerTaskEnd", "Stage ID": 9, "Task Metrics": {"Executor Run Time": 5}},  # no job
+    ]
+    # rolled logs (Spark 4 writes eventlog_v2_<app>/events_<n>_<app>) are read in order
+    folder = tmp_path / "eventlog_v2_local-1"
+    folder.mkdir()
+    (folder / "events_1_local-1").write_text("\n".join(json.dumps(e) for e in events[:5]) + "\n")
+    (folder / "events_2_local-1").write_text("\n".join(json.dumps(e) for e in events[5:]) + "\n")
+    (folder / "appstatus_local-1").write_text("")
+
+    jobs = spark_jobs(_read_event_log(str(tmp_path)))
+    assert [j["job"] for j in jobs] == [0, 1]
+    first, second = jobs
+    assert first["call_site"] == "collect at fold.py:141" and first["tasks"] == 2
+    assert first["start_s"] == 0 and first["seconds"] == pytest.approx(2.5)
+    assert (first["run_s"], first["cpu_s"], first["gc_s"]) == pytest.approx((2.0, 1.5, 0.1))
+    assert second["start_s"] == pytest.approx(3.0) and second["seconds"] is None  # never ended
+    assert second["tasks"] == 1 and second["run_s"] == 0
