@@ -21,6 +21,8 @@ SPARK_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+    # event ids hash row images (maps) entry by entry in their order (jobs/decoders/common.py)
+    "spark.sql.legacy.allowHashOnMapType": "true",
     "spark.sql.shuffle.partitions": os.environ.get("CDC_SHUFFLE_PARTITIONS", "8"),
     "spark.sql.adaptive.enabled": "true",
     # the decoders' expressions are many: generated code split into small methods, and a stage whose

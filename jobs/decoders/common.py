@@ -41,9 +41,13 @@ def configured_key(table_id: Column, image: Column, options: DecodeOptions) -> C
 def event_id(table_id: Column, op: Column, position: Column, key: Column, before: Column, after: Column) -> Column:
     """Deterministic id of an event's content: a redelivered message (same bytes, or re-sent by a
     restarted connector with a new ts_ms) gets the same id; distinct rows sharing one position do not."""
-    # two independent hashes (96 bits) of the content, entries hashed as they are (no JSON rendering):
-    # a collision among 10^8 events of one table has a probability below 10^-12
-    parts = [table_id, op, F.coalesce(position, F.lit("")), *[F.map_entries(m) for m in (key, before, after)],
+    # two independent hashes of the content, entries hashed as they are (no JSON rendering). The
+    # 32-bit one's hex is cut to 8 characters, which keeps only the sign bits of a negative value, so
+    # an id holds 64-96 bits; copies are matched within one key's events only, where 64 bits suffice
+    # (changing the cut would change every id: copies decoded by versions apart would not match).
+    # Maps are hashed as they are (spark.sql.legacy.allowHashOnMapType, jobs/spark.py): entry by entry
+    # in their order, the same value as hashing their map_entries, without copying them to arrays first
+    parts = [table_id, op, F.coalesce(position, F.lit("")), key, before, after,
              *[m.isNull() for m in (key, before, after)]]
     return F.concat(F.lpad(F.hex(F.xxhash64(*parts)), 16, "0"), F.lpad(F.hex(F.hash(*parts)), 8, "0"))
 
