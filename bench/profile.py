@@ -7,8 +7,8 @@ Runs the pipeline end to end in this process on a scratch lake, with JFR samplin
 took a while (when, how long, its tasks' run / CPU / GC seconds, where it was called from), per stage
 the hottest methods (self, and inclusive: on the stack) of the sampled Java threads, and the JIT
 compiler's totals. Stages are cut by the run's own stage timings, laid end to end from the run's
-start (so their edges are approximate). The recording is kept (``--keep``) for JDK Mission Control or ``jfr print``. Needs the JDK's ``jcmd``
-and ``jfr`` (Java 17: both ship with it).
+start (so their edges are approximate). The recording is kept (``--keep``) for JDK Mission Control
+or ``jfr print``. Needs the JDK's ``jcmd`` and ``jfr`` (Java 17: both ship with it).
 """
 from __future__ import annotations
 
