@@ -104,9 +104,9 @@ def load_memory(ctx: RunContext) -> tuple[str, ...]:
 
 @contextmanager
 def lake_scans(spark: SparkSession) -> Iterator[None]:
-    """Reads of the lake's change records split into ~4 pieces per core. Spark packs files into splits
-    of up to 128 MB: the 300 MB of 4M records made 3 splits, one of them left running alone on one of
-    2 cores (4M messages: fold + publish 47.7 -> 44.5 s, bench/README.md)."""
+    """File scans inside (the change records, the state) split into ~4 pieces per core. Spark packs files
+    into splits of up to 128 MB: the 300 MB of 4M records made 3 splits, one of them left running alone
+    on one of 2 cores (4M messages: fold + publish 47.7 -> 44.5 s, bench/README.md)."""
     pieces = 4 * spark.sparkContext.defaultParallelism
     with session_conf(spark, "spark.sql.files.minPartitionNum", str(pieces)):
         yield

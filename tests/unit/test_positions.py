@@ -6,7 +6,7 @@ from pyspark.sql import functions as F
 
 from jobs.decoders.common import pad_unsigned
 
-# plain longs (the fast path), values past 2^63 sent as negative longs or as unsigned text, and text
+# plain longs, values past 2^63 sent as negative longs or as unsigned text, and text
 # that is a number in another form (the decimal path)
 TEXTS = ["0", "7", "007", "+12", " 12", "1.4", "1.5", "1e3", "9223372036854775807", "9223372036854775808",
          "18446744073709551615", "-1", "-9223372036854775808", "123456789012345678901", "abc", "", None]
