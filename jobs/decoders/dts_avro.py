@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+import functools
 import io
 import json
 import re
@@ -125,20 +126,36 @@ def _tz_value(v: dict[str, Any]) -> tuple[str | None, str]:
     return utc.strftime(_TS), "timestamp"
 
 
-def _character_value(v: dict[str, Any]) -> tuple[str | None, str]:
-    charset = (v.get("charset") or "utf8mb4").lower()
-    raw = v.get("value")
+@functools.lru_cache(maxsize=256)
+def _codec(charset: str | None) -> str | None:
+    """A MySQL charset name -> the Python codec of its text, None for ``binary`` (looked up once per name:
+    a lookup per value was a tenth of the Python decode)."""
+    charset = (charset or "utf8mb4").lower()
     if charset == "binary":
-        return base64.b64encode(raw).decode("ascii"), "binary"
+        return None
     name = _CHARSETS.get(charset, charset)
     try:
         codecs.lookup(name)
     except LookupError:
         raise DtsValueError(f"unknown charset {charset!r}") from None
+    return name
+
+
+def _character_value(v: dict[str, Any]) -> tuple[str | None, str]:
+    raw = v.get("value")
+    name = _codec(v.get("charset"))
+    if name is None:
+        return base64.b64encode(raw).decode("ascii"), "binary"
     try:
         return raw.decode(name), "string"
     except UnicodeDecodeError:
-        raise DtsValueError(f"value is not valid {charset}") from None
+        raise DtsValueError(f"value is not valid {(v.get('charset') or 'utf8mb4').lower()}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _kind(record_name: str) -> str:
+    """``com.alibaba.dts.formats.avro.Integer`` -> ``Integer`` (names come from the schema: a few)."""
+    return record_name.rsplit(".", 1)[-1]
 
 
 def dts_value(item: Any) -> tuple[Any, str | None]:
@@ -146,7 +163,7 @@ def dts_value(item: Any) -> tuple[Any, str | None]:
     if item is None:
         return None, None
     name, v = item if isinstance(item, tuple) else ("EmptyObject", item)
-    kind = name.rsplit(".", 1)[-1]
+    kind = _kind(name)
     if kind == "EmptyObject":  # NULL: a null value; NONE: a value DTS did not capture
         return (_NOT_CAPTURED if v == "NONE" else None), None
     if kind == "Integer":
@@ -172,8 +189,13 @@ def dts_value(item: Any) -> tuple[Any, str | None]:
     raise DtsValueError(f"unknown value type {name!r}")
 
 
-def _primary_key(tags: dict[str, str]) -> list[str] | None:
-    info = tags.get("pk_uk_info")
+def _primary_key(tags: dict[str, str]) -> tuple[str, ...] | None:
+    return _key_columns(tags.get("pk_uk_info"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_columns(info: str | None) -> tuple[str, ...] | None:
+    """``pk_uk_info`` -> key columns, parsed once per distinct text (it repeats in every record of a table)."""
     if not info:
         return None
     try:
@@ -184,7 +206,7 @@ def _primary_key(tags: dict[str, str]) -> list[str] | None:
         primary = next((v for k, v in keys.items() if k.upper() == "PRIMARY"), None)
         cols = primary if primary else next(iter(keys.values()))
         if isinstance(cols, list) and cols and all(isinstance(c, str) for c in cols):
-            return cols
+            return tuple(cols)
     return None
 
 
