@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from jobs.canonical import CHANGE_RECORD_COLUMNS, QUARANTINE_SCHEMA
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, get_decoder, remembered_documents
 from jobs.decoders.common import LINEAGE
+from jobs.spark import jvm_log_level
 
 UNATTRIBUTED = "_unattributed"  # messages whose table could not be told (broken JSON, tombstones)
 
@@ -24,10 +25,13 @@ def materialize(df: DataFrame) -> DataFrame:
 def release(df: DataFrame) -> None:
     """Drop the blocks of a frame made by ``materialize`` at once. A local checkpoint is not in Spark's
     cache manager, so ``DataFrame.unpersist`` does not reach it; left alone, its blocks (spilled to
-    disk past the heap) stay until the JVM happens to collect the frame's RDD."""
+    disk past the heap) stay until the JVM happens to collect the frame's RDD. Spark warns that such an
+    RDD cannot be recomputed once dropped: expected (nothing reads it again), so kept out of the log."""
     plan = df._jdf.queryExecution().logical()
     if plan.getClass().getSimpleName() == "LogicalRDD":
-        plan.rdd().unpersist(False)
+        rdd = plan.rdd()
+        with jvm_log_level(df.sparkSession, rdd.getClass().getName(), "ERROR"):
+            rdd.unpersist(False)
 
 
 @dataclass

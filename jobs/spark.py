@@ -64,3 +64,15 @@ def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+
+
+@contextmanager
+def jvm_log_level(spark: SparkSession, logger: str, level: str) -> Iterator[None]:
+    """The JVM's log4j logger ``logger`` at ``level`` for what runs inside, then back as it was."""
+    log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+    before = log4j.LogManager.getLogger(logger).getLevel()
+    log4j.core.config.Configurator.setLevel(logger, log4j.Level.toLevel(level))
+    try:
+        yield
+    finally:
+        log4j.core.config.Configurator.setLevel(logger, before)

@@ -1,7 +1,7 @@
 """jobs.spark: the session's settings, and a setting changed for one step only."""
 import pytest
 
-from jobs.spark import JVM_OPTIONS, SPARK_CONF, session_conf
+from jobs.spark import JVM_OPTIONS, SPARK_CONF, jvm_log_level, session_conf
 
 KEY = "spark.sql.shuffle.partitions"
 
@@ -45,3 +45,19 @@ def test_lake_scans_split_small_files_into_pieces_for_every_core(spark, tmp_path
     if cores <= 2:
         assert packed < 8  # on its own, Spark packs them to fill its cores once
     assert spark.conf.get("spark.sql.files.minPartitionNum", None) is None
+
+
+def test_jvm_log_level_sets_a_logger_for_the_block_then_restores_it_even_on_error(spark):
+    log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+    name = "org.apache.spark.rdd.MapPartitionsRDD"
+
+    def level() -> str:
+        return log4j.LogManager.getLogger(name).getLevel().toString()
+
+    before = level()
+    assert before != "ERROR"
+    with pytest.raises(RuntimeError):
+        with jvm_log_level(spark, name, "ERROR"):
+            assert level() == "ERROR"
+            raise RuntimeError("boom")
+    assert level() == before
