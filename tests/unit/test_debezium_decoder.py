@@ -89,6 +89,35 @@ def test_seatunnel_error_cases_quarantine_and_tombstones_are_ignored(spark):
     assert counts["balanced"]
 
 
+def test_record_shapes_keyless_rows_truncate_and_logical_messages(spark):
+    """Without a message key or --primary-keys the whole row is the identity: an update with its old
+    row is a delete of it plus an insert of the new one, a delete is keyed by its old row; TRUNCATE and
+    logical-decoding messages change no row and carry no images."""
+    src = {"connector": "postgresql", "db": "d", "schema": "s", "table": "t"}
+
+    def msg(op, before, after, lsn, table="t"):
+        return json.dumps({"op": op, "before": before, "after": after, "source": {**src, "table": table, "lsn": lsn}})
+
+    old, new = {"id": "1", "v": "a"}, {"id": "1", "v": "b"}
+    values = [msg("c", None, old, 10), msg("u", old, new, 11), msg("d", new, None, 12), msg("t", None, None, 13),
+              msg("m", None, None, 14, table=""), msg("u", old, new, 15)]
+    records, quarantine, counts = decode(raw_frame(spark, values, keys=[None] * 5 + ['{"id": "1"}']))
+    assert quarantine == [] and counts["total"]["records"] == 7
+    shapes = sorted([(r["offset"], r["op"], r["key"], r["before"], r["after"]) for r in records], key=lambda s: s[:2])
+    assert shapes == [
+        (0, "INSERT", old, None, old),
+        (1, "DELETE", old, old, None),
+        (1, "INSERT", new, None, new),
+        (2, "DELETE", new, new, None),
+        (3, "TRUNCATE", None, None, None),
+        (4, "MESSAGE", None, None, None),
+        (5, "UPDATE", {"id": "1"}, old, new),  # keyed by the message key: one record
+    ]
+    assert records[4]["table_id"] == "d.s.t" and records[5]["table_id"] == "d.s._"
+    assert all(r["present_columns"] is None for r in records)
+    assert len({r["event_id"] for r in records}) == 7
+
+
 def test_all_types_with_logical_types(spark, shared_dir):
     records, quarantine, _ = decode(read_raw(spark, str(shared_dir / "samples/debezium/seatunnel/debezium_data.txt")))
     assert quarantine == [] and len(records) == 3
