@@ -128,8 +128,8 @@ def _tz_value(v: dict[str, Any]) -> tuple[str | None, str]:
 
 @functools.lru_cache(maxsize=256)
 def _codec(charset: str | None) -> str | None:
-    """A MySQL charset name -> the Python codec of its text, None for ``binary`` (looked up once per name:
-    a lookup per value was a tenth of the Python decode)."""
+    """A MySQL charset name -> the Python codec of its text, None for ``binary`` (looked up once per
+    name, not once per value)."""
     charset = (charset or "utf8mb4").lower()
     if charset == "binary":
         return None
