@@ -68,9 +68,11 @@ def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
 
 @contextmanager
 def jvm_log_level(spark: SparkSession, logger: str, level: str) -> Iterator[None]:
-    """The JVM's log4j logger ``logger`` at ``level`` for what runs inside, then back as it was."""
+    """The JVM's log4j logger ``logger`` at ``level`` for what runs inside, then back as it was: a logger
+    without a configuration of its own goes back to inheriting its level (not pinned to the one it had)."""
     log4j = spark.sparkContext._jvm.org.apache.logging.log4j
-    before = log4j.LogManager.getLogger(logger).getLevel()
+    config = log4j.core.LoggerContext.getContext(False).getConfiguration().getLoggerConfig(logger)
+    before = config.getLevel() if config.getName() == logger else None  # None: inherit
     log4j.core.config.Configurator.setLevel(logger, log4j.Level.toLevel(level))
     try:
         yield
