@@ -127,10 +127,9 @@ def _tz_value(v: dict[str, Any]) -> tuple[str | None, str]:
 
 
 @functools.lru_cache(maxsize=256)
-def _codec(charset: str | None) -> str | None:
-    """A MySQL charset name -> the Python codec of its text, None for ``binary`` (looked up once per
-    name, not once per value)."""
-    charset = (charset or "utf8mb4").lower()
+def _codec(charset: str) -> str | None:
+    """A MySQL charset name (lower case) -> the Python codec of its text, None for ``binary`` (looked up
+    once per name, not once per value)."""
     if charset == "binary":
         return None
     name = _CHARSETS.get(charset, charset)
@@ -142,14 +141,15 @@ def _codec(charset: str | None) -> str | None:
 
 
 def _character_value(v: dict[str, Any]) -> tuple[str | None, str]:
+    charset = (v.get("charset") or "utf8mb4").lower()
     raw = v.get("value")
-    name = _codec(v.get("charset"))
+    name = _codec(charset)
     if name is None:
         return base64.b64encode(raw).decode("ascii"), "binary"
     try:
         return raw.decode(name), "string"
     except UnicodeDecodeError:
-        raise DtsValueError(f"value is not valid {(v.get('charset') or 'utf8mb4').lower()}") from None
+        raise DtsValueError(f"value is not valid {charset}") from None
 
 
 @functools.lru_cache(maxsize=64)
