@@ -72,7 +72,7 @@ def jvm_log_level(spark: SparkSession, logger: str, level: str) -> Iterator[None
     without a configuration of its own goes back to inheriting its level (not pinned to the one it had)."""
     log4j = spark.sparkContext._jvm.org.apache.logging.log4j
     config = log4j.core.LoggerContext.getContext(False).getConfiguration().getLoggerConfig(logger)
-    before = config.getLevel() if config.getName() == logger else None  # None: inherit
+    before = config.getExplicitLevel() if config.getName() == logger else None  # None: inherit
     log4j.core.config.Configurator.setLevel(logger, log4j.Level.toLevel(level))
     try:
         yield

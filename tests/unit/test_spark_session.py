@@ -61,7 +61,9 @@ def test_jvm_log_level_sets_a_logger_for_the_block_then_restores_it_even_on_erro
             assert level() == "ERROR"
             raise RuntimeError("boom")
     assert level() == before
-    # it inherits again, as before the block: a change of its parent's level reaches it
+    with jvm_log_level(spark, name, "ERROR"):  # again: the configuration the first block left behind
+        pass
+    # it inherits again, as before the blocks: a change of its parent's level reaches it
     with jvm_log_level(spark, name.rsplit(".", 1)[0], "DEBUG"):
         assert level() == "DEBUG"
     assert level() == before
