@@ -7,6 +7,9 @@ Semantics (DESIGN.md "Phase semantics"):
 - TRUNCATE empties the table as of its position;
 - per key, events apply in (position, offset, op rank) order: delete removes, insert / update /
   snapshot upsert, a partial image (``present_columns``) merges column by column over the prior row;
+- a partial-image update whose ``before`` names other key values than its ``key`` moves a row to a
+  new key (SharePlex sends the changed columns only): the new key starts from the row its old key
+  held just before the move, then the image merges over it;
 - an event at or before the position a state row was last changed at is a replay and is skipped, and
   so is a full-load row without a position for a row that a positioned event has changed.
 
@@ -15,8 +18,11 @@ row's current version comes from, and what makes replays across runs harmless.
 """
 from __future__ import annotations
 
+import logging
+import operator
 import re
 from dataclasses import dataclass, field
+from functools import reduce
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
@@ -24,6 +30,8 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.sql import sql_str
+
+log = logging.getLogger(__name__)
 
 META_COLUMNS = {
     "_cdc_position": "string",
@@ -78,6 +86,8 @@ class TableChanges:
     cdc_before_position: str | None = None  # the last CDC position before it
     # the latest position at which the format marked a full load of the table as ended (LOAD_END)
     load_end_marker: str | None = None
+    # partial-image updates whose before image holds other key values: rows moved to a new key
+    key_moves: int = 0
 
 
 def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:
@@ -131,12 +141,14 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
         F.when(is_row & (F.col("phase") == C.CDC), F.col("position")).alias("cdc_max"),
         F.when(load_end, F.col("position")).alias("end_own"),
         F.when(load_end & (F.element_at("after", "scope") == "all"), F.col("position")).alias("end_all"),
+        (is_row & _moves_its_key()).alias("move"),
     )
     out: dict[str, TableChanges] = {}
     own_end: dict[str, str] = {}
     every_end = None
     for r in positions.groupBy("table_id").agg(
         F.count(F.when(F.col("is_row"), F.lit(1))).alias("n"),
+        F.count(F.when(F.col("move"), F.lit(1))).alias("moves"),
         *[F.max(c).alias(c) for c in ("trunc", "load", "cdc_max", "end_own", "end_all")],
     ).collect():
         if r["end_own"] is not None:
@@ -148,6 +160,7 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
         out[r["table_id"]] = TableChanges(
             r["table_id"], records=r["n"], has_truncate=r["trunc"] is not None,
             truncate_position=r["trunc"] or None, full_load_position=r["load"], cdc_max_position=r["cdc_max"],
+            key_moves=r["moves"],
         )
     for info in out.values():
         info.load_end_marker = max([p for p in (own_end.get(info.table_id), every_end) if p], default=None)
@@ -175,6 +188,14 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
     ):
         out[r["table_id"]].types[r["col"]] = r["type"]
     return out
+
+
+def _moves_its_key() -> Column:
+    """A partial-image update whose before image holds another value of one of its key columns (by the
+    record's own key; the fold checks again with the table's typed key columns)."""
+    return ((F.col("op") == C.UPDATE) & F.col("present_columns").isNotNull() & F.col("before").isNotNull()
+            & F.exists(F.map_keys("key"), lambda k: F.element_at("before", k).isNotNull()
+                       & (F.element_at("before", k) != F.element_at("key", k))))
 
 
 def _columns_of(shapes: DataFrame, out: dict[str, TableChanges]) -> None:
@@ -294,8 +315,13 @@ def split_open_transactions(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
 class FoldResult:
     state: DataFrame  # the table's complete new state
     tombstones: DataFrame  # keys deleted so far, with the position of their delete
-    folded: DataFrame  # cached; unpersist once both are written
+    folded: DataFrame  # cached: release() once both are written
     versions: DataFrame | None = None  # SCD2 rows of this run's applied events (with history)
+    cached: list[DataFrame] = field(default_factory=list)  # more frames the fold cached
+
+    def release(self) -> None:
+        for frame in [self.folded, *self.cached]:
+            frame.unpersist()
 
 
 TOMBSTONE_META = {"_cdc_position": "string", "_cdc_run_id": "string"}
@@ -303,6 +329,115 @@ TOMBSTONE_META = {"_cdc_position": "string", "_cdc_run_id": "string"}
 
 def _key_join(left: DataFrame, right: DataFrame, keys: list[str], how: str) -> DataFrame:
     return left.join(right.select(*keys), _null_safe_join_condition(left, right, keys), how)
+
+
+# an event inside the fold (``o`` orders a key's events; ``copy`` tells redelivered copies apart)
+def _event(o: Column, op: Column, after: Column, present: Column, position: Column, event_time: Column,
+           copy: Column) -> Column:
+    return F.struct(o.alias("o"), op.alias("op"), after.alias("after"), present.alias("present"),
+                    position.alias("position"), event_time.alias("event_time"), copy.alias("copy"))
+
+
+def _in_order(events: Column) -> Column:
+    return F.array_sort(events, lambda l, r: F.when(l["o"] < r["o"], -1).when(l["o"] > r["o"], 1).otherwise(0))
+
+
+def _aliased_keys_match(left: str, right: str, keys: list[str]) -> Column:
+    return reduce(operator.and_, [F.col(f"{left}.{k}").eqNullSafe(F.col(f"{right}.{k}")) for k in keys])
+
+
+_PRIOR_META = ["_prior_row", "_prior_pos", "_prior_op", "_prior_ts", "_prior_run"]
+# the internal op of a moved row's arrival at its new key (never published: its update follows it)
+MOVE = "MOVE"
+# which of a key's events apply over its prior state (SQL over ``e`` and ``_prior_pos``)
+_APPLIES = """CASE
+    -- a full-load row without a position (Qlik REFRESH) predates every positioned change:
+    -- redelivered or landed late, it never overrides a row a CDC event has changed
+    WHEN e.position IS NULL THEN NOT (e.op = 'SNAPSHOT' AND _prior_pos IS NOT NULL)
+    ELSE _prior_pos IS NULL OR e.position > _prior_pos END"""
+# the row after an event (SQL over ``acc.row`` and ``e``): a delete removes it, a partial image
+# merges over the prior row
+_ROW_AFTER = """CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>)
+                     WHEN e.present IS NULL THEN e.after
+                     ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END"""
+# a row moved through a chain of keys in one run (A -> B -> C) needs one pass per link
+MAX_MOVE_PASSES = 8
+
+
+def key_moves(ev: DataFrame, key_columns: list[str], types: dict[str, str]) -> DataFrame:
+    """The partial-image updates of a table that move a row from one key to another: its old key (the
+    table's key columns, typed, from the before image; a key column it lacks did not change), ``_to``
+    (the new key, typed), and the move's key map, order and identity."""
+    old = {k: from_canonical_string(F.coalesce(F.element_at("before", k), F.element_at("key", k)), types[k])
+           for k in key_columns}
+    new = {k: from_canonical_string(F.element_at("key", k), types[k]) for k in key_columns}
+    changed = reduce(operator.or_, [~old[k].eqNullSafe(new[k]) for k in key_columns])
+    return ev.where((F.col("op") == C.UPDATE) & F.col("present_columns").isNotNull()
+                    & F.col("before").isNotNull() & changed).select(
+        *[old[k].alias(k) for k in key_columns],
+        F.struct(*[new[k].alias(k) for k in key_columns]).alias("_to"),
+        F.col("key").alias("_to_key"), F.col("position").alias("_move_pos"), F.col("offset").alias("_move_offset"),
+        "event_id", "partition", "event_time",
+    )
+
+
+def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str]) -> DataFrame:
+    """Per new key, the rows moved to it: each as a full-image event just before the move's update,
+    holding the row its old key had just before the move (before the move's delete of the old key)."""
+    m, j = moves.alias("m"), joined.alias("j")
+    pairs = m.join(j, _aliased_keys_match("m", "j", key_columns), "inner").select(
+        "m._to", "m._to_key", "m._move_pos", "m._move_offset", "m.event_id", "m.partition", "m.event_time",
+        "j.events", "j._prior_row", "j._prior_pos",
+    )
+    before_move = F.expr(f"""
+        aggregate(
+          filter(events, e -> e.o < named_struct('position', _move_pos, 'offset', _move_offset, 'rank', 1)
+                              AND ({_APPLIES})),
+          named_struct('row', _prior_row),
+          (acc, e) -> named_struct('row', {_ROW_AFTER})).row""")
+    # a move at or before the old key's published position was applied by an earlier run
+    arrivals = pairs.select("*", before_move.alias("_old_row")).where(
+        F.col("_old_row").isNotNull() & (F.col("_prior_pos").isNull() | (F.col("_move_pos") > F.col("_prior_pos"))))
+    # the moved row, with its key columns' new values
+    image = F.map_concat(F.map_filter("_old_row", lambda k, v: ~F.map_contains_key("_to_key", k)), F.col("_to_key"))
+    event = _event(
+        F.struct(F.col("_move_pos").alias("position"), F.col("_move_offset").alias("offset"),
+                 F.lit(0).alias("rank")),
+        F.lit(MOVE), image, F.lit(None).cast("array<string>"), F.col("_move_pos"), F.col("event_time"),
+        F.struct(F.concat(F.lit("moved "), F.col("event_id")).alias("event_id"), F.col("partition"),
+                 F.col("_move_offset").alias("offset")),
+    )
+    return arrivals.select(*[F.col("_to")[k].alias(k) for k in key_columns], event.alias("e")) \
+        .groupBy(*key_columns).agg(F.collect_list("e").alias("_moved_in"))
+
+
+def _with_moved_rows(joined: DataFrame, ev: DataFrame, key_columns: list[str],
+                     types: dict[str, str]) -> tuple[DataFrame, DataFrame]:
+    """``joined`` with the rows moved to new keys among their events; and the cached frame to release
+    once the fold is computed. Rows moved more than once in the run take one pass per move."""
+    moves = key_moves(ev, key_columns, types).persist(StorageLevel.MEMORY_AND_DISK)
+    base = joined.persist(StorageLevel.MEMORY_AND_DISK)
+    # moves whose old key another, earlier move of the run has moved a row to: a chain
+    first, then = moves.alias("a"), moves.alias("b")
+    chained = first.join(then, reduce(operator.and_, [
+        F.col("a._to")[k].eqNullSafe(F.col(f"b.{k}")) for k in key_columns
+    ]) & (F.struct("a._move_pos", "a._move_offset") < F.struct("b._move_pos", "b._move_offset"))).count()
+    if chained >= MAX_MOVE_PASSES:
+        log.warning("%d key moves move a row an earlier move of the run brought to its key: a row moved more "
+                    "than %d times in one run may lose the columns its messages do not carry", chained,
+                    MAX_MOVE_PASSES)
+    current = base
+    for _ in range(min(1 + chained, MAX_MOVE_PASSES)):
+        arrivals = _moved_in(current, moves, key_columns).localCheckpoint(eager=True)
+        b, a = base.alias("b"), arrivals.alias("a")
+        current = b.join(a, _aliased_keys_match("b", "a", key_columns), "left").select(
+            *[F.col(f"b.{k}").alias(k) for k in key_columns],
+            F.when(F.col("a._moved_in").isNull(), F.col("b.events"))
+            .otherwise(_in_order(F.concat("b.events", "a._moved_in"))).alias("events"),
+            *[F.col(f"b.{m}").alias(m) for m in _PRIOR_META],
+        )
+    moves.unpersist()
+    return current, base
 
 
 def fold_table(
@@ -337,11 +472,9 @@ def fold_table(
 
     keyed = ev.select(
         *[from_canonical_string(F.element_at("key", k), types[k]).alias(k) for k in key_columns],
-        F.struct(
-            F.struct(F.col("position"), F.col("offset"), _op_rank()).alias("o"),
-            "op", "after", F.col("present_columns").alias("present"), "position", "event_time",
-            F.struct("event_id", "partition", "offset").alias("copy"),
-        ).alias("e"),
+        _event(F.struct(F.col("position"), F.col("offset"), _op_rank().alias("rank")), F.col("op"), F.col("after"),
+               F.col("present_columns"), F.col("position"), F.col("event_time"),
+               F.struct("event_id", "partition", "offset")).alias("e"),
     )
     # One shuffle, by key. Redelivered duplicates (copies of an event share its key) are dropped
     # inside the key's events: sorted by (event id, partition, offset), the earliest copy of each
@@ -351,11 +484,8 @@ def fold_table(
                            .when(l["copy"] > r["copy"], 1).otherwise(0))
     grouped = keyed.groupBy(*key_columns).agg(by_copy.alias("_by_copy")).select(
         *key_columns,
-        F.array_sort(
-            F.filter("_by_copy", lambda e, i: (i == 0) | ~F.col("_by_copy")[i - 1]["copy"]["event_id"]
-                     .eqNullSafe(e["copy"]["event_id"])),
-            lambda l, r: F.when(l["o"] < r["o"], -1).when(l["o"] > r["o"], 1).otherwise(0),
-        ).alias("events"),
+        _in_order(F.filter("_by_copy", lambda e, i: (i == 0) | ~F.col("_by_copy")[i - 1]["copy"]["event_id"]
+                           .eqNullSafe(e["copy"]["event_id"]))).alias("events"),
     )
 
     # TRUNCATE in this run: nothing before it survives, rows nor tombstones
@@ -384,15 +514,12 @@ def fold_table(
             F.lit(None).cast("timestamp").alias("_prior_ts"),
             F.col("_cdc_run_id").alias("_prior_run"),
         ))
-    meta = ["_prior_row", "_prior_pos", "_prior_op", "_prior_ts", "_prior_run"]
     if priors:
         prior_rows = priors[0] if len(priors) == 1 else priors[0].unionByName(priors[1])
         g, p = grouped.alias("g"), prior_rows.alias("p")
-        cond = F.lit(True)
-        for k in key_columns:
-            cond = cond & F.col(f"g.{k}").eqNullSafe(F.col(f"p.{k}"))
-        joined = g.join(p, cond, "left").select(
-            *[F.col(f"g.{k}").alias(k) for k in key_columns], "g.events", *[F.col(f"p.{m}").alias(m) for m in meta]
+        joined = g.join(p, _aliased_keys_match("g", "p", key_columns), "left").select(
+            *[F.col(f"g.{k}").alias(k) for k in key_columns], "g.events",
+            *[F.col(f"p.{m}").alias(m) for m in _PRIOR_META]
         )
     else:
         joined = grouped.withColumns({
@@ -402,33 +529,30 @@ def fold_table(
             "_prior_ts": F.lit(None).cast("timestamp"),
             "_prior_run": F.lit(None).cast("string"),
         })
+    moved = None
+    if info.key_moves:
+        joined, moved = _with_moved_rows(joined, ev, key_columns, types)
 
-    # the row after an event: a delete removes it, a partial image merges over the prior row
-    row_after = """CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>)
-                        WHEN e.present IS NULL THEN e.after
-                        ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END"""
-    # with history, every applied event also leaves a version (the row after it)
+    # with history, every applied event also leaves a version (the row after it); a moved-in row is
+    # no version of its own: the move's update, at the same position, follows it
     versions_init = ", 'versions', CAST(array() AS ARRAY<STRUCT<row: MAP<STRING, STRING>, op: STRING, " \
                     "pos: STRING, ts: TIMESTAMP>>)" if history else ""
-    versions_step = (", 'versions', concat(acc.versions, array(named_struct('row', ROW_AFTER, 'op', e.op, "
-                     "'pos', e.position, 'ts', e.event_time)))") if history else ""
+    versions_step = (f", 'versions', CASE WHEN e.op = '{MOVE}' THEN acc.versions ELSE concat(acc.versions, "
+                     "array(named_struct('row', ROW_AFTER, 'op', e.op, 'pos', e.position, 'ts', e.event_time))) "
+                     "END") if history else ""
     folded = joined.select(
         *key_columns,
         F.expr(
             """
             aggregate(
-              filter(events, e -> CASE
-                -- a full-load row without a position (Qlik REFRESH) predates every positioned change:
-                -- redelivered or landed late, it never overrides a row a CDC event has changed
-                WHEN e.position IS NULL THEN NOT (e.op = 'SNAPSHOT' AND _prior_pos IS NOT NULL)
-                ELSE _prior_pos IS NULL OR e.position > _prior_pos END),
+              filter(events, e -> APPLIES),
               named_struct('row', _prior_row, 'pos', _prior_pos, 'op', _prior_op, 'ts', _prior_ts,
                            'run', _prior_run VERSIONS_INIT),
               (acc, e) -> named_struct(
                 'row', ROW_AFTER,
                 'pos', e.position, 'op', e.op, 'ts', e.event_time, 'run', RUN_ID VERSIONS_STEP))
             """.replace("VERSIONS_INIT", versions_init).replace("VERSIONS_STEP", versions_step)
-            .replace("ROW_AFTER", row_after).replace("RUN_ID", sql_str(run_id))
+            .replace("APPLIES", _APPLIES).replace("ROW_AFTER", _ROW_AFTER).replace("RUN_ID", sql_str(run_id))
         ).alias("s"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -462,7 +586,7 @@ def fold_table(
             *key_columns, F.lit(replace_before).alias("_cdc_position"), F.lit(run_id).alias("_cdc_run_id")))
         state = state.where(~stale)
     versions = history_versions(folded, key_columns, types, run_id) if history else None
-    return FoldResult(state, deleted, folded, versions)
+    return FoldResult(state, deleted, folded, versions, [moved] if moved is not None else [])
 
 
 HISTORY_META = {

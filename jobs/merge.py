@@ -153,7 +153,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
                 properties, tombstones=result_of_fold.tombstones, bucketing=bucketing,
             )
         finally:
-            result_of_fold.folded.unpersist()
+            result_of_fold.release()
         tables[table_id] = {
             **result.as_dict(),
             "records": info.records,
@@ -166,6 +166,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             "dropped_columns": dropped,
             "full_load_position": load_position,
             "full_load": load,
+            "key_moves": info.key_moves,
             **({"history": history_report} if history_report else {}),
         }
     # after every table's commit: the next run starts from this run's held records

@@ -12,9 +12,9 @@ in state); values keep their JSON text (numbers as sent).
   did not change, so its old value is its current one -- and it is a *partial* image:
   ``present_columns`` names its columns and the fold merges it over the prior row.
   A key column whose value changes (old key != new key) is emitted as DELETE(old key) + UPDATE(new
-  key, same partial image). The fold cannot carry the columns not in the message over to the new
-  key (it would need the old row, which lives under the old key), so the new key's row holds only
-  the columns the message carries until later events fill them in.
+  key, same partial image, ``before`` = the old key). The fold sees a move in that update (its
+  ``before`` holds other key values than its ``key``): the new key starts from the old key's row as
+  it was just before the move, and the partial image merges over it.
 - op ``del``/``DELETE``: ``data`` is the old row (``key`` where sent overlays it).
 - op ``truncate``/``TRUNCATE``: TRUNCATE of the table; ``DROP COLUMN``: recorded as DDL;
   ``UPDATE BEFORE`` is ignored (counted): its ``UPDATE AFTER`` carries the change.

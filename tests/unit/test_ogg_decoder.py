@@ -93,7 +93,7 @@ def test_keys_partial_updates_key_changes_and_malformed(spark):
     assert [(r["op"], r["table_id"], r["key"]) for r in records] == [
         ("UPDATE", "_.SRC.ITEMS", {"ID": "1"}),
         ("UPDATE", "_.SRC.ITEMS", {"ID": "1"}),
-        ("DELETE", "_.SRC.ITEMS", {"ID": "1"}), ("INSERT", "_.SRC.ITEMS", {"ID": "2"}),
+        ("DELETE", "_.SRC.ITEMS", {"ID": "1"}), ("UPDATE", "_.SRC.ITEMS", {"ID": "2"}),
         ("TRUNCATE", "PDB1.SRC.OTHER", None),
         # keyless: the whole row is the key, an update replaces one row by another
         ("DELETE", "_.SRC.ITEMS", {"ID": "5", "V": "x"}), ("INSERT", "_.SRC.ITEMS", {"ID": "5", "V": "y"}),
@@ -103,6 +103,7 @@ def test_keys_partial_updates_key_changes_and_malformed(spark):
     assert records[0]["before"] is None and sorted(records[0]["present_columns"]) == ["ID", "V"]
     assert records[1]["after"] == {"ID": "1", "V": "c"} and sorted(records[1]["present_columns"]) == ["ID", "V"]
     assert records[3]["after"] == {"ID": "2", "V": "c"} and records[2]["before"] == {"ID": "1", "V": "c"}
+    assert records[3]["before"] == {"ID": "1", "V": "c"}  # the old key: the fold moves its row
     assert records[2]["event_id"] != records[3]["event_id"]
     positions = [r["position"] for r in records]
     assert positions[5] < positions[7] < positions[0] < positions[1] < positions[8], "numeric order"
@@ -126,7 +127,7 @@ def test_keys_partial_updates_key_changes_and_malformed(spark):
 
 
 def test_stream_folds_to_expected_state(spark, shared_dir, tmp_path):
-    """Flink's 16 messages + a key change, a compressed update, a delete, a redelivery and garbage,
+    """Flink's 16 messages + key changes (one compressed), a compressed update, a delete, a redelivery and garbage,
     through the CLI into Iceberg."""
     lines = (shared_dir / "samples/ogg/flink/ogg-data.txt").read_text(encoding="utf-8").splitlines()
     pk = ("id",)
@@ -136,6 +137,9 @@ def test_stream_folds_to_expected_state(spark, shared_dir, tmp_path):
     lines += [
         key_change,
         _ogg("U", table="OGG.TBL_TEST", pks=pk, pos="00000000000000000000201", after={"id": 105, "weight": 0.9}),
+        # a compressed key change: the old key and the changed columns only; the rest of the row moves
+        _ogg("U", table="OGG.TBL_TEST", pks=pk, pos="00000000000000000000203", before={"id": 106},
+             after={"id": 206, "weight": 1.5}),
         "garbage {",
         _ogg("D", table="OGG.TBL_TEST", pks=pk, pos="00000000000000000000202",
              before={"id": 109, "name": "spare tire", "description": "24 inch spare tire", "weight": 22.2}),
@@ -155,11 +159,11 @@ def test_stream_folds_to_expected_state(spark, shared_dir, tmp_path):
         102: ("car battery", "12V car battery", "8.100000381469727"),
         103: ("12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", "0.800000011920929"),
         105: ("hammer", "14oz carpenter's hammer", "0.9"),
-        106: ("hammer", "18oz carpenter hammer", "1"),
         107: ("rocks", "box of assorted rocks", "5.099999904632568"),
         108: ("jacket", "water resistent black wind breaker", "0.10000000149011612"),
         110: ("jacket", "new water resistent white wind breaker", "0.5"),
         204: ("hammer", "12oz carpenter's hammer", "0.75"),
+        206: ("hammer", "18oz carpenter hammer", "1.5"),
     }
     assert state == [dict(zip(cols, (str(i), *v))) for i, v in expected.items()]
     report = json.loads((lake / "reports/og/run=r1/decode.json").read_text())

@@ -14,8 +14,6 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-import pytest
-
 from jobs import cli, publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
@@ -242,8 +240,6 @@ def test_stream_folds_to_expected_state(spark, tmp_path):
     assert [r["id"] for r in state if r["id"] == "104"] == []  # the old key is gone
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (issue 4/5): a SharePlex key change carries only the columns "
-                   "the message holds; the fold does not yet move the old row's other columns to the new key")
 def test_key_change_keeps_the_unchanged_columns(spark, tmp_path):
     state, _, _ = _fold_with_key_change(tmp_path)
     (moved,) = [r for r in state if r["id"] == "204"]
