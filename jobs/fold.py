@@ -7,9 +7,10 @@ Semantics (DESIGN.md "Phase semantics"):
 - TRUNCATE empties the table as of its position;
 - per key, events apply in (position, offset, op rank) order: delete removes, insert / update /
   snapshot upsert, a partial image (``present_columns``) merges column by column over the prior row;
-- a partial-image update whose ``before`` names other key values than its ``key`` moves a row to a
-  new key (SharePlex sends the changed columns only): the new key starts from the row its old key
-  held just before the move, then the image merges over it;
+- a partial-image insert or update whose ``before`` names other key values than its ``key`` moves a
+  row to a new key (SharePlex sends the changed columns only, OGG, Qlik and DTS may leave columns
+  out): the new key starts from the row its old key held just before the move, then the image merges
+  over it;
 - an event at or before the position a state row was last changed at is a replay and is skipped, and
   so is a full-load row without a position for a row that a positioned event has changed.
 
@@ -86,7 +87,7 @@ class TableChanges:
     cdc_before_position: str | None = None  # the last CDC position before it
     # the latest position at which the format marked a full load of the table as ended (LOAD_END)
     load_end_marker: str | None = None
-    # partial-image updates whose before image holds other key values: rows moved to a new key
+    # partial-image inserts / updates whose before image holds other key values: rows moved to a new key
     key_moves: int = 0
 
 
@@ -191,9 +192,9 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
 
 
 def _moves_its_key() -> Column:
-    """A partial-image update whose before image holds another value of one of its key columns (by the
-    record's own key; the fold checks again with the table's typed key columns)."""
-    return ((F.col("op") == C.UPDATE) & F.col("present_columns").isNotNull() & F.col("before").isNotNull()
+    """A partial-image insert or update whose before image holds another value of one of its key columns
+    (by the record's own key; the fold checks again with the table's typed key columns)."""
+    return (F.col("op").isin(C.INSERT, C.UPDATE) & F.col("present_columns").isNotNull() & F.col("before").isNotNull()
             & F.exists(F.map_keys("key"), lambda k: F.element_at("before", k).isNotNull()
                        & (F.element_at("before", k) != F.element_at("key", k))))
 
@@ -365,14 +366,14 @@ MAX_MOVE_PASSES = 8
 
 
 def key_moves(ev: DataFrame, key_columns: list[str], types: dict[str, str]) -> DataFrame:
-    """The partial-image updates of a table that move a row from one key to another: its old key (the
+    """The partial-image inserts / updates of a table that move a row from one key to another: its old key (the
     table's key columns, typed, from the before image; a key column it lacks did not change), ``_to``
     (the new key, typed), and the move's key map, order and identity."""
     old = {k: from_canonical_string(F.coalesce(F.element_at("before", k), F.element_at("key", k)), types[k])
            for k in key_columns}
     new = {k: from_canonical_string(F.element_at("key", k), types[k]) for k in key_columns}
     changed = reduce(operator.or_, [~old[k].eqNullSafe(new[k]) for k in key_columns])
-    return ev.where((F.col("op") == C.UPDATE) & F.col("present_columns").isNotNull()
+    return ev.where(F.col("op").isin(C.INSERT, C.UPDATE) & F.col("present_columns").isNotNull()
                     & F.col("before").isNotNull() & changed).select(
         *[old[k].alias(k) for k in key_columns],
         F.struct(*[new[k].alias(k) for k in key_columns]).alias("_to"),

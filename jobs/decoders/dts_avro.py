@@ -17,7 +17,7 @@ counting are Spark SQL, as in the other decoders.
 - ``objectName`` is ``db.table`` (``db.schema.table`` for sources with schemas).
 - Key: --primary-keys, else ``tags['pk_uk_info']`` (``{"PRIMARY":["id"]}``; the first unique key when
   there is no PRIMARY), else the whole row. An UPDATE that changes the key is a DELETE of the old key
-  plus an INSERT.
+  plus an INSERT (with the before image, so that a column DTS did not capture moves with the row).
 - Values are typed by their union branch: Integer -> bigint, Character -> string decoded with its
   ``charset`` (MySQL names; ``binary`` stays bytes), Decimal -> decimal(precision,scale), Float ->
   double, Timestamp (epoch seconds + ``millis``, which holds microseconds) -> timestamp, DateTime ->
@@ -412,7 +412,8 @@ class DtsAvroDecoder:
             .when(op_name == "INSERT", F.array(record(F.lit(C.INSERT), cdc, new_key, no_map, after, partial)))
             .when((op_name == "UPDATE") & key_changed,
                   F.array(record(F.lit(C.DELETE), cdc, old_key, before, no_map, none),
-                          record(F.lit(C.INSERT), cdc, new_key, no_map, after, partial)))
+                          # with the before image: the fold moves the old key's row (columns not captured)
+                          record(F.lit(C.INSERT), cdc, new_key, before, after, partial)))
             .when(op_name == "UPDATE", F.array(record(F.lit(C.UPDATE), cdc, new_key, before, after, partial)))
             .otherwise(F.array(record(F.lit(C.DELETE), cdc, old_key, before, no_map, none)))
         )

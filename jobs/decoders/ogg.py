@@ -11,7 +11,7 @@ strings in state); values keep their JSON text (``3.140000104904175``, ``1``).
 - Updates: ``before`` may be partial or absent, and a compressed update's ``after`` holds only the
   changed columns (plus the key): ``present_columns`` = the columns of ``after`` (with the key), so
   the fold merges it over the prior row -- for a complete ``after`` that is the same as replacing it.
-- A primary-key change (``before``'s key != ``after``'s key) is DELETE(old key) + UPDATE(new key) of
+- A primary-key change (``before``'s key != ``after``'s key) is DELETE(old key) + INSERT(new key) of
   ``before`` overlaid with ``after`` (the most complete image the message has), partial, with
   ``before``: the fold starts the new key from the old key's row, so the columns a compressed
   message lacks move too.
@@ -161,7 +161,7 @@ class OggDecoder:
             .when(keyless, F.array(record(F.lit(C.DELETE), before, before, no_map, no_present),
                                    record(F.lit(C.INSERT), after, no_map, after, no_present)))
             .when(key_changed, F.array(record(F.lit(C.DELETE), old_key, before, no_map, no_present),
-                                       record(op, new_key, before, new_image, F.map_keys(new_image))))
+                                       record(F.lit(C.INSERT), new_key, before, new_image, F.map_keys(new_image))))
             .otherwise(F.array(record(op, new_key, before, upd_after, F.map_keys(upd_after))))
         )
         status = (

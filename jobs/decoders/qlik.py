@@ -24,7 +24,8 @@ the metadata message's bytes are read with its ``messageSchema`` and a data mess
 call per Arrow batch) into the same JSON form, so everything after is Spark SQL shared by both.
 
 - Key: --primary-keys, else the columns with ``primaryKeyPosition`` > 0 in that order. An UPDATE whose
-  ``beforeData`` holds another key is a DELETE of the old key plus an INSERT of the new row.
+  ``beforeData`` holds another key is a DELETE of the old key plus an INSERT of the new row (with the
+  before image, so that a column the message did not replicate moves with the row).
 - ``columnMask`` / ``changeMask`` are little-endian hex bitmaps over column ordinals: the first byte
   (first two hex digits) holds ordinals 1-8, its lowest bit ordinal 1 (Qlik: "Byte 0 is bit7..bit0").
   A column whose columnMask bit is clear was not replicated: it is left out of the image and of
@@ -380,7 +381,8 @@ class QlikDecoder:
             .when(op_name == "INSERT", F.array(record(F.lit(C.INSERT), cdc, new_key, no_map, after, present)))
             .when((op_name == "UPDATE") & key_changed,
                   F.array(record(F.lit(C.DELETE), cdc, old_key, before, no_map, none),
-                          record(F.lit(C.INSERT), cdc, new_key, no_map, after, present)))
+                          # with the before image: the fold moves the old key's row (columns not replicated)
+                          record(F.lit(C.INSERT), cdc, new_key, before, after, present)))
             .when(op_name == "UPDATE", F.array(record(F.lit(C.UPDATE), cdc, new_key, before, after, present)))
             .otherwise(F.array(record(F.lit(C.DELETE), cdc, new_key, after, no_map, none)))
         )

@@ -206,6 +206,9 @@ def test_end_to_end_run_types_the_state(spark, tmp_path):
         dts("UPDATE", before=row(1, "1.50", "a"), after=row(1, "9.99", "a2"), rid=4, pos="20@1", fields=fields,
             pk=("id",)),
         dts("DELETE", before=row(2, "2.50", "b"), rid=5, pos="30@1", fields=fields, pk=("id",)),
+        # a key change 3 -> 4 whose note DTS did not capture (EmptyObject NONE): the note moves with the row
+        dts("UPDATE", before=row(3, "3.50", "c"), after=[*row(4, "4.50", "")[:2], "NONE"], rid=6, pos="40@1",
+            fields=fields, pk=("id",)),
         b"not avro",
     ]
     raw = tmp_path / "raw"
@@ -215,6 +218,6 @@ def test_end_to_end_run_types_the_state(spark, tmp_path):
                      "--run-id", "r1"]) == 0
     table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "p", "mydb._.t1")
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
-    assert [(r["id"], r["amount"], r["note"]) for r in rows] == [(1, Decimal("9.99"), "a2"), (3, Decimal("3.50"), "c")]
+    assert [(r["id"], r["amount"], r["note"]) for r in rows] == [(1, Decimal("9.99"), "a2"), (4, Decimal("4.50"), "c")]
     report = json.loads((lake / "reports/p/run=r1/decode.json").read_text())
-    assert report["total"] == {"landed": 6, "decoded": 5, "quarantined": 1, "ignored": 0, "records": 5}
+    assert report["total"] == {"landed": 7, "decoded": 6, "quarantined": 1, "ignored": 0, "records": 7}

@@ -93,7 +93,7 @@ def test_keys_partial_updates_key_changes_and_malformed(spark):
     assert [(r["op"], r["table_id"], r["key"]) for r in records] == [
         ("UPDATE", "_.SRC.ITEMS", {"ID": "1"}),
         ("UPDATE", "_.SRC.ITEMS", {"ID": "1"}),
-        ("DELETE", "_.SRC.ITEMS", {"ID": "1"}), ("UPDATE", "_.SRC.ITEMS", {"ID": "2"}),
+        ("DELETE", "_.SRC.ITEMS", {"ID": "1"}), ("INSERT", "_.SRC.ITEMS", {"ID": "2"}),
         ("TRUNCATE", "PDB1.SRC.OTHER", None),
         # keyless: the whole row is the key, an update replaces one row by another
         ("DELETE", "_.SRC.ITEMS", {"ID": "5", "V": "x"}), ("INSERT", "_.SRC.ITEMS", {"ID": "5", "V": "y"}),

@@ -156,6 +156,16 @@ def test_metadata_seen_in_an_earlier_run_is_remembered_and_the_state_is_exact(sp
         (1, "US", Decimal("12.00"), "first", date(2026, 11, 1), False, b"\x00\xff"),
         (2, "EU", Decimal("10.50"), "first", date(2026, 11, 1), False, b"\x00\xff"),
     ]
+    # run 3: a key change that does not replicate note: the row moves to its new key with its note
+    before = {**ROW, "amount": "12.00", "region": "US"}
+    masked_move = avro_data(ORDERS, {**before, "region": "APAC", "note": None, "amount": "13.00"},
+                            headers("UPDATE", seq(6), column_mask=ORDERS.mask(
+                                ["id", "region", "amount", "placed", "paid", "blob"])), before=before)
+    assert run(tmp_path / "r3", lake, "r3", [masked_move], spark) == 0
+    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "q", "_.sales.orders")
+    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["region"], r["amount"], r["note"]) for r in rows] == [
+        (1, "APAC", Decimal("13.00"), "first"), (2, "EU", Decimal("10.50"), "first")]
 
 
 @pytest.mark.parametrize("value, reason", [
