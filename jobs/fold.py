@@ -362,7 +362,7 @@ _ROW_AFTER = """CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>)
                      WHEN e.present IS NULL THEN e.after
                      ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END"""
 # a row moved through a chain of keys in one run (A -> B -> C) needs one pass per link
-MAX_MOVE_PASSES = 8
+MAX_MOVE_PASSES = 16
 
 
 def key_moves(ev: DataFrame, key_columns: list[str], types: dict[str, str]) -> DataFrame:
@@ -412,33 +412,53 @@ def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str]) -> Da
         .groupBy(*key_columns).agg(F.collect_list("e").alias("_moved_in"))
 
 
+def _with_arrivals(frame: DataFrame, arrivals: DataFrame, key_columns: list[str]) -> DataFrame:
+    """Keys' events with the rows moved to them among them, in order."""
+    f, a = frame.alias("f"), arrivals.alias("a")
+    return f.join(a, _aliased_keys_match("f", "a", key_columns), "left").select(
+        *[F.col(f"f.{k}").alias(k) for k in key_columns],
+        F.when(F.col("a._moved_in").isNull(), F.col("f.events"))
+        .otherwise(_in_order(F.concat("f.events", "a._moved_in"))).alias("events"),
+        *[F.col(f"f.{m}").alias(m) for m in _PRIOR_META],
+    )
+
+
 def _with_moved_rows(joined: DataFrame, ev: DataFrame, key_columns: list[str],
                      types: dict[str, str]) -> tuple[DataFrame, DataFrame]:
     """``joined`` with the rows moved to new keys among their events; and the cached frame to release
-    once the fold is computed. Rows moved more than once in the run take one pass per move."""
+    once the fold is computed. A row moved again after an earlier move of the run (a chain of keys)
+    needs the arrival of the earlier one: the arrivals are computed again, over the moves' old keys
+    only, with the previous pass's arrivals until they no longer change (one pass per link of the
+    longest chain)."""
     moves = key_moves(ev, key_columns, types).persist(StorageLevel.MEMORY_AND_DISK)
     base = joined.persist(StorageLevel.MEMORY_AND_DISK)
-    # moves whose old key another, earlier move of the run has moved a row to: a chain
+    # the keys rows move from: all a pass reads (few, against every key of the run)
+    sources = _key_join(base, moves, key_columns, "left_semi").persist(StorageLevel.MEMORY_AND_DISK)
+    # is there a chain at all: a move whose old key an earlier move of the run brought a row to
     first, then = moves.alias("a"), moves.alias("b")
     chained = first.join(then, reduce(operator.and_, [
         F.col("a._to")[k].eqNullSafe(F.col(f"b.{k}")) for k in key_columns
-    ]) & (F.struct("a._move_pos", "a._move_offset") < F.struct("b._move_pos", "b._move_offset"))).count()
-    if chained >= MAX_MOVE_PASSES:
-        log.warning("%d key moves move a row an earlier move of the run brought to its key: a row moved more "
-                    "than %d times in one run may lose the columns its messages do not carry", chained,
+    ]) & (F.struct("a._move_pos", "a._move_offset") < F.struct("b._move_pos", "b._move_offset"))).limit(1).count()
+    current_sources, arrivals, previous = sources, None, None
+    for passes in range(1, MAX_MOVE_PASSES + 1):
+        computed = _moved_in(current_sources, moves, key_columns).localCheckpoint(eager=True)
+        # order-independent fingerprint of the arrivals (the small frame just computed)
+        fingerprint = tuple(computed.select(F.count(F.lit(1)), F.bit_xor(F.xxhash64(*key_columns).bitwiseXOR(F.expr(
+            "aggregate(transform(_moved_in, e -> xxhash64(to_json(e))), 0L, (acc, h) -> acc ^ h)")))).first())
+        if fingerprint == previous:
+            break  # the same arrivals as the pass before
+        arrivals, previous = computed, fingerprint
+        if not chained:
+            break
+        current_sources = _with_arrivals(sources, arrivals, key_columns)
+    else:
+        log.warning("key moves: the arrivals still changed after %d passes (a row moved through more keys in "
+                    "one run): the last moves of such a row may lack the columns their messages do not carry",
                     MAX_MOVE_PASSES)
-    current = base
-    for _ in range(min(1 + chained, MAX_MOVE_PASSES)):
-        arrivals = _moved_in(current, moves, key_columns).localCheckpoint(eager=True)
-        b, a = base.alias("b"), arrivals.alias("a")
-        current = b.join(a, _aliased_keys_match("b", "a", key_columns), "left").select(
-            *[F.col(f"b.{k}").alias(k) for k in key_columns],
-            F.when(F.col("a._moved_in").isNull(), F.col("b.events"))
-            .otherwise(_in_order(F.concat("b.events", "a._moved_in"))).alias("events"),
-            *[F.col(f"b.{m}").alias(m) for m in _PRIOR_META],
-        )
+    log.info("key moves: arrivals of moved rows computed in %d pass(es)", passes)
+    sources.unpersist()
     moves.unpersist()
-    return current, base
+    return _with_arrivals(base, arrivals, key_columns), base
 
 
 def fold_table(
