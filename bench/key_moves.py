@@ -4,9 +4,10 @@
 
 Simulates two sources with the same number of operations (``--ops``: 30% inserts, 10% deletes,
 the rest updates, of which, in the second, a share ``--share`` of all operations changes a row's
-key instead), writes each as a SharePlex topic snapshot (key changes carry the changed columns only), runs ``jobs run`` on
-each in this process, one after the other, and prints, per run, the messages, the key moves the
-fold applied and the job's own stage timings (``run.json``). A first, untimed run warms the JVM.
+key instead), writes each as a SharePlex topic snapshot (key changes carry the changed columns
+only), runs ``jobs run`` on each in this process, one after the other, and prints, per run, the
+messages, the key moves the fold applied and the job's own stage timings (``run.json``). A first,
+untimed run warms the JVM.
 """
 from __future__ import annotations
 
@@ -17,21 +18,13 @@ from pathlib import Path
 
 from jobs import cli
 from scripts.format_streams import FORMAT_RECORDS
-from scripts.simulate_source import SourceSimulator, TableSpec, write_parquet
-
-TABLES = [
-    TableSpec("inv", "public", "items",
-              [("id", "int"), ("name", "text"), ("price", "decimal(10,2)"), ("added", "date"),
-               ("seen_at", "timestamp"), ("active", "boolean"), ("ratio", "double")], ["id"]),
-    TableSpec("inv", "public", "stock",
-              [("item_id", "bigint"), ("site", "text"), ("qty", "int"), ("note", "text")], ["item_id", "site"]),
-]
+from scripts.simulate_source import INVENTORY_TABLES, SourceSimulator, write_parquet
 
 
 def run_once(ops: int, key_share: float, work: Path, seed: int = 7) -> dict:
     """One simulated source of ``ops`` operations through ``jobs run``: messages, key moves, timings."""
     mix = {"insert": 0.3, "update": 0.6 - key_share, "delete": 0.1, "pk_change": key_share}
-    sim = SourceSimulator(seed, TABLES, "mysql", n_partitions=3)
+    sim = SourceSimulator(seed, INVENTORY_TABLES, "mysql", n_partitions=3)
     for table in ("items", "stock"):
         sim.populate(table, max(ops // 10, 1))
     sim.snapshot()

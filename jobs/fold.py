@@ -191,12 +191,16 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
     return out
 
 
+def _partial_with_before() -> Column:
+    """A partial-image insert or update that carries a before image: what may move a row to a new key."""
+    return F.col("op").isin(C.INSERT, C.UPDATE) & F.col("present_columns").isNotNull() & F.col("before").isNotNull()
+
+
 def _moves_its_key() -> Column:
     """A partial-image insert or update whose before image holds another value of one of its key columns
-    (by the record's own key; the fold checks again with the table's typed key columns)."""
-    return (F.col("op").isin(C.INSERT, C.UPDATE) & F.col("present_columns").isNotNull() & F.col("before").isNotNull()
-            & F.exists(F.map_keys("key"), lambda k: F.element_at("before", k).isNotNull()
-                       & (F.element_at("before", k) != F.element_at("key", k))))
+    (by the record's own key; the fold checks again with the table's typed key columns: key_moves)."""
+    return _partial_with_before() & F.exists(F.map_keys("key"), lambda k: F.element_at("before", k).isNotNull()
+                                             & (F.element_at("before", k) != F.element_at("key", k)))
 
 
 def _columns_of(shapes: DataFrame, out: dict[str, TableChanges]) -> None:
@@ -255,13 +259,6 @@ def touched_buckets(changes: DataFrame, typed_keys: dict[str, str], buckets: int
         *[from_canonical_string(F.element_at("key", k), t).alias(k) for k, t in typed_keys.items()])
     rows = keys.select(key_bucket(typed_keys, buckets).alias("b")).distinct().collect()
     return frozenset(int(r["b"]) for r in rows)
-
-
-def _null_safe_join_condition(left: DataFrame, right: DataFrame, keys: list[str]) -> Column:
-    cond = F.lit(True)
-    for k in keys:
-        cond = cond & left[k].eqNullSafe(right[k])
-    return cond
 
 
 def _op_rank() -> Column:
@@ -329,7 +326,7 @@ TOMBSTONE_META = {"_cdc_position": "string", "_cdc_run_id": "string"}
 
 
 def _key_join(left: DataFrame, right: DataFrame, keys: list[str], how: str) -> DataFrame:
-    return left.join(right.select(*keys), _null_safe_join_condition(left, right, keys), how)
+    return left.alias("_l").join(right.select(*keys).alias("_r"), _aliased_keys_match("_l", "_r", keys), how)
 
 
 # an event inside the fold (``o`` orders a key's events; ``copy`` tells redelivered copies apart)
@@ -344,6 +341,7 @@ def _in_order(events: Column) -> Column:
 
 
 def _aliased_keys_match(left: str, right: str, keys: list[str]) -> Column:
+    """The key columns of the frames aliased ``left`` and ``right`` equal, null-safe."""
     return reduce(operator.and_, [F.col(f"{left}.{k}").eqNullSafe(F.col(f"{right}.{k}")) for k in keys])
 
 
@@ -373,8 +371,7 @@ def key_moves(ev: DataFrame, key_columns: list[str], types: dict[str, str]) -> D
            for k in key_columns}
     new = {k: from_canonical_string(F.element_at("key", k), types[k]) for k in key_columns}
     changed = reduce(operator.or_, [~old[k].eqNullSafe(new[k]) for k in key_columns])
-    return ev.where(F.col("op").isin(C.INSERT, C.UPDATE) & F.col("present_columns").isNotNull()
-                    & F.col("before").isNotNull() & changed).select(
+    return ev.where(_partial_with_before() & changed).select(
         *[old[k].alias(k) for k in key_columns],
         F.struct(*[new[k].alias(k) for k in key_columns]).alias("_to"),
         F.col("key").alias("_to_key"), F.col("position").alias("_move_pos"), F.col("offset").alias("_move_offset"),
@@ -647,7 +644,7 @@ def close_history(prior: DataFrame | None, versions: DataFrame, key_columns: lis
     prior = prior.select(*[(F.col(c) if c in prior.columns else F.lit(None)).cast(t).alias(c)
                            for c, t in {**columns, **HISTORY_META}.items()])
     p, f = prior.alias("p"), first.alias("f")
-    joined = p.join(f, _null_safe_join_condition(p, f, key_columns), "left")
+    joined = p.join(f, _aliased_keys_match("p", "f", key_columns), "left")
     open_ended = F.col("p._is_current") | ((F.col("p._op") == C.DELETE) & F.col("p._valid_to_position").isNull()
                                            & F.col("p._valid_to").isNull())
     closing = F.col("f.first").isNotNull() & open_ended

@@ -193,6 +193,19 @@ class TableSpec:
         return {n: self.column_type(n).spark_type for n in self.column_names}
 
 
+# a small inventory schema (a single and a composite key, every column kind) that the workload tests
+# and bench.key_moves simulate
+INVENTORY_TABLES = [
+    TableSpec("inv", "public", "items",
+              [("id", "int"), ("name", "text"), ("price", "decimal(10,2)"), ("added", "date"),
+               ("seen_at", "timestamp"), ("active", "boolean"), ("ratio", "double")],
+              ["id"], replica_identity="full"),
+    TableSpec("inv", "public", "stock",
+              [("item_id", "bigint"), ("site", "text"), ("qty", "int"), ("note", "text")],
+              ["item_id", "site"], replica_identity="full"),
+]
+
+
 # ---- value conversions -------------------------------------------------------------------------
 def decimal_to_connect_bytes(value: Decimal, scale: int) -> str:
     """Kafka Connect's Decimal: base64 of the unscaled value as Java's BigInteger.toByteArray()."""

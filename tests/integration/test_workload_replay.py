@@ -17,20 +17,12 @@ import pytest
 
 from jobs import cli, publish
 from jobs.lake import Lake
-from scripts.simulate_source import SourceSimulator, TableSpec, encode_value, write_parquet
+from scripts.simulate_source import INVENTORY_TABLES, SourceSimulator, encode_value, write_parquet
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
-TABLES = [
-    TableSpec("inv", "public", "items",
-              [("id", "int"), ("name", "text"), ("price", "decimal(10,2)"), ("added", "date"),
-               ("seen_at", "timestamp"), ("active", "boolean"), ("ratio", "double")],
-              ["id"], replica_identity="full"),
-    TableSpec("inv", "public", "stock",
-              [("item_id", "bigint"), ("site", "text"), ("qty", "int"), ("note", "text")],
-              ["item_id", "site"], replica_identity="full"),
-]
+TABLES = INVENTORY_TABLES
 
 
 def make_workload(seed: int, connector: str, ops: int, replica_identity_default: bool = False) -> SourceSimulator:
