@@ -4,10 +4,13 @@
 
 A table of ``--rows`` rows (id, owner, balance, note) is published once, then runs each update a
 share of its keys, drawn uniformly; for each layout (``--buckets``: 0 = one unpartitioned file set,
-the layout before key-hash buckets; N = N buckets) it prints and saves (bench/results/rewrite-*.json)
-the bytes each run removed from the table (files replaced) and wrote, against the table's size, and
-the run's fold + publish seconds. The change records go straight to the merge stage (jobs.merge), as
-decoding is not what is measured here.
+the layout before key-hash buckets; N = N buckets) and way of publishing (``--modes``: ``rewrite``,
+copy-on-write of the touched buckets; ``delta``, merge-on-read: changed rows appended, replaced rows
+deleted by position, until a bound makes the run rewrite -- an unbucketed table is always rewritten)
+it prints and saves (bench/results/rewrite-*.json) the bytes each run removed from the table (files
+replaced) and wrote, against the table's size, the run's fold + publish seconds, and the seconds of
+reading the table back afterwards (a count of its rows, position deletes applied). The change records
+go straight to the merge stage (jobs.merge), as decoding is not what is measured here.
 """
 from __future__ import annotations
 
@@ -55,15 +58,37 @@ def table_bytes(lake, pipeline: str) -> int:
     from jobs import publish
 
     table = publish.load_table(publish.open_catalog(lake), pipeline, TABLE_ID)
-    return sum(task.file.file_size_in_bytes for task in table.scan().plan_files())
+    tasks = list(table.scan().plan_files())
+    deletes = {d.file_path: d for task in tasks for d in task.delete_files}
+    return sum(task.file.file_size_in_bytes for task in tasks) + sum(d.file_size_in_bytes for d in deletes.values())
 
 
-def measure(spark: SparkSession, rows: int, shares: list[float], buckets: int, root: Path) -> list[dict]:
+def read_back(spark: SparkSession, lake, pipeline: str) -> tuple[int, float]:
+    """The table's rows as the next run and the validation read them, and the seconds it took."""
+    from jobs import publish
+
+    start = time.perf_counter()
+    count = publish.read_state(spark, publish.load_table(publish.open_catalog(lake), pipeline, TABLE_ID)).count()
+    return count, time.perf_counter() - start
+
+
+def measure(spark: SparkSession, rows: int, shares: list[float], buckets: int, mode: str, root: Path) -> list[dict]:
+    from jobs import publish
+
+    deltas, publish.DELTAS = publish.DELTAS, mode == "delta"
+    try:
+        return _runs(spark, rows, shares, buckets, mode, root)
+    finally:
+        publish.DELTAS = deltas
+
+
+def _runs(spark: SparkSession, rows: int, shares: list[float], buckets: int, mode: str, root: Path) -> list[dict]:
     from jobs.lake import Lake
     from jobs.merge import merge_changes
 
-    lake = Lake.at(str(root / f"lake-{buckets}"))
+    lake = Lake.at(str(root / f"lake-{buckets}-{mode}"))
     pipeline = "rewrite"
+    layout = (f"{buckets} buckets, {mode}" if buckets else "unbucketed")
     out = []
     for run, share in enumerate([1.0, *shares]):
         if run == 0:
@@ -77,11 +102,15 @@ def measure(spark: SparkSession, rows: int, shares: list[float], buckets: int, r
         report = merge_changes(spark, lake, pipeline, f"run-{run}", changes, buckets=buckets)["tables"][TABLE_ID]
         seconds = time.perf_counter() - start
         changes.unpersist()
+        state_rows, read_seconds = read_back(spark, lake, pipeline)
+        if state_rows != rows or report["state_rows"] != rows:  # every run updates existing keys only
+            raise AssertionError(f"{layout} run {run}: {state_rows} rows read, {report['state_rows']} reported")
         out.append({
-            "layout": f"{buckets} buckets" if buckets else "unbucketed", "run": run, "keys_changed": changed,
+            "layout": layout, "run": run, "keys_changed": changed, "mode": report.get("mode"),
             "share_changed": changed / rows, "table_bytes": size_before, "bytes_removed": report["bytes_removed"],
             "bytes_added": report["bytes_added"], "files_removed": report["files_removed"],
-            "buckets_rewritten": report.get("buckets_rewritten"), "seconds": round(seconds, 1),
+            "position_deletes": report.get("position_deletes"), "buckets_rewritten": report.get("buckets_rewritten"),
+            "seconds": round(seconds, 1), "read_seconds": round(read_seconds, 1),
             "share_rewritten": report["bytes_removed"] / size_before if size_before else None,
         })
         print(json.dumps(out[-1]), flush=True)
@@ -89,21 +118,26 @@ def measure(spark: SparkSession, rows: int, shares: list[float], buckets: int, r
 
 
 def print_table(rows: list[dict]) -> None:
-    head = f"{'layout':>12} {'keys changed':>13} {'% keys':>7} {'table MB':>9} {'rewritten MB':>13} {'% rewritten':>12} {'s':>7}"
+    head = (f"{'layout':>20} {'run':>8} {'keys changed':>13} {'% keys':>7} {'table MB':>9} {'rewritten MB':>13} "
+            f"{'% rewritten':>12} {'written MB':>11} {'s':>7} {'read s':>7}")
     print(head)
     for r in rows:
         if not r["run"]:
             continue
-        print(f"{r['layout']:>12} {r['keys_changed']:>13,} {100 * r['share_changed']:>7.4f} "
+        print(f"{r['layout']:>20} {r['mode'] or '':>8} {r['keys_changed']:>13,} {100 * r['share_changed']:>7.4f} "
               f"{r['table_bytes'] / 1e6:>9.1f} {r['bytes_removed'] / 1e6:>13.1f} "
-              f"{100 * r['share_rewritten']:>12.1f} {r['seconds']:>7.1f}")
+              f"{100 * r['share_rewritten']:>12.1f} {r['bytes_added'] / 1e6:>11.1f} {r['seconds']:>7.1f} "
+              f"{r['read_seconds']:>7.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--changed", default="0.01,0.001,0.0001,0.000001", help="shares of keys each run updates")
-    ap.add_argument("--buckets", default="0,16,256", help="layouts: 0 = unbucketed, N = N key-hash buckets")
+    ap.add_argument("--buckets", default="0,16", help="layouts: 0 = unbucketed, N = N key-hash buckets")
+    ap.add_argument("--modes", default="rewrite,delta",
+                    help="rewrite (copy-on-write) and/or delta (merge-on-read) for the bucketed layouts")
+    ap.add_argument("--results", type=Path, default=RESULTS, help="where the JSON goes")
     ap.add_argument("--driver-memory", default="6g", help="the Spark driver heap (local mode)")
     args = ap.parse_args(argv)
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-memory {args.driver_memory} pyspark-shell")
@@ -114,11 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="cdc-rewrite-") as tmp:
         for buckets in [int(x) for x in args.buckets.split(",")]:
-            rows += measure(spark, args.rows, shares, buckets, Path(tmp))
+            for mode in args.modes.split(",") if buckets else ["rewrite"]:
+                rows += measure(spark, args.rows, shares, buckets, mode, Path(tmp))
     print_table(rows)
-    RESULTS.mkdir(exist_ok=True)
+    args.results.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = RESULTS / f"rewrite-{stamp}.json"
+    path = args.results / f"rewrite-{stamp}.json"
     path.write_text(json.dumps({"rows": args.rows, "cores": os.cpu_count(), "runs": rows}, indent=1))
     print(f"written {path}")
     return 0

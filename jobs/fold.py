@@ -316,6 +316,10 @@ class FoldResult:
     folded: DataFrame  # cached: release() once both are written
     versions: DataFrame | None = None  # SCD2 rows of this run's applied events (with history)
     cached: list[DataFrame] = field(default_factory=list)  # more frames the fold cached
+    # the state as a delta of the prior: the rows of the keys this run has events of (``changed``,
+    # those left alive) replace the prior rows of the same keys (``replaced``); the rest is unchanged
+    changed: DataFrame | None = None
+    replaced: DataFrame | None = None
 
     def release(self) -> None:
         for frame in [self.folded, *self.cached]:
@@ -604,7 +608,10 @@ def fold_table(
             *key_columns, F.lit(replace_before).alias("_cdc_position"), F.lit(run_id).alias("_cdc_run_id")))
         state = state.where(~stale)
     versions = history_versions(folded, key_columns, types, run_id) if history else None
-    return FoldResult(state, deleted, folded, versions, [moved] if moved is not None else [])
+    # by the cached fold's keys (those of grouped), not grouped itself, which would shuffle the changes again
+    replaced = _key_join(prior, folded, key_columns, "left_semi") if prior is not None else None
+    return FoldResult(state, deleted, folded, versions, [moved] if moved is not None else [],
+                      changed=new_rows, replaced=replaced)
 
 
 HISTORY_META = {

@@ -121,8 +121,10 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         bucketing = _bucketing(table, table_changes, key_types, buckets,
                                whole_table=info.has_truncate or bool(load and load["complete"])
                                or any(t["column"] in key_columns for t in type_changes))
+        # merge-on-read when the run changes few of the touched buckets' rows (see jobs.publish)
+        delta = bucketing is not None and publish.deltas_fit(table, bucketing.touched, info.records)
         result_of_fold = fold.fold_table(
-            publish.read_state(spark, table, bucketing.touched if bucketing else None),
+            publish.read_state(spark, table, bucketing.touched if bucketing else None, positions=delta),
             publish.read_tombstones(spark, table, key_types),
             table_changes,
             info,
@@ -134,6 +136,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             history=history,
             replace_before=load["start"] if load and load["complete"] else None,
         )
+        delta = delta and result_of_fold.replaced is not None
         properties = {publish.KEY_COLUMNS_PROP: json.dumps(key_columns)}
         if load_position:
             properties[publish.FULL_LOAD_POSITION_PROP] = load_position
@@ -149,8 +152,9 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
                 history_report = _publish_history(spark, catalog, pipeline, table_id, run_id, result_of_fold,
                                                   data_columns, key_columns)
             result = publish.publish_state(
-                catalog, pipeline, table_id, result_of_fold.state, {**data_columns, **fold.META_COLUMNS}, run_id,
-                properties, tombstones=result_of_fold.tombstones, bucketing=bucketing,
+                catalog, pipeline, table_id, result_of_fold.changed if delta else result_of_fold.state,
+                {**data_columns, **fold.META_COLUMNS}, run_id, properties, tombstones=result_of_fold.tombstones,
+                bucketing=bucketing, replaced=result_of_fold.replaced if delta else None,
             )
         finally:
             result_of_fold.release()

@@ -7,13 +7,21 @@ before the catalog commit: a failure before it leaves the previous snapshot publ
 
 State tables are laid out in key-hash buckets: a ``_cdc_bucket`` column (a hash of the key, modulo the
 table's ``cdc.buckets``) that the table is identity-partitioned by, one file per bucket and run. A run
-reads and rewrites only the buckets its changes touch; the others' files stay as they are.
+reads only the buckets its changes touch; the others' files stay as they are.
+
+A run changing few of the touched buckets' rows rewrites none of them (merge-on-read): it appends its
+changed rows and deletes the rows they replace by position (Iceberg v2 position-delete files, one per
+bucket, committed in the same snapshot; see jobs.row_delta). Once a bucket's deleted rows or files
+pass a bound (``CDC_STATE_MAX_DELETED_SHARE``, ``CDC_STATE_MAX_FILES_PER_BUCKET``), the run rewrites
+its touched buckets whole instead (copy-on-write), which drops their delete files: the compaction.
 """
 from __future__ import annotations
 
 import glob
 import json
 import os
+import re
+from collections import Counter
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -39,6 +47,14 @@ BUCKET_COLUMN = "_cdc_bucket"
 # enough buckets that a run touching a few keys rewrites a small share, few enough that files stay large
 DEFAULT_BUCKETS = int(os.environ.get("CDC_STATE_BUCKETS", "16"))
 _BUCKET_DIR = "_cdc_b"
+# merge-on-read: on unless CDC_STATE_DELTAS=0; a run rewrites its touched buckets instead once their
+# deleted rows would pass this share of their rows, or one of them has this many data files
+DELTAS = os.environ.get("CDC_STATE_DELTAS", "1") != "0"
+MAX_DELETED_SHARE = float(os.environ.get("CDC_STATE_MAX_DELETED_SHARE", "0.2"))
+MAX_FILES_PER_BUCKET = int(os.environ.get("CDC_STATE_MAX_FILES_PER_BUCKET", "16"))
+# a state row read with its place: the data file (by identity, see _file_identity) and row index in it
+FILE_COLUMN = "_cdc_file"
+ROW_COLUMN = "_cdc_row"
 
 
 @dataclass(frozen=True)
@@ -160,27 +176,76 @@ def is_bucketed(table) -> bool:
     return BUCKET_COLUMN in names
 
 
-def _scan_files(table, buckets: frozenset[int] | None):
-    """The current data files of the given buckets (None: all); pruned by partition, nothing read."""
+def _scan_tasks(table, buckets: frozenset[int] | None) -> list:
+    """The current data files of the given buckets (None: all), each with the delete files that apply
+    to it; pruned by partition, nothing read."""
     from pyiceberg.expressions import In
 
     if buckets is None:
-        return [task.file for task in table.scan().plan_files()]
+        return list(table.scan().plan_files())
     if not buckets:
         return []
-    return [task.file for task in table.scan(row_filter=In(BUCKET_COLUMN, set(buckets))).plan_files()]
+    return list(table.scan(row_filter=In(BUCKET_COLUMN, set(buckets))).plan_files())
 
 
-def read_state(spark: SparkSession, table, buckets: frozenset[int] | None = None) -> DataFrame | None:
+def _delete_files(tasks: list) -> list:
+    """The distinct delete files of the scan tasks (one applies to many data files)."""
+    return list({d.file_path: d for task in tasks for d in task.delete_files}.values())
+
+
+def _file_identity(path: Column) -> Column:
+    """A data file's name with its folder (``_cdc_b=<bucket>/part-...parquet``): unique in a bucketed
+    table, and the same from an Iceberg path and from Spark's ``_metadata.file_path`` (URL-encoded,
+    its scheme normalised), as both name a file this job wrote, whose last parts need no escaping."""
+    return F.regexp_extract(path, r"[^/]+/[^/]+$", 0)
+
+
+def file_identity(path: str) -> str:
+    return "/".join(path.rsplit("/", 2)[-2:])
+
+
+def read_state(spark: SparkSession, table, buckets: frozenset[int] | None = None,
+               positions: bool = False) -> DataFrame | None:
     """The table's current snapshot (or the rows of some of its buckets) as a DataFrame, read from
-    its own data files."""
+    its own data files, without the rows its position-delete files delete. With ``positions``, each
+    row also says where it is: ``_cdc_file`` (the file's identity) and ``_cdc_row`` (its index in it)."""
     if table is None or table.current_snapshot() is None:
         return None
-    paths = [f.file_path for f in _scan_files(table, buckets)]
-    ddl = ", ".join(f"`{c.replace('`', '``')}` {t}" for c, t in table_columns(table, layout=True).items())
-    if not paths:
+    tasks = _scan_tasks(table, buckets)
+    columns = table_columns(table, layout=True)
+    if positions:
+        columns = {**columns, FILE_COLUMN: "string", ROW_COLUMN: "bigint"}
+    ddl = ", ".join(f"`{c.replace('`', '``')}` {t}" for c, t in columns.items())
+    if not tasks:
         return spark.createDataFrame([], ddl)
-    return spark.read.schema(ddl).parquet(*[_spark_uri(p) for p in paths])
+    data_ddl = ", ".join(f"`{c.replace('`', '``')}` {t}" for c, t in table_columns(table, layout=True).items())
+    rows = spark.read.schema(data_ddl).parquet(*[_spark_uri(t.file.file_path) for t in tasks])
+    deletes = _delete_files(tasks)
+    if not deletes and not positions:
+        return rows
+    rows = rows.withColumns({FILE_COLUMN: _file_identity(F.col("_metadata.file_path")),
+                             ROW_COLUMN: F.col("_metadata.row_index")})
+    if deletes:
+        deleted = spark.read.schema("file_path string, pos bigint").parquet(
+            *[_spark_uri(d.file_path) for d in deletes]
+        ).select(_file_identity(F.col("file_path")).alias(FILE_COLUMN), F.col("pos").alias(ROW_COLUMN))
+        rows = rows.join(deleted, [FILE_COLUMN, ROW_COLUMN], "left_anti")
+    return rows if positions else rows.drop(FILE_COLUMN, ROW_COLUMN)
+
+
+def deltas_fit(table, touched: frozenset[int] | None, changes: int) -> bool:
+    """Whether a run of about ``changes`` change records may publish the touched buckets by position
+    deletes (merge-on-read) rather than rewrite them: the table is bucketed (Iceberg v2), the run
+    does not replace it whole, and the buckets' deleted rows stay within ``MAX_DELETED_SHARE`` of
+    their rows and their data files below ``MAX_FILES_PER_BUCKET`` a bucket."""
+    if not DELTAS or touched is None or not is_bucketed(table) or table.metadata.format_version < 2:
+        return False
+    tasks = _scan_tasks(table, touched)
+    rows = sum(t.file.record_count for t in tasks)
+    deleted = sum(d.record_count for d in _delete_files(tasks))
+    files = Counter(tuple(t.file.partition) for t in tasks)
+    return (rows > 0 and deleted + changes <= MAX_DELETED_SHARE * rows
+            and max(files.values(), default=0) < MAX_FILES_PER_BUCKET)
 
 
 def _spark_uri(uri: str) -> str:
@@ -215,6 +280,12 @@ class Published:
     buckets: int | None = None  # the table's key-hash buckets, and how many of them this run rewrote
     buckets_rewritten: int | None = None
     already_published: bool = False
+    # merge-on-read: the run appended its changed rows and deleted the rows they replace by position
+    # ("delta"), or it wrote the state of the touched buckets (or table) whole ("rewrite")
+    mode: str = "rewrite"
+    position_deletes: int = 0
+    delete_files_added: int = 0
+    delete_files_removed: int = 0
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -239,12 +310,18 @@ def publish_state(
     properties: dict[str, str],
     tombstones: DataFrame | None = None,
     bucketing: Bucketing | None = None,
+    replaced: DataFrame | None = None,
 ) -> Published:
     """Write the new state with Spark, then commit it as one Iceberg snapshot of the table.
 
     With ``bucketing``, ``state`` holds the rows of the touched buckets only, and only those buckets'
-    files are replaced; without, ``state`` is the whole table."""
+    files are replaced; without, ``state`` is the whole table. With ``replaced`` too (the prior rows
+    of the keys this run changed, read with their positions), ``state`` holds the changed rows only:
+    they are appended, and the replaced rows deleted by position; no file is rewritten."""
+    from pyiceberg.manifest import DataFileContent
     from pyiceberg.table import _parquet_files_to_data_files
+
+    from jobs.row_delta import RowDelta
 
     ensure_namespace(catalog, pipeline)
     name = iceberg_table_name(table_id)
@@ -252,6 +329,8 @@ def publish_state(
     touched = bucketing.touched if bucketing is not None else None
     if touched is not None and not is_bucketed(table):
         raise ValueError(f"{table_id}: a state of some buckets only, for a table that is not bucketed")
+    if replaced is not None and touched is None:
+        raise ValueError(f"{table_id}: position deletes need a bucketed table and the buckets they touch")
     if bucketing is not None:
         columns = {**columns, BUCKET_COLUMN: "int"}
         properties = {**properties, BUCKETS_PROP: str(bucketing.buckets)}
@@ -262,20 +341,27 @@ def publish_state(
         state = (state.withColumn(BUCKET_COLUMN, bucketing.bucket).repartition(BUCKET_COLUMN)
                  .withColumn(_BUCKET_DIR, F.col(BUCKET_COLUMN)).sortWithinPartitions(_BUCKET_DIR))
     schema = arrow_schema(columns)
+    tasks = []
     if table is None:
         txn = catalog.create_table_transaction((pipeline, name), schema=schema, properties={TABLE_ID_PROP: table_id})
         location = txn.table_metadata.location
-        old_files = []
     else:
         txn = table.transaction()
         location = table.location()
-        old_files = _scan_files(table, touched)
+        tasks = _scan_tasks(table, touched)
+    # a delta removes nothing; a rewrite removes the data files it replaces and the deletes of them
+    old_files = [] if replaced is not None else [t.file for t in tasks] + _delete_files(tasks)
 
     data_dir = f"{location}/data/run={run_id}"
     # overwrite: only an uncommitted attempt of this same run can have left files here
     writer = state.write.mode("overwrite")
     (writer.partitionBy(_BUCKET_DIR) if bucketing is not None else writer).parquet(_spark_uri(data_dir))
     new_paths = _list_parquet(data_dir)
+    delete_paths = []
+    if replaced is not None:
+        deletes_dir = f"{location}/deletes/run={run_id}"
+        _write_position_deletes(replaced, tasks, deletes_dir)
+        delete_paths = _list_parquet(deletes_dir)
     if tombstones is not None:
         tombstones_dir = f"{location}/tombstones/run={run_id}"
         tombstones.coalesce(1).write.mode("overwrite").parquet(_spark_uri(tombstones_dir))
@@ -294,26 +380,86 @@ def publish_state(
     )
     summary = {RUN_ID_PROP: run_id, "cdc.pipeline": pipeline}
     new_files = list(_parquet_files_to_data_files(txn.table_metadata, new_paths, txn._table.io))
-    with txn.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
+    delete_files = [_position_delete_file(txn, path) for path in delete_paths]
+    # pyiceberg's own overwrite when no delete file is added or removed; its producer writes data
+    # manifests only, so RowDelta (the same with manifests of delete files) otherwise
+    old_deletes = [f for f in old_files if f.content != DataFileContent.DATA]
+    producer = (RowDelta(txn, summary) if delete_files or old_deletes
+                else txn.update_snapshot(snapshot_properties=summary).overwrite())
+    with producer as overwrite:
         for data_file in old_files:
             overwrite.delete_data_file(data_file)
-        for data_file in new_files:
+        for data_file in new_files + delete_files:
             overwrite.append_data_file(data_file)
     committed = txn.commit_transaction()
     snapshot = committed.current_snapshot()
-    rows = int(snapshot.summary.additional_properties.get("total-records", 0)) if snapshot else 0
-    return Published(table_id, f"{pipeline}.{name}", snapshot.snapshot_id if snapshot else None, rows,
-                     len(new_paths), len(old_files), sum(f.file_size_in_bytes for f in new_files),
+    old_data = [f for f in old_files if f.content == DataFileContent.DATA]
+    return Published(table_id, f"{pipeline}.{name}", snapshot.snapshot_id if snapshot else None,
+                     _live_records(snapshot), len(new_paths), len(old_data),
+                     sum(f.file_size_in_bytes for f in new_files + delete_files),
                      sum(f.file_size_in_bytes for f in old_files),
                      buckets=bucketing.buckets if bucketing else None,
-                     buckets_rewritten=(len(touched) if touched is not None else bucketing.buckets) if bucketing else None)
+                     buckets_rewritten=(0 if replaced is not None else len(touched) if touched is not None
+                                        else bucketing.buckets) if bucketing else None,
+                     mode="delta" if replaced is not None else "rewrite",
+                     position_deletes=sum(f.record_count for f in delete_files),
+                     delete_files_added=len(delete_files), delete_files_removed=len(old_deletes))
+
+
+def _write_position_deletes(replaced: DataFrame, tasks: list, deletes_dir: str) -> None:
+    """The replaced rows' positions as position-delete files, one per bucket (in its folder, like the
+    data): each row names its data file by the full path the table's metadata gives it."""
+    from jobs.row_delta import DELETE_FILE_PATH_ID, DELETE_POS_ID
+
+    paths = replaced.sparkSession.createDataFrame(
+        [(file_identity(t.file.file_path), t.file.file_path) for t in tasks], f"{FILE_COLUMN} string, path string")
+
+    positions = replaced.select(FILE_COLUMN, ROW_COLUMN, F.col(BUCKET_COLUMN).alias(_BUCKET_DIR)).join(
+        F.broadcast(paths), FILE_COLUMN
+    ).select(
+        # the spec's reserved field ids, written into the Parquet schema (Spark writes a field's
+        # parquet.field.id), so that readers resolving columns by id find them
+        F.col("path").alias("file_path", metadata={"parquet.field.id": DELETE_FILE_PATH_ID}),
+        F.col(ROW_COLUMN).alias("pos", metadata={"parquet.field.id": DELETE_POS_ID}),
+        _BUCKET_DIR,
+    )
+    # the spec wants each file sorted by (file_path, pos)
+    (positions.repartition(_BUCKET_DIR).sortWithinPartitions(_BUCKET_DIR, "file_path", "pos")
+     .write.mode("overwrite").partitionBy(_BUCKET_DIR).parquet(_spark_uri(deletes_dir)))
+
+
+def _position_delete_file(txn, path: str):
+    """The manifest entry's file of a position-delete file written by _write_position_deletes."""
+    import pyarrow.parquet as pq
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    bucket = re.search(rf"/{_BUCKET_DIR}=(\d+)/[^/]+$", path)
+    if bucket is None:
+        raise ValueError(f"a position-delete file outside a bucket folder: {path}")
+    source = txn._table.io.new_input(path)
+    with source.open() as stream:
+        rows = pq.read_metadata(stream).num_rows
+    data_file = DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES, file_path=path, file_format=FileFormat.PARQUET,
+        partition=Record(int(bucket.group(1))), record_count=rows, file_size_in_bytes=len(source),
+        sort_order_id=None, equality_ids=None, key_metadata=None,
+    )
+    data_file.spec_id = txn.table_metadata.default_spec_id
+    return data_file
+
+
+def _live_records(snapshot) -> int:
+    """The rows of a snapshot: its data files' rows less the rows its position deletes delete (each
+    deletes one live row: positions are taken from rows read without the earlier deletes)."""
+    if snapshot is None:
+        return 0
+    summary = snapshot.summary.additional_properties
+    return int(summary.get("total-records", 0)) - int(summary.get("total-position-deletes", 0))
 
 
 def snapshot_record_count(table) -> int:
-    snapshot = table.current_snapshot() if table is not None else None
-    if snapshot is None:
-        return 0
-    return int(snapshot.summary.additional_properties.get("total-records", 0))
+    return _live_records(table.current_snapshot() if table is not None else None)
 
 
 def key_columns_of(table) -> list[str] | None:

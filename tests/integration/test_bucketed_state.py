@@ -1,6 +1,7 @@
-"""State tables in key-hash buckets: a run rewrites only the buckets its changes touch, and the state
-stays equal to an independent replay (the simulator's SQLite); replacing runs and tables of the
-earlier, unbucketed layout rewrite everything."""
+"""State tables in key-hash buckets: a run rewrites only the buckets its changes touch (copy-on-write),
+or none of them (merge-on-read: its changed rows appended, the rows they replace deleted by position),
+and the state stays equal to an independent replay (the simulator's SQLite), read by pyiceberg's own
+scan; replacing runs and tables of the earlier, unbucketed layout rewrite everything."""
 from __future__ import annotations
 
 import pytest
@@ -52,7 +53,8 @@ def _bucket_files(table) -> dict[int, set[str]]:
     return out
 
 
-def test_a_run_rewrites_only_the_buckets_it_touches(spark, tmp_path):
+def test_a_run_rewrites_only_the_buckets_it_touches(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr(publish, "DELTAS", False)  # copy-on-write
     sim = SourceSimulator(5, [TABLE], "postgresql", n_partitions=2)
     sim.populate("accounts", 400)
     sim.snapshot()
@@ -94,6 +96,94 @@ def test_a_run_rewrites_only_the_buckets_it_touches(spark, tmp_path):
     report = runs.run("r6", buckets=4)
     assert report["buckets"] == BUCKETS and report["buckets_rewritten"] == 1
     assert runs.rows() == runs.expected()
+
+
+def _delete_files(table) -> dict[str, object]:
+    return {d.file_path: d for task in table.scan().plan_files() for d in task.delete_files}
+
+
+def _spark_rows(spark, table) -> list[dict]:
+    state = publish.read_state(spark, table).select("id", "owner", "balance")
+    return sorted((r.asDict() for r in state.toLocalIterator()), key=lambda r: r["id"])
+
+
+def test_a_small_run_deletes_by_position_and_rewrites_nothing(spark, tmp_path, monkeypatch):
+    sim = SourceSimulator(8, [TABLE], "postgresql", n_partitions=2)
+    sim.populate("accounts", 400)
+    sim.snapshot()
+    runs = Runs(spark, tmp_path, sim)
+    assert runs.run("r1")["mode"] == "rewrite"  # a new table is written whole
+    files_before = _bucket_files(runs.table())
+
+    # one update, one delete, one insert: the two replaced rows are deleted by position, the changed
+    # rows appended; every file of the first run stays
+    sim.update("accounts", {"id": 7}, {"owner": "changed"})
+    sim.delete("accounts", {"id": 300})
+    sim.insert("accounts")
+    second = runs.run("r2")
+    assert second["mode"] == "delta" and second["buckets_rewritten"] == 0
+    assert second["files_removed"] == 0 and second["bytes_removed"] == 0
+    assert second["position_deletes"] == 2
+    assert 1 <= second["delete_files_added"] <= 2
+    table = runs.table()
+    files_after = _bucket_files(table)
+    assert all(files_before[b] <= files_after[b] for b in files_before)
+    assert second["bytes_added"] < sum(f.file_size_in_bytes for f in _delete_files(table).values()) + 3 * 4096
+    assert runs.rows() == runs.expected()  # pyiceberg's scan applies the position deletes
+    assert _spark_rows(spark, table) == runs.expected()  # and so does the pipeline's own reader
+    assert second["state_rows"] == len(runs.expected())
+
+    # a re-run of the published run changes nothing
+    again = stages.run_merge(spark, stages.RunContext(runs.lake, "buckets", "r2"))["tables"][TABLE_ID]
+    assert again["already_published"] and again["state_rows"] == len(runs.expected())
+    assert _bucket_files(runs.table()) == files_after
+
+    # runs of random changes: once a bucket holds too many files the touched buckets are rewritten
+    # whole, which drops their delete files; the state is the replay's after every run
+    monkeypatch.setattr(publish, "MAX_FILES_PER_BUCKET", 3)
+    modes = []
+    for i in range(4):
+        sim.random_ops(60)
+        report = runs.run(f"r{3 + i}")
+        modes.append(report["mode"])
+        assert runs.rows() == runs.expected()
+        assert _spark_rows(spark, runs.table()) == runs.expected()
+        assert report["state_rows"] == len(runs.expected())
+        if report["mode"] == "rewrite":
+            # each rewritten bucket: one file of this run, no delete file left
+            table = runs.table()
+            fresh = [b for b, f in _bucket_files(table).items() if all(f"/run=r{3 + i}/" in p for p in f)]
+            assert len(fresh) == report["buckets_rewritten"] > 0
+            assert all(len(_bucket_files(table)[b]) == 1 for b in fresh)
+            assert not [d for d in _delete_files(table).values() if d.partition[0] in fresh]
+            assert report["delete_files_removed"] > 0
+    assert "delta" in modes and "rewrite" in modes
+    ids = [r["id"] for r in runs.rows()]
+    assert len(ids) == len(set(ids))
+
+
+def test_deltas_stop_at_the_deleted_share(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr(publish, "MAX_DELETED_SHARE", 0.05)
+    sim = SourceSimulator(9, [TABLE], "postgresql", n_partitions=1)
+    sim.populate("accounts", 200)
+    sim.snapshot()
+    runs = Runs(spark, tmp_path, sim)
+    runs.run("r1", buckets=1)  # one bucket: the share is of the whole table, 10 rows of 200
+
+    def update(ids: range) -> None:
+        for i in ids:
+            sim.update("accounts", {"id": i}, {"owner": f"o{i}"})
+
+    update(range(1, 5))
+    assert runs.run("r2")["mode"] == "delta"  # 4 rows deleted of 200
+    update(range(20, 27))
+    third = runs.run("r3")  # 4 deleted + 7 more would pass 10: the bucket is rewritten
+    assert third["mode"] == "rewrite" and third["delete_files_removed"] == 1 and third["files_removed"] == 2
+    assert not _delete_files(runs.table()) and len(_bucket_files(runs.table())[0]) == 1
+    update(range(30, 32))
+    assert runs.run("r4")["mode"] == "delta"
+    assert runs.rows() == runs.expected()
+    assert _spark_rows(spark, runs.table()) == runs.expected()
 
 
 def test_truncate_rewrites_every_bucket(spark, tmp_path):
