@@ -52,7 +52,7 @@ _BUCKET_DIR = "_cdc_b"
 DELTAS = os.environ.get("CDC_STATE_DELTAS", "1") != "0"
 MAX_DELETED_SHARE = float(os.environ.get("CDC_STATE_MAX_DELETED_SHARE", "0.2"))
 MAX_FILES_PER_BUCKET = int(os.environ.get("CDC_STATE_MAX_FILES_PER_BUCKET", "16"))
-# a state row read with its place: the data file (by identity, see _file_identity) and row index in it
+# a state row read with its place: the data file (its name; with the bucket, see _file_keys) and row index in it
 FILE_COLUMN = "_cdc_file"
 ROW_COLUMN = "_cdc_row"
 
@@ -193,22 +193,20 @@ def _delete_files(tasks: list) -> list:
     return list({d.file_path: d for task in tasks for d in task.delete_files}.values())
 
 
-def _file_identity(path: Column) -> Column:
-    """A data file's name with its folder (``_cdc_b=<bucket>/part-...parquet``): unique in a bucketed
-    table, and the same from an Iceberg path and from Spark's ``_metadata.file_path`` (URL-encoded,
-    its scheme normalised), as both name a file this job wrote, whose last parts need no escaping."""
-    return F.regexp_extract(path, r"[^/]+/[^/]+$", 0)
-
-
-def file_identity(path: str) -> str:
-    return "/".join(path.rsplit("/", 2)[-2:])
+def _file_keys(spark: SparkSession, tasks: list) -> DataFrame:
+    """How a row read with positions names its data file (its bucket and file name, unique in a
+    bucketed table: Spark names a file by its write job's uuid), against the file's Iceberg path."""
+    return spark.createDataFrame(
+        [(t.file.file_path, int(t.file.partition[0]), t.file.file_path.rsplit("/", 1)[1]) for t in tasks],
+        f"file_path string, {BUCKET_COLUMN} int, {FILE_COLUMN} string",
+    )
 
 
 def read_state(spark: SparkSession, table, buckets: frozenset[int] | None = None,
                positions: bool = False) -> DataFrame | None:
     """The table's current snapshot (or the rows of some of its buckets) as a DataFrame, read from
     its own data files, without the rows its position-delete files delete. With ``positions``, each
-    row also says where it is: ``_cdc_file`` (the file's identity) and ``_cdc_row`` (its index in it)."""
+    row also says where it is: ``_cdc_file`` (its data file's name) and ``_cdc_row`` (its index in it)."""
     if table is None or table.current_snapshot() is None:
         return None
     tasks = _scan_tasks(table, buckets)
@@ -223,13 +221,15 @@ def read_state(spark: SparkSession, table, buckets: frozenset[int] | None = None
     deletes = _delete_files(tasks)
     if not deletes and not positions:
         return rows
-    rows = rows.withColumns({FILE_COLUMN: _file_identity(F.col("_metadata.file_path")),
-                             ROW_COLUMN: F.col("_metadata.row_index")})
+    # the file's name, not its path: Spark's path is URL-encoded and scheme-normalised, and a string
+    # function over every row's path costs more than the read (bench.rewrite)
+    rows = rows.withColumns({FILE_COLUMN: F.col("_metadata.file_name"), ROW_COLUMN: F.col("_metadata.row_index")})
     if deletes:
         deleted = spark.read.schema("file_path string, pos bigint").parquet(
             *[_spark_uri(d.file_path) for d in deletes]
-        ).select(_file_identity(F.col("file_path")).alias(FILE_COLUMN), F.col("pos").alias(ROW_COLUMN))
-        rows = rows.join(deleted, [FILE_COLUMN, ROW_COLUMN], "left_anti")
+        ).join(F.broadcast(_file_keys(spark, tasks)), "file_path").select(
+            BUCKET_COLUMN, FILE_COLUMN, F.col("pos").alias(ROW_COLUMN))
+        rows = rows.join(deleted, [BUCKET_COLUMN, FILE_COLUMN, ROW_COLUMN], "left_anti")
     return rows if positions else rows.drop(FILE_COLUMN, ROW_COLUMN)
 
 
@@ -411,17 +411,14 @@ def _write_position_deletes(replaced: DataFrame, tasks: list, deletes_dir: str) 
     data): each row names its data file by the full path the table's metadata gives it."""
     from jobs.row_delta import DELETE_FILE_PATH_ID, DELETE_POS_ID
 
-    paths = replaced.sparkSession.createDataFrame(
-        [(file_identity(t.file.file_path), t.file.file_path) for t in tasks], f"{FILE_COLUMN} string, path string")
-
-    positions = replaced.select(FILE_COLUMN, ROW_COLUMN, F.col(BUCKET_COLUMN).alias(_BUCKET_DIR)).join(
-        F.broadcast(paths), FILE_COLUMN
+    positions = replaced.select(BUCKET_COLUMN, FILE_COLUMN, ROW_COLUMN).join(
+        F.broadcast(_file_keys(replaced.sparkSession, tasks)), [BUCKET_COLUMN, FILE_COLUMN]
     ).select(
         # the spec's reserved field ids, written into the Parquet schema (Spark writes a field's
         # parquet.field.id), so that readers resolving columns by id find them
-        F.col("path").alias("file_path", metadata={"parquet.field.id": DELETE_FILE_PATH_ID}),
+        F.col("file_path").alias("file_path", metadata={"parquet.field.id": DELETE_FILE_PATH_ID}),
         F.col(ROW_COLUMN).alias("pos", metadata={"parquet.field.id": DELETE_POS_ID}),
-        _BUCKET_DIR,
+        F.col(BUCKET_COLUMN).alias(_BUCKET_DIR),
     )
     # the spec wants each file sorted by (file_path, pos)
     (positions.repartition(_BUCKET_DIR).sortWithinPartitions(_BUCKET_DIR, "file_path", "pos")

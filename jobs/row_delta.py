@@ -92,8 +92,12 @@ class RowDelta(_OverwriteFiles):
         snapshot = self._transaction.table_metadata.snapshot_by_name(name=self._target_branch)
         if snapshot is None:
             return []
+        # a manifest listing removed files only (an earlier commit's) has no live file left to carry
+        live = [m for m in snapshot.manifests(io=self._io) if m.has_added_files() or m.has_existing_files()]
+        if not self._deleted_data_files:
+            return live
         kept = []
-        for manifest in snapshot.manifests(io=self._io):
+        for manifest in live:
             entries = self._live_entries(manifest)
             if not any(e.data_file in self._deleted_data_files for e in entries):
                 kept.append(manifest)

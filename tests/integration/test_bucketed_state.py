@@ -4,6 +4,9 @@ and the state stays equal to an independent replay (the simulator's SQLite), rea
 scan; replacing runs and tables of the earlier, unbucketed layout rewrite everything."""
 from __future__ import annotations
 
+from urllib.parse import urlparse
+
+import pyarrow.parquet as pq
 import pytest
 
 from jobs import publish, stages
@@ -129,6 +132,16 @@ def test_a_small_run_deletes_by_position_and_rewrites_nothing(spark, tmp_path, m
     files_after = _bucket_files(table)
     assert all(files_before[b] <= files_after[b] for b in files_before)
     assert second["bytes_added"] < sum(f.file_size_in_bytes for f in _delete_files(table).values()) + 3 * 4096
+    # the delete files as the spec has them: the reserved field ids, each row naming a data file of
+    # the table by its path, sorted by (file_path, pos)
+    data_paths = {p for paths in files_after.values() for p in paths}
+    for path in _delete_files(table):
+        schema = pq.read_schema(urlparse(path).path)
+        assert {f.name: int(f.metadata[b"PARQUET:field_id"]) for f in schema} == {
+            "file_path": 2147483546, "pos": 2147483545}
+        rows = pq.read_table(urlparse(path).path).to_pylist()
+        assert {r["file_path"] for r in rows} <= data_paths
+        assert rows == sorted(rows, key=lambda r: (r["file_path"], r["pos"]))
     assert runs.rows() == runs.expected()  # pyiceberg's scan applies the position deletes
     assert _spark_rows(spark, table) == runs.expected()  # and so does the pipeline's own reader
     assert second["state_rows"] == len(runs.expected())

@@ -19,12 +19,18 @@ def _rows(lake: Lake, table_id: str) -> list[dict]:
     return sorted(table.scan().to_arrow().select(["id", "owner", "balance"]).to_pylist(), key=lambda r: r["id"])
 
 
-def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("rows, ops, crash_in, mode", [
+    # many changes of a small table: the touched buckets are rewritten; crash once the data is written
+    (20, 60, "pyiceberg.table._parquet_files_to_data_files", "rewrite"),
+    # few changes of a larger one: position deletes; crash once the delete files are written too
+    (400, 6, "jobs.publish._position_delete_file", "delta"),
+])
+def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, monkeypatch, rows, ops, crash_in, mode):
     sim = SourceSimulator(21, [TABLE], "postgresql", n_partitions=2)
-    sim.populate("accounts", 20)
+    sim.populate("accounts", rows)
     sim.snapshot()
     first = sim.to_kafka_records(with_schema=True)
-    sim.random_ops(60)
+    sim.random_ops(ops)
     second = sim.to_kafka_records(with_schema=True)[len(first):]
     write_parquet(tmp_path / "r1" / "p.parquet", first)
     write_parquet(tmp_path / "r2" / "p.parquet", second)
@@ -33,7 +39,7 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
     def run(run_id, raw):
         ctx = stages.RunContext(lake, "atom", run_id)
         stages.run_decode(spark, ctx, "debezium", str(raw), DecodeOptions())
-        stages.run_merge(spark, ctx)
+        return stages.run_merge(spark, ctx)["tables"]["db.public.accounts"]
 
     run("r1", tmp_path / "r1")
     table_id = "db.public.accounts"
@@ -45,7 +51,7 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash before commit")
 
-    monkeypatch.setattr("pyiceberg.table._parquet_files_to_data_files", crash)
+    monkeypatch.setattr(crash_in, crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run("r2", tmp_path / "r2")
     table = publish.load_table(publish.open_catalog(lake), "atom", table_id)
@@ -53,7 +59,7 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
     assert _rows(lake, table_id) == rows_before
 
     monkeypatch.undo()
-    run("r2", tmp_path / "r2")
+    assert run("r2", tmp_path / "r2")["mode"] == mode
     expected = sorted(
         ({"id": r["id"], "owner": r["owner"], "balance": r["balance"]} for r in sim.expected_state("accounts")),
         key=lambda r: r["id"],
