@@ -70,7 +70,8 @@ def read_back(spark: SparkSession, lake, pipeline: str) -> tuple[int, float]:
 
     start = time.perf_counter()
     state = publish.read_state(spark, publish.load_table(publish.open_catalog(lake), pipeline, TABLE_ID))
-    count = state.select(F.count(F.xxhash64(*state.columns))).first()[0]
+    # max, not count, of a hash: the optimizer turns a count of a never-null value into count(*)
+    count, _ = state.select(F.count(F.lit(1)), F.max(F.xxhash64(*state.columns))).first()
     return count, time.perf_counter() - start
 
 

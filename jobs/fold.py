@@ -474,6 +474,7 @@ def fold_table(
     skip_all_through: str | None,
     history: bool = False,
     replace_before: str | None = None,
+    as_delta: bool = False,
 ) -> FoldResult:
     """New state of one table = fold(prior state, this run's changes of the table).
 
@@ -482,6 +483,8 @@ def fold_table(
     its last TRUNCATE position from earlier runs. ``tombstones`` remembers deleted keys, so that a
     redelivered old insert in a later run does not bring a deleted row back. ``replace_before`` is the
     start of a complete full load that replaces the table: rows last changed before it are removed.
+    ``as_delta``: the state is wanted as a delta of the prior (``FoldResult.changed`` and ``replaced``),
+    so the prior rows of the run's keys are read once and cached, not once for each.
     """
     columns = list(types)
     ev = changes.where(F.col("op").isin(C.SNAPSHOT, C.INSERT, C.UPDATE, C.DELETE))
@@ -514,9 +517,13 @@ def fold_table(
     if info.has_truncate:
         prior, tombstones = None, None
     priors = []
+    replaced = None
     if prior is not None:
         prior_cols = [c for c in columns if c in prior.columns]
-        priors.append(_key_join(prior, grouped, key_columns, "left_semi").select(
+        replaced = _key_join(prior, grouped, key_columns, "left_semi")
+        if as_delta:
+            replaced = replaced.persist(StorageLevel.MEMORY_AND_DISK)
+        priors.append(replaced.select(
             *key_columns,
             F.map_from_arrays(
                 F.array(*[F.lit(c) for c in prior_cols]),
@@ -608,10 +615,8 @@ def fold_table(
             *key_columns, F.lit(replace_before).alias("_cdc_position"), F.lit(run_id).alias("_cdc_run_id")))
         state = state.where(~stale)
     versions = history_versions(folded, key_columns, types, run_id) if history else None
-    # by the cached fold's keys (those of grouped), not grouped itself, which would shuffle the changes again
-    replaced = _key_join(prior, folded, key_columns, "left_semi") if prior is not None else None
-    return FoldResult(state, deleted, folded, versions, [moved] if moved is not None else [],
-                      changed=new_rows, replaced=replaced)
+    cached = [f for f in (moved, replaced if as_delta else None) if f is not None]
+    return FoldResult(state, deleted, folded, versions, cached, changed=new_rows, replaced=replaced)
 
 
 HISTORY_META = {

@@ -135,6 +135,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             skip_all_through=props.get(publish.TRUNCATE_POSITION_PROP),
             history=history,
             replace_before=load["start"] if load and load["complete"] else None,
+            as_delta=delta,
         )
         delta = delta and result_of_fold.replaced is not None
         properties = {publish.KEY_COLUMNS_PROP: json.dumps(key_columns)}
