@@ -55,6 +55,8 @@ MAX_FILES_PER_BUCKET = int(os.environ.get("CDC_STATE_MAX_FILES_PER_BUCKET", "16"
 # a state row read with its place: the data file (its name; with the bucket, see _file_keys) and row index in it
 FILE_COLUMN = "_cdc_file"
 ROW_COLUMN = "_cdc_row"
+# up to this many deleted positions are broadcast to the readers (about 80 bytes each)
+BROADCAST_DELETES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,10 @@ def read_state(spark: SparkSession, table, buckets: frozenset[int] | None = None
             *[_spark_uri(d.file_path) for d in deletes]
         ).join(F.broadcast(_file_keys(spark, tasks)), "file_path").select(
             BUCKET_COLUMN, FILE_COLUMN, F.col("pos").alias(ROW_COLUMN))
+        # Spark estimates a join's size as the product of its sides', so it would shuffle the whole
+        # state for a few positions (a 10M-row read with 200k deletes: 13 s, broadcast 5 s)
+        if sum(d.record_count for d in deletes) <= BROADCAST_DELETES:
+            deleted = F.broadcast(deleted)
         rows = rows.join(deleted, [BUCKET_COLUMN, FILE_COLUMN, ROW_COLUMN], "left_anti")
     return rows if positions else rows.drop(FILE_COLUMN, ROW_COLUMN)
 
