@@ -204,6 +204,11 @@ def _file_keys(spark: SparkSession, tasks: list) -> DataFrame:
     )
 
 
+def _ddl(columns: dict[str, str]) -> str:
+    """A Spark schema string of column -> type, every name quoted (names come from messages)."""
+    return ", ".join(f"`{c.replace('`', '``')}` {t}" for c, t in columns.items())
+
+
 def read_state(spark: SparkSession, table, buckets: frozenset[int] | None = None,
                positions: bool = False) -> DataFrame | None:
     """The table's current snapshot (or the rows of some of its buckets) as a DataFrame, read from
@@ -213,13 +218,10 @@ def read_state(spark: SparkSession, table, buckets: frozenset[int] | None = None
         return None
     tasks = _scan_tasks(table, buckets)
     columns = table_columns(table, layout=True)
-    if positions:
-        columns = {**columns, FILE_COLUMN: "string", ROW_COLUMN: "bigint"}
-    ddl = ", ".join(f"`{c.replace('`', '``')}` {t}" for c, t in columns.items())
     if not tasks:
-        return spark.createDataFrame([], ddl)
-    data_ddl = ", ".join(f"`{c.replace('`', '``')}` {t}" for c, t in table_columns(table, layout=True).items())
-    rows = spark.read.schema(data_ddl).parquet(*[_spark_uri(t.file.file_path) for t in tasks])
+        return spark.createDataFrame([], _ddl({**columns, **({FILE_COLUMN: "string", ROW_COLUMN: "bigint"}
+                                                              if positions else {})}))
+    rows = spark.read.schema(_ddl(columns)).parquet(*[_spark_uri(t.file.file_path) for t in tasks])
     deletes = _delete_files(tasks)
     if not deletes and not positions:
         return rows
@@ -301,9 +303,8 @@ def read_tombstones(spark: SparkSession, table, key_types: dict[str, str]) -> Da
     path = table.properties.get(TOMBSTONES_PROP) if table is not None else None
     if not path:
         return None
-    ddl = ", ".join(f"`{c.replace('`', '``')}` {t}" for c, t in {
-        **key_types, "_cdc_position": "string", "_cdc_run_id": "string"}.items())
-    return spark.read.schema(ddl).parquet(_spark_uri(path))
+    return spark.read.schema(_ddl({**key_types, "_cdc_position": "string", "_cdc_run_id": "string"})).parquet(
+        _spark_uri(path))
 
 
 def publish_state(
