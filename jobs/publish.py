@@ -325,7 +325,6 @@ def publish_state(
     files are replaced; without, ``state`` is the whole table. With ``replaced`` too (the prior rows
     of the keys this run changed, read with their positions), ``state`` holds the changed rows only:
     they are appended, and the replaced rows deleted by position; no file is rewritten."""
-    from pyiceberg.manifest import DataFileContent
     from pyiceberg.table import _parquet_files_to_data_files
 
     from jobs.row_delta import RowDelta
@@ -357,7 +356,8 @@ def publish_state(
         location = table.location()
         tasks = _scan_tasks(table, touched)
     # a delta removes nothing; a rewrite removes the data files it replaces and the deletes of them
-    old_files = [] if replaced is not None else [t.file for t in tasks] + _delete_files(tasks)
+    old_data = [] if replaced is not None else [t.file for t in tasks]
+    old_deletes = [] if replaced is not None else _delete_files(tasks)
 
     data_dir = f"{location}/data/run={run_id}"
     # overwrite: only an uncommitted attempt of this same run can have left files here
@@ -390,21 +390,19 @@ def publish_state(
     delete_files = [_position_delete_file(txn, path) for path in delete_paths]
     # pyiceberg's own overwrite when no delete file is added or removed; its producer writes data
     # manifests only, so RowDelta (the same with manifests of delete files) otherwise
-    old_deletes = [f for f in old_files if f.content != DataFileContent.DATA]
     producer = (RowDelta(txn, summary) if delete_files or old_deletes
                 else txn.update_snapshot(snapshot_properties=summary).overwrite())
     with producer as overwrite:
-        for data_file in old_files:
+        for data_file in old_data + old_deletes:
             overwrite.delete_data_file(data_file)
         for data_file in new_files + delete_files:
             overwrite.append_data_file(data_file)
     committed = txn.commit_transaction()
     snapshot = committed.current_snapshot()
-    old_data = [f for f in old_files if f.content == DataFileContent.DATA]
     return Published(table_id, f"{pipeline}.{name}", snapshot.snapshot_id if snapshot else None,
                      _live_records(snapshot), len(new_paths), len(old_data),
                      sum(f.file_size_in_bytes for f in new_files + delete_files),
-                     sum(f.file_size_in_bytes for f in old_files),
+                     sum(f.file_size_in_bytes for f in old_data + old_deletes),
                      buckets=bucketing.buckets if bucketing else None,
                      buckets_rewritten=(0 if replaced is not None else len(touched) if touched is not None
                                         else bucketing.buckets) if bucketing else None,

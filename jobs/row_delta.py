@@ -73,7 +73,6 @@ class RowDelta(_OverwriteFiles):
         return writer.to_manifest_file()
 
     def _manifests(self) -> list[ManifestFile]:
-        self._build_delete_files_partition_predicate()
         removed = self._deleted_entries()
         groups: dict[tuple[int, ManifestContent], list[ManifestEntry]] = defaultdict(list)
         default_spec = self._transaction.table_metadata.default_spec_id  # added files are written with it
