@@ -3,14 +3,15 @@
     .venv/bin/python -m bench.rewrite --rows 10000000 --changed 0.01,0.001,0.0001,0.000001
 
 A table of ``--rows`` rows (id, owner, balance, note) is published once, then runs each update a
-share of its keys, drawn uniformly (the change records written to Parquet once); for each layout (``--buckets``: 0 = one unpartitioned file set,
-the layout before key-hash buckets; N = N buckets) and way of publishing (``--modes``: ``rewrite``,
-copy-on-write of the touched buckets; ``delta``, merge-on-read: changed rows appended, replaced rows
-deleted by position, until a bound makes the run rewrite -- an unbucketed table is always rewritten)
-it prints and saves (bench/results/rewrite-*.json) the bytes each run removed from the table (files
-replaced) and wrote, against the table's size, the run's fold + publish seconds, and the seconds of
-reading the table back afterwards (a pass over every column, position deletes applied). The change records
-go straight to the merge stage (jobs.merge), as decoding is not what is measured here.
+share of its keys, drawn uniformly (the change records written to Parquet once); for each layout
+(``--buckets``: 0 = one unpartitioned file set, the layout before key-hash buckets; N = N buckets)
+and way of publishing (``--modes``: ``rewrite``, copy-on-write of the touched buckets; ``delta``,
+merge-on-read: changed rows appended, replaced rows deleted by position, until a bound makes the run
+rewrite -- an unbucketed table is always rewritten) it prints and saves (bench/results/rewrite-*.json)
+the bytes each run removed from the table (files replaced) and wrote, against the table's size, the
+run's fold + publish seconds, and the seconds of reading the table back afterwards (a pass over every
+column, position deletes applied). The change records go straight to the merge stage (jobs.merge),
+as decoding is not what is measured here.
 """
 from __future__ import annotations
 
