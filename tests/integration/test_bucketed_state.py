@@ -221,6 +221,17 @@ def test_a_table_of_the_earlier_layout_is_bucketed_by_its_next_run(spark, tmp_pa
     runs.run("r1", buckets=0)  # the layout of earlier versions: one unpartitioned file set
     table = runs.table()
     assert not publish.is_bucketed(table) and table.spec().fields == ()
+
+    # kept unbucketed, a run of one changed key rewrites the table whole (never by position deletes)
+    old_files = {t.file.file_path for t in table.scan().plan_files()}
+    sim.update("accounts", {"id": 2}, {"owner": "w"})
+    report = runs.run("r1b", buckets=0)
+    table = runs.table()
+    assert not publish.is_bucketed(table)
+    assert report["mode"] == "rewrite" and report["position_deletes"] == 0
+    assert report["files_removed"] == len(old_files)
+    assert not old_files & {t.file.file_path for t in table.scan().plan_files()}  # all replaced
+    assert runs.rows() == runs.expected()
     old_files = {t.file.file_path for t in table.scan().plan_files()}
 
     sim.update("accounts", {"id": 3}, {"owner": "x"})
