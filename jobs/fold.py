@@ -141,28 +141,25 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
         F.when(is_row & (F.col("phase") == C.FULL_LOAD), F.col("position")).alias("load"),
         F.when(is_row & (F.col("phase") == C.CDC), F.col("position")).alias("cdc_max"),
         F.when(load_end, F.col("position")).alias("end_own"),
-        F.when(load_end & (F.element_at("after", "scope") == "all"), F.col("position")).alias("end_all"),
-        (is_row & _moves_its_key()).alias("move"),
     )
     out: dict[str, TableChanges] = {}
     own_end: dict[str, str] = {}
-    every_end = None
     for r in positions.groupBy("table_id").agg(
         F.count(F.when(F.col("is_row"), F.lit(1))).alias("n"),
-        F.count(F.when(F.col("move"), F.lit(1))).alias("moves"),
-        *[F.max(c).alias(c) for c in ("trunc", "load", "cdc_max", "end_own", "end_all")],
+        *[F.max(c).alias(c) for c in ("trunc", "load", "cdc_max", "end_own")],
     ).collect():
         if r["end_own"] is not None:
             own_end[r["table_id"]] = r["end_own"]
-        if r["end_all"] is not None and (every_end is None or r["end_all"] > every_end):
-            every_end = r["end_all"]
         if not r["n"]:
             continue
         out[r["table_id"]] = TableChanges(
             r["table_id"], records=r["n"], has_truncate=r["trunc"] is not None,
             truncate_position=r["trunc"] or None, full_load_position=r["load"], cdc_max_position=r["cdc_max"],
-            key_moves=r["moves"],
         )
+    # the pass above reads no row image (Parquet reads a column whole, for every record, once a query
+    # names it): a load end's scope is looked up in a pass of its own, only when the run has load ends
+    every_end = changes.where(load_end & (F.element_at("after", "scope") == "all")).agg(
+        F.max("position").alias("p")).first()["p"] if own_end else None
     for info in out.values():
         info.load_end_marker = max([p for p in (own_end.get(info.table_id), every_end) if p], default=None)
     rows = changes.where(is_row)
@@ -174,7 +171,7 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
         # a full image (no present_columns) names every column the table has at that point
         (F.col("after").isNotNull() & F.col("present_columns").isNull()).cast("int").alias("full"),
         F.map_keys("key").alias("key_columns"),
-    ).agg(F.count(F.lit(1)).alias("n")).persist()
+    ).agg(F.count(F.lit(1)).alias("n"), F.count(F.when(_moves_its_key(), F.lit(1))).alias("moves")).persist()
     try:
         _columns_of(shapes, out)
     finally:
@@ -217,7 +214,10 @@ def _columns_of(shapes: DataFrame, out: dict[str, TableChanges]) -> None:
             info.full_image_columns = [*(info.full_image_columns or []), r["col"]]
 
     keyed = shapes.where(F.col("key_columns").isNotNull())
-    with_key = {r["table_id"]: r["n"] for r in keyed.groupBy("table_id").agg(F.sum("n").alias("n")).collect()}
+    with_key = {}
+    for r in keyed.groupBy("table_id").agg(F.sum("n").alias("n"), F.sum("moves").alias("moves")).collect():
+        with_key[r["table_id"]] = r["n"]
+        out[r["table_id"]].key_moves = r["moves"]
     for r in (
         keyed.select("table_id", "n", F.explode("key_columns").alias("col"))
         .groupBy("table_id", "col").agg(F.sum("n").alias("n")).collect()

@@ -165,7 +165,7 @@ def test_repeated_calls_leave_no_gx_objects_and_no_cached_data(spark):
     context, source = validate._context()
     assert source.assets == [] and list(context.suites.all()) == []
     narrow, _ = narrow_projection(df, ["k 1"])
-    # GX persists the batch it validates; we unpersist it, otherwise every state table stays cached
+    # GX's Spark source would persist the batch it validates (its default): every state table would stay cached
     assert narrow.storageLevel == StorageLevel.NONE
 
 
