@@ -2,13 +2,16 @@
 
     make bench                       # 1M and 4M messages, every format, every contender
     .venv/bin/python -m bench.bench --sizes 1000000,4000000,10000000 --formats debezium
+    .venv/bin/python -m bench.bench --sizes 1000000,4000000 --formats debezium --warm
 
 For each size and format, on the same generated files (bench/generate.py; kept under --data and reused):
 ``pipeline`` is ``python -m jobs run`` end to end (its stage timings from the run's own report), then
 the contenders of bench/contenders.py: ``floor`` (Spark from_json, counted), ``naive_spark`` (window
 fold) and ``duckdb`` (the same naive fold in DuckDB). Each runs in its own process, watched for the
 peak RSS of its JVM and of its Python processes. Seconds are measured from a ready engine (the JVM
-start is not counted; the pipeline's are the sum of its stage timings). Prints a table, writes
+start is not counted; the pipeline's are the sum of its stage timings). With ``--warm`` each contender
+runs twice in one process (bench/warm.py) and the second run is measured: the steady state of a
+long-lived engine, without a fresh JVM's warm-up. Prints a table, writes
 ``bench/results/bench-<time>.json`` (with the machine's cores and memory) and a PNG of time vs messages.
 """
 from __future__ import annotations
@@ -82,6 +85,19 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[int, float, PeakRss, str]
     return proc.returncode, time.perf_counter() - start, rss, out
 
 
+def pipeline_result(lake: Path) -> dict:
+    """A ``jobs run`` of pipeline ``bench``, run ``bench``, from its reports: seconds are the sum of its stage
+    timings (decode, fold + publish, validate, reconcile)."""
+    report = lake / "reports/bench/run=bench"
+    timings = json.loads((report / "run.json").read_text())["timings_s"]
+    decode = json.loads((report / "decode.json").read_text())
+    merge = json.loads((report / "merge.json").read_text())
+    stages = {k: timings.get(k, 0.0) for k in ("decode", "fold_publish", "validate", "reconcile")}
+    return {"seconds": round(sum(stages.values()), 3), "core_seconds": round(stages["decode"] + stages["fold_publish"], 3),
+            "stages": stages, "quarantined": decode["total"]["quarantined"],
+            "state_rows": sum(t.get("state_rows", 0) for t in merge["tables"].values())}
+
+
 def run_pipeline(fmt: str, raw: Path, work: Path, env: dict[str, str]) -> dict:
     lake = work / "lake"
     shutil.rmtree(lake, ignore_errors=True)
@@ -89,23 +105,19 @@ def run_pipeline(fmt: str, raw: Path, work: Path, env: dict[str, str]) -> dict:
                                  "--lake", str(lake), "--pipeline", "bench", "--run-id", "bench"], env)
     if code != 0:
         raise RuntimeError(f"pipeline failed on {fmt}:\n{out[-3000:]}")
-    report = lake / "reports/bench/run=bench"
-    timings = json.loads((report / "run.json").read_text())["timings_s"]
-    decode = json.loads((report / "decode.json").read_text())
-    merge = json.loads((report / "merge.json").read_text())
-    stages = {k: timings.get(k, 0.0) for k in ("decode", "fold_publish", "validate", "reconcile")}
-    return {"seconds": round(sum(stages.values()), 3), "core_seconds": round(stages["decode"] + stages["fold_publish"], 3),
-            "stages": stages, "wall_seconds": round(wall, 3), "jvm_peak_mb": round(rss.jvm_mb),
-            "python_peak_mb": round(rss.python_mb), "quarantined": decode["total"]["quarantined"],
-            "state_rows": sum(t.get("state_rows", 0) for t in merge["tables"].values())}
+    return {**pipeline_result(lake), "wall_seconds": round(wall, 3), "jvm_peak_mb": round(rss.jvm_mb),
+            "python_peak_mb": round(rss.python_mb)}
 
 
-def run_contender(name: str, fmt: str, raw: Path, work: Path, env: dict[str, str]) -> dict | None:
-    if fmt in BINARY_FORMATS:
+def run_contender(name: str, fmt: str, raw: Path, work: Path, env: dict[str, str], warm: bool = False) -> dict | None:
+    """A contender of bench.contenders in a process of its own; with ``warm``, any contender (the pipeline
+    too) run twice in one process by bench.warm, the second run measured."""
+    if fmt in BINARY_FORMATS and name != "pipeline":
         return None
     out, result = work / f"out-{name}", work / f"{name}.json"
     shutil.rmtree(out, ignore_errors=True)
-    code, wall, rss, text = _run([sys.executable, "-m", "bench.contenders", name, "--format", fmt, "--raw", str(raw),
+    module = ["bench.warm", name, "--runs", "2"] if warm else ["bench.contenders", name]
+    code, wall, rss, text = _run([sys.executable, "-m", *module, "--format", fmt, "--raw", str(raw),
                                   "--out", str(out), "--result", str(result)], env)
     if code != 0:
         raise RuntimeError(f"{name} failed on {fmt}:\n{text[-3000:]}")
@@ -152,7 +164,7 @@ def plot(rows: list[dict], path: Path) -> None:
             pts = sorted((r["messages"], r["seconds"]) for r in rows if r["format"] == fmt and r["contender"] == contender)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=contender)
-        ax.set_title(fmt)
+        ax.set_title(f"{fmt} (warm: 2nd run in one process)" if any(r.get("warm") for r in rows) else fmt)
         ax.set_xlabel("messages")
         ax.set_ylabel("seconds")
         ax.grid(True, alpha=0.3)
@@ -169,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=str(REPO / "bench/data"), help="where generated snapshots are kept")
     parser.add_argument("--results", default=str(REPO / "bench/results"))
     parser.add_argument("--driver-memory", default="6g", help="the Spark driver heap of every Spark contender")
+    parser.add_argument("--warm", action="store_true",
+                        help="run every contender twice in one process and measure the second run: a long-lived "
+                             "engine's steady state, without the fresh JVM's warm-up (bench/warm.py)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     formats = [f for f in args.formats.split(",") if f]
@@ -186,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                     work = Path(tmp) / f"{fmt}-{n}"
                     work.mkdir(exist_ok=True)
                     try:
-                        result = (run_pipeline(fmt, raw, work, env) if contender == "pipeline"
-                                  else run_contender(contender, fmt, raw, work, env))
+                        result = (run_pipeline(fmt, raw, work, env) if contender == "pipeline" and not args.warm
+                                  else run_contender(contender, fmt, raw, work, env, warm=args.warm))
                     except RuntimeError as exc:  # one contender's failure does not lose the others' figures
                         print(f"{contender} on {fmt} x {n} failed: {exc}", file=sys.stderr)
                         continue
@@ -196,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                 for contender, result in results.items():
                     secs = result["seconds"]
                     rows.append({
-                        "format": fmt, "messages": n, "value_mb": round(mb, 1), "contender": contender, **result,
+                        "format": fmt, "messages": n, "value_mb": round(mb, 1), "contender": contender,
+                        "warm": args.warm, **result,
                         "msg_per_s": n / secs if secs else 0.0, "mb_per_s": mb / secs if secs else 0.0,
                         "ratios": {o: secs / results[o]["seconds"] for o in ("floor", "naive_spark", "duckdb")
                                    if o in results and o != contender and results[o]["seconds"]},
@@ -207,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    (out / f"bench-{stamp}.json").write_text(json.dumps({"machine": machine(), "sizes": sizes, "rows": rows}, indent=1))
+    (out / f"bench-{stamp}.json").write_text(json.dumps({"machine": machine(), "sizes": sizes, "warm": args.warm,
+                                                              "rows": rows}, indent=1))
     plot(rows, out / f"bench-{stamp}.png")
     print(f"\nresults: {out / f'bench-{stamp}.json'} and .png")
     return 0
