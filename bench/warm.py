@@ -7,8 +7,9 @@ bench.bench runs each contender in a fresh process, so each of its figures inclu
 (the JIT compiling Spark's and the pipeline's code: half of a fresh decode of 1M messages,
 bench/README.md). Here the same work runs ``--runs`` times in one JVM, each run into a folder of its own
 under --out (an earlier run's folder is removed once the next starts); the result is the last run's, with
-the seconds of every run. The pipeline is ``python -m jobs run`` called in this process (jobs.cli.main) on
-a fresh lake each time, timed as bench.bench times it (the sum of its stage timings).
+the seconds of every run (the first is what a fresh process measures). The pipeline is ``python -m jobs
+run`` called in this process (jobs.cli.main) on a fresh lake each time, timed as bench.bench times it
+(the sum of its stage timings).
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def run_once(contender: str, fmt: str, raw: str, out: Path, spark) -> dict:
 
 
 def run_warm(contender: str, fmt: str, raw: str, out: Path, runs: int, spark) -> dict:
-    """``runs`` runs in this process: the last one's result, ``run_seconds`` of every run."""
+    """``runs`` runs in this process: the last one's result, ``run_seconds`` of every run and the earlier
+    runs' results (``earlier_runs``: the first is a fresh process's, as bench.bench measures it)."""
     if runs < 1:
         raise ValueError("at least one run")
     results = []
@@ -56,7 +58,8 @@ def run_warm(contender: str, fmt: str, raw: str, out: Path, runs: int, spark) ->
         if i:
             shutil.rmtree(out / f"run{i - 1}", ignore_errors=True)
         results.append(run_once(contender, fmt, raw, out / f"run{i}", spark))
-    return {**results[-1], "warm_runs": runs, "run_seconds": [r["seconds"] for r in results]}
+    return {**results[-1], "warm_runs": runs, "run_seconds": [r["seconds"] for r in results],
+            "earlier_runs": results[:-1]}
 
 
 def main(argv: list[str] | None = None) -> int:

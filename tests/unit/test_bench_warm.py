@@ -21,6 +21,9 @@ def test_pipeline_runs_twice_in_one_process_and_reports_the_second(spark, tmp_pa
     # the figure is the last run's: the sum of its own stage timings
     assert result["seconds"] == result["run_seconds"][-1] == pytest.approx(sum(result["stages"].values()), abs=0.01)
     assert result["quarantined"] == 0
+    # the first run (a fresh process's figure, as bench.bench measures it) is kept with its stages
+    first = result["earlier_runs"][0]
+    assert first["seconds"] == result["run_seconds"][0] and set(first["stages"]) == set(result["stages"])
     # each run had a fresh lake (a second run on the first's lake would publish nothing new); only the last is kept
     assert not (tmp_path / "pipeline/run0").exists()
     assert (tmp_path / "pipeline/run1/reports/bench/run=bench/run.json").is_file()
