@@ -109,7 +109,8 @@ def run_pipeline(fmt: str, raw: Path, work: Path, env: dict[str, str]) -> dict:
             "python_peak_mb": round(rss.python_mb)}
 
 
-def run_contender(name: str, fmt: str, raw: Path, work: Path, env: dict[str, str], warm: bool = False) -> dict | None:
+def run_contender(name: str, fmt: str, raw: Path, work: Path, env: dict[str, str],
+                  warm: bool = False) -> dict | None:
     """A contender of bench.contenders in a process of its own; with ``warm``, any contender (the pipeline
     too) run twice in one process by bench.warm, the second run measured."""
     if fmt in BINARY_FORMATS and name != "pipeline":

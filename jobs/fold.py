@@ -126,7 +126,7 @@ def load_start_after(changes: DataFrame, info: TableChanges, loaded_through: str
 
 def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
     """Per-table columns, types, keys and phase positions: small results, collected (three passes over
-    the records, two more when the run has a full load).
+    the records, two more when the run has a full load, one more when it has load-end markers).
 
     The per-column answers come from the records grouped by shape (the names of their image and key
     columns: a handful per table), not from an explode of every record's columns. Positions are

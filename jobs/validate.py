@@ -176,7 +176,7 @@ def _context() -> tuple[Any, Any]:
         context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
         # not persisted: GX's default caches each batch (an in-memory columnar build of every row,
         # 4-6 s for 4M change records) for a handful of metric queries that a narrow Parquet scan
-        # answers faster (the validate stage at 4M: 8-10 s -> 6 s, bench/README.md)
+        # answers faster (the validate stage at 4M in a fresh process: 11-12 s -> 8.5-9.4 s, bench/README.md)
         _gx_source = context.data_sources.add_spark(name="cdc_spark", persist=False)
         _gx_context = context
     return _gx_context, _gx_source
