@@ -85,6 +85,13 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[int, float, PeakRss, str]
     return proc.returncode, time.perf_counter() - start, rss, out
 
 
+def pipeline_args(fmt: str, raw: Path | str, lake: Path | str) -> list[str]:
+    """``jobs run``'s arguments for the pipeline contender: pipeline ``bench``, run ``bench`` (the reports
+    pipeline_result reads)."""
+    return ["run", "--format", DECODER[fmt], "--raw", str(raw), "--lake", str(lake), "--pipeline", "bench",
+            "--run-id", "bench"]
+
+
 def pipeline_result(lake: Path) -> dict:
     """A ``jobs run`` of pipeline ``bench``, run ``bench``, from its reports: seconds are the sum of its stage
     timings (decode, fold + publish, validate, reconcile)."""
@@ -101,8 +108,7 @@ def pipeline_result(lake: Path) -> dict:
 def run_pipeline(fmt: str, raw: Path, work: Path, env: dict[str, str]) -> dict:
     lake = work / "lake"
     shutil.rmtree(lake, ignore_errors=True)
-    code, wall, rss, out = _run([sys.executable, "-m", "jobs", "run", "--format", DECODER[fmt], "--raw", str(raw),
-                                 "--lake", str(lake), "--pipeline", "bench", "--run-id", "bench"], env)
+    code, wall, rss, out = _run([sys.executable, "-m", "jobs", *pipeline_args(fmt, raw, lake)], env)
     if code != 0:
         raise RuntimeError(f"pipeline failed on {fmt}:\n{out[-3000:]}")
     return {**pipeline_result(lake), "wall_seconds": round(wall, 3), "jvm_peak_mb": round(rss.jvm_mb),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -111,6 +112,21 @@ def run_duckdb(fmt: str, raw: str, out: str) -> dict:
     return {"state_rows": rows}
 
 
+def run_timed(contender: str, fmt: str, raw: str, out: str | None, spark) -> dict:
+    """One run of ``contender`` (``spark``: None for DuckDB); its result with ``seconds``, timed from a
+    ready engine: a SparkSession's start (a JVM) is not part of the work compared."""
+    if contender == "duckdb":
+        os.makedirs(out, exist_ok=True)
+    start = time.perf_counter()
+    if contender == "duckdb":
+        result = run_duckdb(fmt, raw, out)
+    elif contender == "floor":
+        result = run_floor(spark, fmt, raw)
+    else:
+        result = run_naive_spark(spark, fmt, raw, out)
+    return {**result, "seconds": round(time.perf_counter() - start, 3)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.contenders")
     parser.add_argument("contender", choices=("floor", "naive_spark", "duckdb"))
@@ -119,22 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out")
     parser.add_argument("--result", help="write the result JSON here")
     args = parser.parse_args(argv)
-    # timed from a ready engine: a SparkSession's start (a JVM) is not part of the work compared
-    if args.contender == "duckdb":
-        import os
-
-        os.makedirs(args.out, exist_ok=True)
-        start = time.perf_counter()
-        result = run_duckdb(args.format, args.raw, args.out)
-        result["seconds"] = round(time.perf_counter() - start, 3)
-    else:
+    spark = None
+    if args.contender != "duckdb":
         from jobs.spark import build_spark
 
         spark = build_spark(f"bench-{args.contender}")
-        start = time.perf_counter()
-        result = (run_floor(spark, args.format, args.raw) if args.contender == "floor"
-                  else run_naive_spark(spark, args.format, args.raw, args.out))
-        result["seconds"] = round(time.perf_counter() - start, 3)
+    result = run_timed(args.contender, args.format, args.raw, args.out, spark)
+    if spark is not None:
         spark.stop()
     text = json.dumps(result)
     if args.result:

@@ -17,7 +17,6 @@ import argparse
 import json
 import shutil
 import sys
-import time
 from pathlib import Path
 
 CONTENDERS = ("pipeline", "floor", "naive_spark", "duckdb")
@@ -25,27 +24,17 @@ CONTENDERS = ("pipeline", "floor", "naive_spark", "duckdb")
 
 def run_once(contender: str, fmt: str, raw: str, out: Path, spark) -> dict:
     """One run of ``contender`` into ``out``; its result, with ``seconds`` (from a ready engine)."""
-    from bench import contenders
-
     if contender == "pipeline":
-        from bench.bench import pipeline_result
-        from bench.generate import DECODER
+        from bench.bench import pipeline_args, pipeline_result
         from jobs import cli
 
-        code = cli.main(["run", "--format", DECODER[fmt], "--raw", raw, "--lake", str(out), "--pipeline", "bench",
-                         "--run-id", "bench"])
+        code = cli.main(pipeline_args(fmt, raw, out))
         if code != 0:
             raise RuntimeError(f"jobs run exited with {code}")
         return pipeline_result(out)
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    if contender == "duckdb":
-        result = contenders.run_duckdb(fmt, raw, str(out))
-    elif contender == "floor":
-        result = contenders.run_floor(spark, fmt, raw)
-    else:
-        result = contenders.run_naive_spark(spark, fmt, raw, str(out))
-    return {**result, "seconds": round(time.perf_counter() - start, 3)}
+    from bench.contenders import run_timed
+
+    return run_timed(contender, fmt, raw, str(out), spark)
 
 
 def run_warm(contender: str, fmt: str, raw: str, out: Path, runs: int, spark) -> dict:

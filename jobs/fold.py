@@ -201,8 +201,8 @@ def _moves_its_key() -> Column:
 
 
 def _columns_of(shapes: DataFrame, out: dict[str, TableChanges]) -> None:
-    """Each table's columns in order of first appearance, and its key columns: those every keyed record
-    names (the intersection of the key sets)."""
+    """Each table's columns in order of first appearance, its key columns (those every keyed record
+    names: the intersection of the key sets), and its key moves (counted per shape)."""
     for r in (
         shapes.select("table_id", "full", F.posexplode("image_columns").alias("pos", "col"))
         .groupBy("table_id", "col").agg(F.min("pos").alias("pos"), F.max("full").alias("full"))
