@@ -1,7 +1,7 @@
 """Column expressions shared by decoders: positions, keys, ids, outcome rows."""
 from __future__ import annotations
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
@@ -92,6 +92,33 @@ def parse_value(schema: str, allow_comments: bool = False, text: Column | None =
     if allow_comments:  # vendor examples carry // comments
         options["allowComments"] = "true"
     return F.from_json(F.col("value").cast("string") if text is None else text, schema, options)
+
+
+# A JSON number that from_json reads into a string is rendered again through a double (Spark 4.1 parses
+# from_json's text through a Reader, so its exact-text path is not taken): 12345678901234567890.12 would
+# become "1.2345678901234567E19". Formats whose row images may hold decimals as JSON numbers (Maxwell,
+# OGG, SharePlex) declare them as EXACT_IMAGE and render them with exact_image_text. The others keep
+# the cheaper string path: Debezium's decimals are never JSON numbers past a double's digits, Qlik
+# sends NUMERIC as a JSON string (its REAL4/REAL8 as numbers), Canal's values are text, DataWorks'
+# are typed LONG (an integer keeps its digits) or DOUBLE.
+EXACT_IMAGE = "map<string,variant>"
+
+
+def exact_image_text(image: Column) -> Column:
+    """A row image parsed as EXACT_IMAGE -> map<string,string> of canonical strings: a JSON string's
+    text; a number by its exact value while it fits decimal(38), trailing zeros dropped (``1.50`` reads
+    ``1.5``, ``1.0`` reads ``1``), as a double past 38 digits or with an exponent; an object's or
+    array's JSON; null for null."""
+    return F.transform_values(image, lambda _, v: v.cast("string"))
+
+
+def parse_with_exact_images(raw: DataFrame, schema: str, images: dict[str, str]) -> DataFrame:
+    """``raw`` with its value parsed into ``j`` (parse_value) and its row images as canonical strings:
+    ``images`` maps a new column to the field of ``j`` (declared EXACT_IMAGE) it renders, in a step of
+    its own, as the decoders read each image several times."""
+    j = F.col("j")
+    parsed = raw.select("*", parse_value(schema).alias("j"))
+    return parsed.withColumns({name: exact_image_text(j[image]) for name, image in images.items()})
 
 
 def is_truncate(sql: Column) -> Column:

@@ -1,8 +1,8 @@
 """Maxwell's daemon JSON (MySQL binlog -> Kafka), one row per message.
 
 ``{database, table, type, ts, xid, xoffset, commit, position, data, old, primary_key_columns}``.
-Decoded in Spark SQL: one ``from_json`` with row images as ``map<string,string>``; no UDF, nothing
-collected.
+Decoded in Spark SQL: one ``from_json``, row images read as variants so that a DECIMAL, which
+Maxwell sends as a JSON number, keeps its digits (common.exact_image_text); no UDF, nothing collected.
 
 - type insert / update / delete are CDC; bootstrap-insert is the full load (phase FULL_LOAD, op
   SNAPSHOT); bootstrap-start / bootstrap-complete and heartbeat rows are ignored (and counted);
@@ -27,13 +27,14 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned, parse_value
+from jobs.decoders.common import (EXACT_IMAGE, configured_key, event_id, outcome, pad_unsigned,
+                                  parse_with_exact_images)
 
 _MAP = "map<string,string>"
 _VALUE_SCHEMA = (
     "struct<database:string, table:string, type:string, ts:string, ts_ms:string, xid:string, xoffset:string, "
-    f"commit:string, position:string, data:{_MAP}, old:{_MAP}, primary_key_columns:array<string>, sql:string, "
-    "_corrupt:string>"
+    f"commit:string, position:string, data:{EXACT_IMAGE}, old:{EXACT_IMAGE}, primary_key_columns:array<string>, "
+    "sql:string, _corrupt:string>"
 )
 _ROW_TYPES = ("insert", "update", "delete", "bootstrap-insert")
 _DDL_TYPES = ("table-create", "table-alter", "table-drop", "database-create", "database-alter", "database-drop")
@@ -70,12 +71,12 @@ class MaxwellDecoder:
     name = "maxwell"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        j = parse_value(_VALUE_SCHEMA)
-        return self._outcomes(raw.select("*", j.alias("j")), options)
+        images = {"_data": "data", "_old": "old"}  # new column: field of the value
+        return self._outcomes(parse_with_exact_images(raw, _VALUE_SCHEMA, images), options)
 
     def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
         # Built in steps of named columns so that each non-trivial expression is evaluated once.
-        j = F.col("j")
+        j, data, old = F.col("j"), F.col("_data"), F.col("_old")
         msg_type = F.lower(j["type"])
         binlog = F.regexp_extract(j["position"], r"(\d+):(\d+)$", 1)
         offset_in_file = F.regexp_extract(j["position"], r"(\d+):(\d+)$", 2)
@@ -95,9 +96,9 @@ class MaxwellDecoder:
             "_identity": F.concat_ws("|", F.lit("ts"), j["ts"], j["ts_ms"], j["xid"], xoffset),
             "_key_cols": F.coalesce(_kafka_key_columns(F.col("key")),
                                     F.when(F.size(j["primary_key_columns"]) > 0, j["primary_key_columns"])),
-            "_after": F.when(msg_type != "delete", j["data"]),
-            "_before": F.when(msg_type == "delete", j["data"])
-                        .when((msg_type == "update") & j["old"].isNotNull(), _overlay(j["data"], j["old"])),
+            "_after": F.when(msg_type != "delete", data),
+            "_before": F.when(msg_type == "delete", data)
+                        .when((msg_type == "update") & old.isNotNull(), _overlay(data, old)),
         })
         table_id, before, after, key_cols = (F.col(c) for c in ("table_id", "_before", "_after", "_key_cols"))
         msg_type = F.col("_type")
@@ -119,8 +120,8 @@ class MaxwellDecoder:
             .when(~msg_type.isin(*_ROW_TYPES, *_DDL_TYPES),
                   F.concat(F.lit("unknown operation type '"), j["type"], F.lit("'")))
             .when(table_id.isNull(), F.lit("no database/table"))
-            .when(msg_type.isin(*_ROW_TYPES) & j["data"].isNull(), F.concat(F.lit("'data' is null for type "), msg_type))
-            .when((msg_type == "update") & keyless & j["old"].isNull(),
+            .when(msg_type.isin(*_ROW_TYPES) & data.isNull(), F.concat(F.lit("'data' is null for type "), msg_type))
+            .when((msg_type == "update") & keyless & old.isNull(),
                   F.lit("update of a table without a known key has no 'old' image: give --primary-keys"))
         )
         df = df.withColumn("reason", reason)

@@ -1,9 +1,11 @@
 """Oracle GoldenGate (OGG for Big Data) JSON, operation model: one row per message.
 
 ``{table "SCHEMA.TABLE", op_type I/U/D/T, op_ts, current_ts, pos, primary_keys, tokens, before, after}``.
-Decoded in Spark SQL: one ``from_json`` with row images as ``map<string,string>``; no UDF, nothing
+Decoded in Spark SQL: one ``from_json``, row images read as variants so that a NUMBER, which the
+formatter sends as a JSON number, keeps its digits (common.exact_image_text); no UDF, nothing
 collected. The JSON formatter declares no column types: ``column_types`` is null (columns stay
-strings in state); values keep their JSON text (``3.140000104904175``, ``1``).
+strings in state); a number reads as its exact value (``3.140000104904175``, ``1``,
+``12345678901234567890.12``; ``1.50`` reads ``1.5``).
 
 - op_type I -> INSERT (``after``), U -> UPDATE, D -> DELETE (``before``; ``after`` where a producer
   puts the row there), T -> TRUNCATE. The long names (INSERT, UPDATE, DELETE, TRUNCATE), which the
@@ -28,12 +30,13 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned, parse_value
+from jobs.decoders.common import (EXACT_IMAGE, configured_key, event_id, outcome, pad_unsigned,
+                                  parse_with_exact_images)
 
 _MAP = "map<string,string>"
 _VALUE_SCHEMA = (
     "struct<table:string, op_type:string, op_ts:string, current_ts:string, pos:string, "
-    f"primary_keys:array<string>, tokens:{_MAP}, before:{_MAP}, after:{_MAP}, _corrupt:string>"
+    f"primary_keys:array<string>, tokens:{_MAP}, before:{EXACT_IMAGE}, after:{EXACT_IMAGE}, _corrupt:string>"
 )
 _OPS = {
     "I": C.INSERT, "INSERT": C.INSERT,
@@ -63,8 +66,8 @@ class OggDecoder:
     name = "ogg"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        j = parse_value(_VALUE_SCHEMA)
-        return self._outcomes(raw.select("*", j.alias("j")), options)
+        images = {"_before": "before", "_after": "after"}  # new column: field of the value
+        return self._outcomes(parse_with_exact_images(raw, _VALUE_SCHEMA, images), options)
 
     def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
         # Built in steps of named columns so that each non-trivial expression is evaluated once.
@@ -73,7 +76,7 @@ class OggDecoder:
         parts = F.split(j["table"], r"\.")
         n_parts = F.size(parts)
         op_map = F.create_map(*[x for k, v in _OPS.items() for x in (F.lit(k), F.lit(v))])
-        before, after = j["before"], j["after"]
+        before, after = F.col("_before"), F.col("_after")
 
         # 1. message-level facts
         df = df.withColumns({

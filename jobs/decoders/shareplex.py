@@ -1,9 +1,10 @@
 """SharePlex JSON, as Alibaba DTS writes it to Kafka: ``{meta, data, key}``, one row per message.
 
 ``meta`` = {time, userid, op, scn, rowid, trans, seq, size, table "OWNER.TABLE", idx "n/size",
-posttime}. Decoded in Spark SQL: one ``from_json`` with row images as ``map<string,string>``; no UDF,
-nothing collected. SharePlex declares no column types: ``column_types`` is null (columns stay strings
-in state); values keep their JSON text (numbers as sent).
+posttime}. Decoded in Spark SQL: one ``from_json``, row images read as variants so that a number
+keeps its digits (common.exact_image_text); no UDF, nothing collected. SharePlex declares no column
+types: ``column_types`` is null (columns stay strings in state); values keep their text, a number its
+exact value (``12345678901234567890.12``; ``1.50`` reads ``1.5``).
 
 - op ``ins``/``INSERT``: ``data`` is the new row.
 - op ``upd``/``UPDATE`` (and DTS's ``UPDATE AFTER``): ``data`` holds only the changed columns' new
@@ -34,14 +35,15 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, outcome, pad_unsigned, parse_value
+from jobs.decoders.common import (EXACT_IMAGE, configured_key, event_id, outcome, pad_unsigned,
+                                  parse_with_exact_images)
 
 _MAP = "map<string,string>"
 _META = (
     "struct<time:string, userid:string, op:string, scn:string, rowid:string, trans:string, seq:string, "
     "size:string, table:string, idx:string, posttime:string>"
 )
-_VALUE_SCHEMA = f"struct<meta:{_META}, data:{_MAP}, key:{_MAP}, _corrupt:string>"
+_VALUE_SCHEMA = f"struct<meta:{_META}, data:{EXACT_IMAGE}, key:{EXACT_IMAGE}, _corrupt:string>"
 # SharePlex's short op names and the long names DTS documents
 _OPS = {
     "ins": C.INSERT, "insert": C.INSERT,
@@ -72,12 +74,12 @@ class SharePlexDecoder:
     name = "shareplex"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        j = parse_value(_VALUE_SCHEMA)
-        return self._outcomes(raw.select("*", j.alias("j")), options)
+        images = {"_data_image": "data", "_key_image": "key"}  # new column: field of the value
+        return self._outcomes(parse_with_exact_images(raw, _VALUE_SCHEMA, images), options)
 
     def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
         # Built in steps of named columns so that each non-trivial expression is evaluated once.
-        j = F.col("j")
+        j, data_image, key_image = F.col("j"), F.col("_data_image"), F.col("_key_image")
         meta = j["meta"]
         op_name = F.lower(F.trim(meta["op"]))
         owner_table = F.split(meta["table"], r"\.", 2)
@@ -87,7 +89,7 @@ class SharePlexDecoder:
         seq = F.coalesce(meta["seq"].try_cast("bigint"), F.nullif(idx, F.lit("")).try_cast("bigint"))
         size = F.coalesce(meta["size"].try_cast("bigint"), F.nullif(idx_size, F.lit("")).try_cast("bigint"))
         scn = pad_unsigned(meta["scn"])
-        data, key = F.coalesce(j["data"], _empty_map()), F.coalesce(j["key"], _empty_map())
+        data, key = F.coalesce(data_image, _empty_map()), F.coalesce(key_image, _empty_map())
         op_map = F.create_map(*[x for k, v in _OPS.items() for x in (F.lit(k), F.lit(v))])
 
         # 1. message-level facts
@@ -105,25 +107,25 @@ class SharePlexDecoder:
                          .when(seq.isNotNull() & size.isNotNull(), seq == size),
             # update: the new (partial) image; delete: the old row
             "_upd_after": _overlay(key, data),
-            "_del_before": F.when(j["data"].isNotNull() | j["key"].isNotNull(), _overlay(data, key)),
+            "_del_before": F.when(data_image.isNotNull() | key_image.isNotNull(), _overlay(data, key)),
         })
         op, table_id = F.col("_op"), F.col("table_id")
         upd_after, del_before = F.col("_upd_after"), F.col("_del_before")
-        key_cols = F.map_keys(j["key"])
+        key_cols = F.map_keys(key_image)
         has_key = F.size(key_cols) > 0  # null key -> size -1
         # old values of the key columns: from ``key``; a configured key column absent from ``key`` is
         # taken from ``data`` (it is then assumed unchanged)
         upd_before_for_key = _overlay(data, key)
         df = df.withColumns({
             # key rule 1: --primary-keys; 2: the columns of ``key``; 3: the whole row (see module doc)
-            "_ins_key": F.coalesce(configured_key(table_id, j["data"], options), j["data"]),
+            "_ins_key": F.coalesce(configured_key(table_id, data_image, options), data_image),
             "_old_key": F.coalesce(configured_key(table_id, upd_before_for_key, options),
-                                   F.when(has_key, j["key"])),
+                                   F.when(has_key, key_image)),
             "_new_key": F.coalesce(configured_key(table_id, upd_after, options),
                                    F.when(has_key, F.map_from_arrays(
                                        key_cols, F.transform(key_cols, lambda c: F.element_at(upd_after, c))))),
             "_del_key": F.coalesce(configured_key(table_id, del_before, options),
-                                   F.when(has_key, j["key"]), del_before),
+                                   F.when(has_key, key_image), del_before),
         })
         old_key, new_key = F.col("_old_key"), F.col("_new_key")
 
@@ -139,8 +141,8 @@ class SharePlexDecoder:
             .when(F.element_at(ignored, F.col("_op_name")).isNotNull(), F.element_at(ignored, F.col("_op_name")))
             .when(op.isNull(), F.concat(F.lit("unknown operation type '"), meta["op"], F.lit("'")))
             .when(table_id.isNull(), F.lit("no source table ('meta.table')"))
-            .when((op == C.INSERT) & j["data"].isNull(), F.lit("'data' is null for an insert"))
-            .when((op == C.UPDATE) & j["data"].isNull(), F.lit("'data' is null for an update"))
+            .when((op == C.INSERT) & data_image.isNull(), F.lit("'data' is null for an insert"))
+            .when((op == C.UPDATE) & data_image.isNull(), F.lit("'data' is null for an update"))
             .when((op == C.UPDATE) & (old_key.isNull() | new_key.isNull()),
                   F.lit("update has no 'key' (the before image's key columns): give --primary-keys"))
             .when((op == C.DELETE) & F.col("_del_before").isNull(), F.lit("delete has neither 'data' nor 'key'"))
@@ -175,15 +177,15 @@ class SharePlexDecoder:
         key_changed = ~F.coalesce(F.to_json(old_key) == F.to_json(new_key), F.lit(False))
         upd_present = F.map_keys(upd_after)
         records = (
-            F.when(op == C.INSERT, F.array(record(op, F.col("_ins_key"), no_map, j["data"], no_present)))
+            F.when(op == C.INSERT, F.array(record(op, F.col("_ins_key"), no_map, data_image, no_present)))
             .when((op == C.UPDATE) & key_changed,
-                  F.array(record(F.lit(C.DELETE), old_key, j["key"], no_map, no_present),
-                          record(op, new_key, j["key"], upd_after, upd_present)))
-            .when(op == C.UPDATE, F.array(record(op, new_key, j["key"], upd_after, upd_present)))
+                  F.array(record(F.lit(C.DELETE), old_key, key_image, no_map, no_present),
+                          record(op, new_key, key_image, upd_after, upd_present)))
+            .when(op == C.UPDATE, F.array(record(op, new_key, key_image, upd_after, upd_present)))
             .when(op == C.DELETE, F.array(record(op, F.col("_del_key"), del_before, no_map, no_present)))
             .when(op == C.TRUNCATE, F.array(record(op, no_map, no_map, no_map, no_present)))
             .otherwise(F.array(record(op, no_map, no_map, F.create_map(
-                F.lit("ddl"), meta["op"], F.lit("columns"), F.to_json(j["data"])), no_present)))
+                F.lit("ddl"), meta["op"], F.lit("columns"), F.to_json(data_image)), no_present)))
         )
         status = (
             F.when(F.col("reason").isNull(), F.lit(DECODED))

@@ -23,6 +23,18 @@ def raw_frame(spark, values, keys=None, topic="t", headers=None):
     return spark.createDataFrame(rows, KAFKA_SCHEMA)
 
 
+# Numbers as a JSON text carries them, for the decoders that must keep their digits: a test writes a
+# quoted placeholder (json.dumps would round a float first) and with_exact_numbers puts the number there
+EXACT_NUMBERS = {"@BIG@": "12345678901234567890.12", "@FINE@": "0.1234567890123456789", "@TWO@": "1.50",
+                 "@INT@": "123456789012345678901234567890", "@NESTED@": '{"x":98765432109876543.21}'}
+
+
+def with_exact_numbers(text: str) -> str:
+    for placeholder, number in EXACT_NUMBERS.items():
+        text = text.replace(f'"{placeholder}"', number)
+    return text
+
+
 # The 20 row changes Flink's and SeaTunnel's JSON format tests expect from their `products` files
 # (Debezium, OGG, and the first 20 of Maxwell's), as Flink RowKind + (id, name, description, weight)
 FLINK_PRODUCT_ROWS = [

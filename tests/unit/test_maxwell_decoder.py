@@ -14,7 +14,8 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import KAFKA_SCHEMA, read_raw
-from tests.unit.decoder_support import assert_rows_equal, FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame
+from tests.unit.decoder_support import (assert_rows_equal, FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame,
+                                        with_exact_numbers)
 
 # Flink MaxwellJsonSerDerTest / SeaTunnel MaxWellJsonSerDeSchemaTest: the 26 rows both files decode to
 FLINK_EXPECTED = [
@@ -99,6 +100,24 @@ def test_positions_keys_and_key_changes(spark):
     # --primary-keys wins over the Kafka key
     records, _, _ = decode(raw_frame(spark, values[:1], keys[:1]), DecodeOptions(primary_keys={"items": ("v",)}))
     assert [(r["op"], r["key"]) for r in records] == [("UPDATE", {"v": "b"})]
+
+
+def test_decimals_sent_as_json_numbers_keep_their_digits(spark):
+    """Maxwell sends DECIMAL columns as JSON numbers; read into a string through a double they would lose
+    digits (12345678901234567890.12 -> 1.2345678901234567E19)."""
+    row = {"id": 1, "amount": "@BIG@", "rate": "@FINE@", "price": "@TWO@", "serial": "@INT@", "doc": "@NESTED@",
+           "note": "12.50", "ok": True, "gone": None}
+    values = [with_exact_numbers(_mx("insert", row, position="binlog.000001:4")),
+              with_exact_numbers(_mx("update", {**row, "amount": 1}, old={"amount": "@BIG@"},
+                                     position="binlog.000001:90"))]
+    records, quarantine, _ = decode(raw_frame(spark, values), DecodeOptions(primary_keys={"items": ("id",)}))
+    assert quarantine == []
+    expected = {"id": "1", "amount": "12345678901234567890.12", "rate": "0.1234567890123456789", "price": "1.5",
+                "serial": "123456789012345678901234567890", "doc": '{"x":98765432109876543.21}', "note": "12.50",
+                "ok": "true", "gone": None}
+    assert records[0]["after"] == expected
+    assert records[1]["after"] == {**expected, "amount": "1"}
+    assert records[1]["before"] == expected, "the old value, overlaid from 'old', keeps its digits too"
 
 
 def test_bootstrap_ddl_heartbeat_and_malformed(spark):

@@ -17,7 +17,7 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
-from tests.unit.decoder_support import FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame
+from tests.unit.decoder_support import FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame, with_exact_numbers
 
 REPO = Path(__file__).resolve().parents[2]
 MALFORMED = "malformed JSON, not a JSON object, or a field of the wrong JSON type"
@@ -74,6 +74,20 @@ def _ogg(op, before=None, after=None, pos=None, table="SRC.ITEMS", pks=("ID",), 
         msg["after"] = after
     msg.update(extra)
     return json.dumps({k: v for k, v in msg.items() if v is not None})
+
+
+def test_numbers_keep_their_digits(spark):
+    """The formatter sends NUMBER columns as JSON numbers; read into a string through a double they would
+    lose digits (12345678901234567890.12 -> 1.2345678901234567E19)."""
+    before = {"ID": 1, "AMOUNT": "@BIG@", "RATE": "@FINE@", "NOTE": "7.10"}
+    after = {"ID": 1, "AMOUNT": "@INT@", "RATE": 3.140000104904175, "NOTE": None}
+    text = with_exact_numbers(_ogg("U", before=before, after=after, pos="00000000020000001000"))
+    records, quarantine, _ = _decode_raw(raw_frame(spark, [text]))
+    assert quarantine == []
+    assert records[0]["before"] == {"ID": "1", "AMOUNT": "12345678901234567890.12", "RATE": "0.1234567890123456789",
+                                    "NOTE": "7.10"}
+    assert records[0]["after"] == {"ID": "1", "AMOUNT": "123456789012345678901234567890",
+                                   "RATE": "3.140000104904175", "NOTE": None}
 
 
 def test_keys_partial_updates_key_changes_and_malformed(spark):

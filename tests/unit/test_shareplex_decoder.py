@@ -18,7 +18,7 @@ from jobs import cli, publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
-from tests.unit.decoder_support import raw_frame
+from tests.unit.decoder_support import raw_frame, with_exact_numbers
 
 REPO = Path(__file__).resolve().parents[2]
 MALFORMED = "malformed JSON, not a JSON object, or a field of the wrong JSON type"
@@ -105,6 +105,17 @@ def _sp(op, table="test.product", data=None, key=None, scn=None, seq=1, size=1, 
     if key is not None:
         msg["key"] = key
     return json.dumps(msg)
+
+
+def test_numbers_keep_their_digits(spark):
+    """A number sent as a JSON number keeps its digits (read into a string through a double it would not:
+    12345678901234567890.12 -> 1.2345678901234567E19); strings stay as sent."""
+    text = _sp("upd", data={"AMOUNT": "@BIG@", "RATE": "@FINE@", "NOTE": "1.50"}, key={"ID": "@INT@"}, scn="100")
+    records, quarantine, _ = decode(spark, [with_exact_numbers(text)])
+    assert quarantine == []
+    assert records[0]["key"] == {"ID": "123456789012345678901234567890"}
+    assert records[0]["after"] == {"ID": "123456789012345678901234567890", "AMOUNT": "12345678901234567890.12",
+                                   "RATE": "0.1234567890123456789", "NOTE": "1.50"}
 
 
 def test_ops_positions_transactions_and_malformed(spark):
@@ -221,7 +232,7 @@ def _fold_with_key_change(tmp_path):
     state = sorted(table.scan().to_arrow().select(cols).to_pylist(), key=lambda r: int(r["id"]))
     expected = {101: ("scooter", "Small 2-wheel scooter", "5.17"),
                 105: ("hammer", "14oz carpenter's hammer", "0.875"),
-                106: ("hammer", "18oz carpenter hammer", "1.0"),
+                106: ("hammer", "18oz carpenter hammer", "1"),  # sent as the JSON number 1.0: its value
                 107: ("rocks", "box of assorted rocks", "5.1"),
                 108: ("jacket", "water resistent black wind breaker", "0.1"),
                 109: ("spare tire", "24 inch spare tire", "22.2"),
