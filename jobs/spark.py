@@ -30,6 +30,9 @@ SPARK_CONF = {
     # (the decode stage of 1M messages 59 -> 47 s with the parallel collector, bench/README.md)
     "spark.sql.codegen.methodSplitThreshold": "256",
     "spark.sql.codegen.hugeMethodLimit": "8000",
+    # the generated classes of a pipeline's queries are ~170 (a 1M run); Spark's default cache of 100
+    # evicted them, so a long-lived session (a warm run, the test suite) compiled them again each time
+    "spark.sql.codegen.cache.maxEntries": "1000",
     "spark.ui.enabled": os.environ.get("CDC_SPARK_UI", "false"),
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.extraJavaOptions": JVM_OPTIONS,

@@ -245,3 +245,42 @@ def test_a_table_of_the_earlier_layout_is_bucketed_by_its_next_run(spark, tmp_pa
     sim.update("accounts", {"id": 4}, {"owner": "y"})
     assert runs.run("r3")["buckets_rewritten"] == 1
     assert runs.rows() == runs.expected()
+
+
+def _codecs(paths) -> set[str]:
+    out = set()
+    for path in paths:
+        meta = pq.ParquetFile(urlparse(path).path).metadata
+        out |= {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups)
+                for c in range(meta.num_columns)}
+    return out
+
+
+def test_files_are_written_with_the_tables_codec(spark, tmp_path):
+    sim = SourceSimulator(10, [TABLE], "postgresql", n_partitions=1)
+    sim.populate("accounts", 100)
+    sim.snapshot()
+    runs = Runs(spark, tmp_path, sim)
+    runs.run("r1")
+    table = runs.table()
+    assert table.properties[publish.CODEC_PROP] == "zstd"  # Iceberg's default, named on the table
+    assert _codecs(t.file.file_path for t in table.scan().plan_files()) == {"ZSTD"}
+
+    # a table set to another codec gets it from its next run on, its delete files too
+    table.transaction().set_properties(**{publish.CODEC_PROP: "snappy"}).commit_transaction()
+    sim.update("accounts", {"id": 5}, {"owner": "v"})
+    assert runs.run("r2")["mode"] == "delta"
+    table = runs.table()
+    new = [t.file.file_path for t in table.scan().plan_files() if "/run=r2/" in t.file.file_path]
+    deletes = list(_delete_files(table))
+    assert new and deletes
+    assert _codecs(new + deletes) == {"SNAPPY"}
+    assert runs.rows() == runs.expected()
+
+    # a codec Spark does not write: the run fails naming the property, and the published state stays
+    table.transaction().set_properties(**{publish.CODEC_PROP: "lzma"}).commit_transaction()
+    published = runs.table().current_snapshot().snapshot_id
+    sim.update("accounts", {"id": 6}, {"owner": "w"})
+    with pytest.raises(ValueError, match=publish.CODEC_PROP):
+        runs.run("r3")
+    assert runs.table().current_snapshot().snapshot_id == published
