@@ -5,7 +5,9 @@ Runs the pipeline for the data interval `[start, end)` of each run, one task per
 
 `land` (topics → raw snapshot + `_manifest.json` per topic) → `decode` → `merge` (dedupe + fold +
 Iceberg commit) → `validate` (Great Expectations) → `reconcile` (state rows vs source rows) →
-`alert` (one data-quality email when a check failed).
+`alert` (one data-quality email when a check failed) → `expire` (the tables' snapshots older than
+the retention, 7 days before the interval's end and each table's 10 newest kept, go with the files
+only they held).
 
 - **Windows**: daily, `00:00 UTC` to `00:00 UTC` (`CronDataIntervalTimetable`). A manual run has
   no window of its own: trigger it with params `start` and `end` (ISO-8601), e.g.
@@ -17,7 +19,7 @@ Iceberg commit) → `validate` (Great Expectations) → `reconcile` (state rows 
   (e.g. `{"conn_type": "spark", "host": "local[*]"}`); `decode` gets one `--raw` per landed topic.
 - **Email**: the `alert` task sends through connection `smtp_default`; with `CDC_ALERT_TO` set, a
   failed task also notifies those recipients.
-- **Settings** (lake, pipeline, topics, format, source counts, recipients): params, Variables
+- **Settings** (lake, pipeline, topics, format, source counts, recipients, snapshot retention): params, Variables
   `cdc_<name>` or `CDC_*` environment variables, see `jobs/airflow_tasks.py`.
 """
 from __future__ import annotations
@@ -71,4 +73,5 @@ with DAG(
                                op_kwargs={"plan": land.output["plan"]})
     alert = PythonOperator(task_id="alert", python_callable=tasks.alert, op_kwargs={"plan": land.output["plan"]})
 
-    land >> decode >> merge >> validate >> reconcile >> alert
+    expire = PythonOperator(task_id="expire", python_callable=tasks.expire, op_kwargs={"plan": land.output["plan"]})
+    land >> decode >> merge >> validate >> reconcile >> alert >> expire

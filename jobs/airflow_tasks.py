@@ -22,6 +22,9 @@ Settings, resolved when a run starts, first match wins:
                            Airflow connection, or empty for no source counts)
     alert_to               CDC_ALERT_TO              empty (comma-separated recipients)
     quarantine_threshold   CDC_QUARANTINE_THRESHOLD  0 (alert when quarantined/landed exceeds it)
+    snapshot_retain_days   CDC_SNAPSHOT_RETAIN_DAYS  7 (the expire task keeps the tables' snapshots of the
+                                                     7 days before the interval's end ...)
+    snapshot_retain_last   CDC_SNAPSHOT_RETAIN_LAST  10 (... and each table's 10 newest)
 
 Read when the DAG file is parsed (they shape the tasks, not one run): ``CDC_ALERT_TO`` also adds
 an SmtpNotifier failure callback; ``CDC_SPARK_PACKAGES`` and ``CDC_SPARK_CONF`` (a JSON object)
@@ -84,6 +87,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("alert_to", "CDC_ALERT_TO", "", "comma-separated data-quality alert recipients"),
     Setting("quarantine_threshold", "CDC_QUARANTINE_THRESHOLD", "0",
             "alert when quarantined/landed exceeds this fraction"),
+    Setting("snapshot_retain_days", "CDC_SNAPSHOT_RETAIN_DAYS", "7",
+            "days of the tables' snapshots kept before the interval's end (older ones and their files go)"),
+    Setting("snapshot_retain_last", "CDC_SNAPSHOT_RETAIN_LAST", "10",
+            "each table's newest snapshots kept whatever their age (at least 1)"),
 )
 
 
@@ -98,6 +105,18 @@ class PipelineSettings:
     source_counts: str | None
     alert_to: tuple[str, ...]
     quarantine_threshold: float
+    snapshot_retain_days: int = 7
+    snapshot_retain_last: int = 10
+
+
+def _whole(values: Mapping[str, str], name: str, least: int) -> int:
+    try:
+        value = int(values[name] or 0)
+    except ValueError:
+        raise ValueError(f"{name} {values[name]!r} is not a whole number") from None
+    if value < least:
+        raise ValueError(f"{name} {value} is below {least}")
+    return value
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -147,6 +166,8 @@ def resolve_settings(
         source_counts=values["source_counts"] or None,
         alert_to=_split(values["alert_to"]),
         quarantine_threshold=threshold,
+        snapshot_retain_days=_whole(values, "snapshot_retain_days", 0),
+        snapshot_retain_last=_whole(values, "snapshot_retain_last", 1),
     )
 
 
@@ -433,6 +454,22 @@ def alert(plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
 
 
 # ---- parse-time pieces of the DAG ----------------------------------------------------------------
+def expire(plan: Mapping[str, Any], params: Mapping[str, Any] | None = None, **_context: Any) -> dict[str, Any]:
+    """Airflow callable of the expire task: the tables' snapshots older than the retention before the
+    interval's end go, with the files only they held (jobs.expire; no Spark)."""
+    from jobs.stages import run_expire
+
+    run = RunPlan.from_xcom(plan)
+    cfg = resolve_settings(params, _airflow_variable)
+    report = run_expire(_run_context(run), _utc(run.end, "interval end"), cfg.snapshot_retain_days,
+                        cfg.snapshot_retain_last)
+    summary = {"snapshots_expired": sum(t["snapshots_expired"] for t in report["tables"]),
+               "bytes_deleted": sum(t["bytes_deleted"] for t in report["tables"])}
+    log.info("expired snapshots of run %s (committed before %s): %s", run.run_id, report["older_than"],
+             json.dumps(summary))
+    return summary
+
+
 def spark_env() -> dict[str, str]:
     """Environment of the spark-submit'ed driver: this repo importable, this interpreter for Python."""
     return {

@@ -3,6 +3,7 @@
     python -m jobs run --format debezium --raw PATH --lake PATH --pipeline NAME --run-id ID
     python -m jobs decode | merge | validate | reconcile | alert   (one stage each, for the DAG)
     python -m jobs land ...                                        (topic -> raw snapshot)
+    python -m jobs expire --as-of TIME ...                         (snapshots past the retention)
 
 Exit codes: 0 when the run completed (quarantined records and data-quality failures are reported
 and alerted, not crashes); 2 with one clear line for unusable arguments; 1 when a stage failed.
@@ -87,6 +88,30 @@ def _alert_args(p: argparse.ArgumentParser) -> None:
                    help="alert when quarantined/landed exceeds this fraction (default 0: any quarantined message)")
 
 
+def _as_of(text: str):
+    from datetime import datetime, timezone
+
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time (e.g. 2026-11-24T00:00:00Z): {text!r}") from None
+    # a time without an offset is UTC, as everywhere in the pipeline
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
+def _expire_args(p: argparse.ArgumentParser) -> None:
+    from jobs.expire import DEFAULT_RETAIN_DAYS, DEFAULT_RETAIN_LAST
+
+    p.add_argument("--as-of", type=_as_of, required=True, metavar="TIME",
+                   help="the time the retention counts back from (the DAG passes its interval's end)")
+    p.add_argument("--retain-days", type=_count, default=DEFAULT_RETAIN_DAYS, metavar="N",
+                   help=f"keep the snapshots committed in the N days before --as-of (default {DEFAULT_RETAIN_DAYS})")
+    p.add_argument("--retain-last", type=_count, default=DEFAULT_RETAIN_LAST, metavar="N",
+                   help=f"keep each table's N newest snapshots whatever their age (default {DEFAULT_RETAIN_LAST}, "
+                   "at least 1)")
+    p.add_argument("--dry-run", action="store_true", help="report what would go, change nothing")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -103,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(reconcile), _reconcile_args(reconcile)
     alert = sub.add_parser("alert", help="one data-quality email when a check failed")
     _common(alert), _alert_args(alert)
+    expire = sub.add_parser("expire", help="expire the tables' snapshots past the retention, and their files")
+    _common(expire), _expire_args(expire)
     sub.add_parser("land", help="topic interval -> raw snapshot (see python -m jobs land --help)", add_help=False)
     return parser
 
@@ -133,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         lake = _check(args)
+        if args.command == "expire" and args.retain_last < 1:
+            raise UsageError("--retain-last must keep at least the current snapshot (1)")
         options = DecodeOptions(primary_keys=_primary_keys(getattr(args, "primary_keys", [])))
     except (UsageError, LakeError, RawInputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -142,6 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     from jobs.spark import build_spark
 
     ctx = stages.RunContext(lake, args.pipeline, args.run_id)
+    if args.command == "expire":  # pyiceberg only: no Spark
+        try:
+            _print_expiry(stages.run_expire(ctx, args.as_of, args.retain_days, args.retain_last, args.dry_run))
+        except Exception as exc:  # noqa: BLE001 - one clear line, then the traceback
+            print(f"error: expire failed: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+            raise
+        return 0
     spark = build_spark(f"cdc-{args.command}-{args.pipeline}")
     try:
         if args.command == "run":
@@ -184,6 +220,15 @@ def _print_summary(ctx, alert: dict) -> None:
     why = f" ({problems} problem{'s' if problems != 1 else ''})" if problems else ""
     err = f"; error: {alert['error']}" if alert.get("error") else ""
     print(f"alert email sent: {sent}{why}{err}")
+
+
+def _print_expiry(report: dict) -> None:
+    verb = "would expire" if report["dry_run"] else "expired"
+    print(f"snapshots committed before {report['older_than']} (each table's {report['retain_last']} newest kept):")
+    for t in report["tables"]:
+        files = ", ".join(f"{n} {kind}" for kind, n in t["files_deleted"].items()) or "no file"
+        print(f"  {t['table']}: {verb} {t['snapshots_expired']}, kept {t['snapshots_kept']}; "
+              f"files {'to delete' if report['dry_run'] else 'deleted'}: {files} ({t['bytes_deleted']:,} bytes of data)")
 
 
 if __name__ == "__main__":  # spark-submit jobs/cli.py <command> ...

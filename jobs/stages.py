@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
@@ -178,3 +179,14 @@ def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float)
         )
         ctx.write_report("alert.json", result)
     return result
+
+
+def run_expire(ctx: RunContext, as_of: datetime, retain_days: int, retain_last: int, dry_run: bool = False) -> dict:
+    """Snapshot expiry of the pipeline's tables (jobs.expire); expire.json says what went."""
+    from jobs.expire import expire_pipeline
+    from jobs.publish import open_catalog
+
+    with ctx.timed("expire"):
+        report = expire_pipeline(open_catalog(ctx.lake), ctx.pipeline, as_of, retain_days, retain_last, dry_run)
+        ctx.write_report("expire.json", {"run_id": ctx.run_id, **report})
+    return report

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 UTC = timezone.utc
 DAY1, DAY2, DAY3 = (datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3))
 TABLES = {"shop.public.customers", "shop.public.orders", "shop.public.order_lines"}
-STAGES = ["land", "decode", "merge", "validate", "reconcile", "alert"]
+STAGES = ["land", "decode", "merge", "validate", "reconcile", "alert", "expire"]
 RECIPIENT = "dq@example.com"
 SMTP_ENV = ("AIRFLOW_CONN_SMTP_DEFAULT", "SMTP_HOST", "CDC_ALERT_TO", "AIRFLOW__EMAIL__FROM_EMAIL")
 
@@ -117,6 +117,7 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
         "CDC_SOURCE_COUNTS": "conn:cdc_source",
         "CDC_ALERT_TO": RECIPIENT,
         "CDC_SHUFFLE_PARTITIONS": "2",
+        "CDC_SNAPSHOT_RETAIN_DAYS": "0",
     }
     migrate = subprocess.run([f"{venv_bin}/airflow", "db", "migrate"], env=env, capture_output=True, text=True,
                              timeout=300)
@@ -136,8 +137,13 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
         # decode read exactly this interval: one folder per topic, and exactly its messages
         assert decode["raw"] == [str(lake / "raw/demo" / safe_part(t) / f"interval={run_id}") for t in sorted(TABLES)]
         assert decode["balanced"] and decode["total"]["landed"] == _demo_messages_between(topics, start, end) > 0
-        for name in ("merge.json", "validation.json", "reconciliation.json", "alert.json"):
+        for name in ("merge.json", "validation.json", "reconciliation.json", "alert.json", "expire.json"):
             assert (reports / name).is_file(), name
+        # the retention counts back from the interval's end: snapshots committed after it (today) stay
+        expiry = json.loads((reports / "expire.json").read_text())
+        assert expiry["older_than"].startswith(end.strftime("%Y-%m-%dT%H:%M")) and expiry["retain_days"] == 0
+        assert {t["table"] for t in expiry["tables"]} == TABLES
+        assert all(t["snapshots_expired"] == 0 and t["snapshots_kept"] >= 1 for t in expiry["tables"])
 
     first = json.loads((lake / "reports/demo" / f"run={runs[0]}" / "reconciliation.json").read_text())
     final = json.loads((lake / "reports/demo" / f"run={runs[1]}" / "reconciliation.json").read_text())

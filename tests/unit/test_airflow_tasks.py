@@ -92,6 +92,16 @@ def test_a_quarantine_threshold_must_be_a_fraction(threshold):
         tasks.resolve_settings({"quarantine_threshold": threshold}, None, NO_ENV)
 
 
+def test_snapshot_retention_settings():
+    cfg = tasks.resolve_settings({}, None, NO_ENV)
+    assert (cfg.snapshot_retain_days, cfg.snapshot_retain_last) == (7, 10)
+    cfg = tasks.resolve_settings({"snapshot_retain_days": "30"}, None, {"CDC_SNAPSHOT_RETAIN_LAST": "3"})
+    assert (cfg.snapshot_retain_days, cfg.snapshot_retain_last) == (30, 3)
+    for bad in ({"snapshot_retain_days": "a week"}, {"snapshot_retain_days": "-1"}, {"snapshot_retain_last": "0"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            tasks.resolve_settings(bad, None, NO_ENV)
+
+
 def test_dag_params_offer_the_window_and_every_setting_but_secrets():
     params = tasks.dag_params()
     assert {"start", "end", "lake", "pipeline", "topics_dir", "format", "alert_to"} <= set(params)

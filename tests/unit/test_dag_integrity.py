@@ -12,7 +12,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
-STAGES = ["land", "decode", "merge", "validate", "reconcile", "alert"]
+STAGES = ["land", "decode", "merge", "validate", "reconcile", "alert", "expire"]
 
 PROBE = """
 import json, sys
@@ -85,7 +85,8 @@ def test_demo_dag_runs_the_stages_in_order_on_real_daily_windows(tmp_path):
         assert set(upstream) == set(chain.get(task, [])) | ({"land"} if task != "land" else set()), task
     assert dag["types"] == {"land": "PythonOperator", "decode": "SparkSubmitOperator",
                             "merge": "SparkSubmitOperator", "validate": "SparkSubmitOperator",
-                            "reconcile": "PythonOperator", "alert": "PythonOperator"}
+                            "reconcile": "PythonOperator", "alert": "PythonOperator",
+                            "expire": "PythonOperator"}
     # each Spark stage's arguments are the list land computed for it (one --raw per topic folder)
     assert dag["xcom_args"] == {s: ["land", f"{s}_args"] for s in ("decode", "merge", "validate")}
     for spark in dag["spark"].values():

@@ -1,0 +1,114 @@
+"""Snapshot expiry (python -m jobs expire): old snapshots leave the tables' metadata, the files only they
+reached leave the lake, and what is kept still reads as an independent replay (the simulator's
+SQLite) says it should -- the current state, and the kept older snapshots by time travel."""
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone
+from urllib.parse import urlparse
+
+import pytest
+
+from jobs import cli, publish
+from scripts.simulate_source import SourceSimulator
+from tests.integration.test_bucketed_state import TABLE, Runs
+
+pytestmark = pytest.mark.integration
+
+
+def _on_disk(table, folder: str, suffix: str = ".parquet") -> set[str]:
+    root = os.path.join(urlparse(table.location()).path, folder)
+    return {os.path.join(d, f) for d, _, files in os.walk(root) for f in files
+            if f.endswith(suffix) and not f.startswith(".")}
+
+
+def _run_dirs(table, folder: str) -> list[str]:
+    root = os.path.join(urlparse(table.location()).path, folder)
+    return [os.path.join(root, d) for d in os.listdir(root)] if os.path.isdir(root) else []
+
+
+def _reached(table, snapshot) -> set[str]:
+    """Data and delete files of a snapshot, as pyiceberg's own scan plans them."""
+    tasks = table.scan(snapshot_id=snapshot.snapshot_id).plan_files()
+    return {urlparse(p).path for t in tasks for p in [t.file.file_path, *[d.file_path for d in t.delete_files]]}
+
+
+def _rows(table, snapshot_id: int) -> list[dict]:
+    arrow = table.scan(snapshot_id=snapshot_id).to_arrow().select(["id", "owner", "balance"])
+    return sorted(arrow.to_pylist(), key=lambda r: r["id"])
+
+
+def test_expiry_drops_old_snapshots_and_only_their_files(spark, tmp_path, monkeypatch):
+    sim = SourceSimulator(11, [TABLE], "postgresql", n_partitions=2)
+    sim.populate("accounts", 300)
+    sim.snapshot()
+    runs = Runs(spark, tmp_path, sim)
+    expected_after = {}
+    for i in range(5):
+        # copy-on-write for the first runs (their replaced files become history), deltas after
+        monkeypatch.setattr(publish, "DELTAS", i >= 3)
+        if i:
+            sim.random_ops(40)
+        runs.run(f"r{i}")
+        expected_after[f"r{i}"] = runs.expected()
+    table = runs.table()
+    snapshots = {publish.published_by(table, f"r{i}"): f"r{i}" for i in range(5)}
+    assert len(snapshots) == 5 and len(table.metadata.snapshots) >= 5
+    data_before = _on_disk(table, "data") | _on_disk(table, "deletes")
+    sizes = {p: os.path.getsize(p) for p in data_before}
+    data_dirs_before = [d for k in ("data", "deletes") for d in _run_dirs(table, k)]
+    tombstones_before = {os.path.dirname(p) for p in _on_disk(table, "tombstones")}
+    assert len(tombstones_before) == 5  # every run had deletes: each wrote its tombstones
+    as_of = datetime.fromtimestamp(table.metadata.snapshots[-1].timestamp_ms / 1000, timezone.utc) + timedelta(seconds=1)
+    args = ["expire", "--lake", str(runs.lake.root), "--pipeline", "buckets", "--run-id", "x1",
+            "--as-of", as_of.isoformat(), "--retain-days", "0", "--retain-last", "2"]
+
+    # a dry run says what would go and changes nothing
+    assert cli.main([*args, "--dry-run"]) == 0
+    dry = runs.lake.read_json("reports/buckets/run=x1/expire.json")
+    assert dry["tables"][0]["snapshots_expired"] == len(table.metadata.snapshots) - 2
+    assert len(runs.table().metadata.snapshots) == len(table.metadata.snapshots)
+    assert _on_disk(table, "data") | _on_disk(table, "deletes") == data_before
+
+    assert cli.main(args) == 0
+    report = runs.lake.read_json("reports/buckets/run=x1/expire.json")["tables"][0]
+    table = runs.table()
+    kept = table.metadata.snapshots
+    assert [snapshots.get(s.snapshot_id) for s in kept] == ["r3", "r4"]
+    assert report["snapshots_expired"] == dry["tables"][0]["snapshots_expired"]
+    assert report["runs_expired"] == ["r0", "r1", "r2"]
+    # the lake holds exactly the files the kept snapshots reach, and each of them
+    reached = set().union(*(_reached(table, s) for s in kept))
+    on_disk = _on_disk(table, "data") | _on_disk(table, "deletes")
+    assert on_disk == reached
+    gone = data_before - on_disk
+    # a run's folder stays while it holds a file a kept snapshot reaches, else it went whole (Spark's
+    # _SUCCESS markers too)
+    left = [d for k in ("data", "deletes") for d in _run_dirs(table, k)]
+    assert sorted(left) == sorted({p.split("/_cdc_b=")[0] for p in reached})
+    assert len(left) < len(data_dirs_before)
+    assert gone and sum(report["files_deleted"].get(k, 0) for k in ("data", "delete")) == len(gone)
+    assert report["bytes_deleted"] == sum(sizes[p] for p in gone)
+    # the tombstones of the expired runs went; the kept runs' stayed, the table's current among them
+    tombstones = {os.path.dirname(p) for p in _on_disk(table, "tombstones")}
+    assert {os.path.basename(t) for t in tombstones} == {"run=r3", "run=r4"}
+    assert urlparse(table.properties[publish.TOMBSTONES_PROP]).path.rstrip("/") in tombstones
+    # what is kept reads as the replay said it was: now, and as of r3 (time travel)
+    assert runs.rows() == expected_after["r4"]
+    assert _rows(table, kept[0].snapshot_id) == expected_after["r3"]
+
+    # again: nothing more to expire; the next runs fold on top as before
+    assert cli.main(args) == 0
+    assert runs.lake.read_json("reports/buckets/run=x1/expire.json")["tables"][0]["snapshots_expired"] == 0
+    sim.random_ops(40)
+    runs.run("r5")
+    assert runs.rows() == runs.expected()
+
+
+def test_expiry_keeps_the_current_snapshot_and_refuses_to_keep_none(tmp_path, capsys):
+    args = ["expire", "--lake", str(tmp_path / "lake"), "--pipeline", "p", "--run-id", "x", "--as-of", "2026-11-24"]
+    assert cli.main([*args, "--retain-last", "0"]) == 2
+    assert "--retain-last" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main([*args[:-1], "yesterday"])
+    assert cli.main(args) == 0  # a pipeline without tables: nothing to do
