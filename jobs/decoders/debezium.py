@@ -360,7 +360,11 @@ class DebeziumDecoder:
             "_phase": F.when((op == C.SNAPSHOT) & (snapshot != "incremental"), F.lit(C.FULL_LOAD))
                        .otherwise(F.lit(C.CDC)),
             "_key": F.coalesce(
-                configured_key(F.col("table_id"), F.coalesce(after, before), options), F.col("_kafka_key")
+                configured_key(F.col("table_id"), F.coalesce(after, before), options),
+                # the message key's values are encoded as the row's (a Decimal key is base64, a date a
+                # day number): the row image's converted value of each key column wins where it has one
+                F.transform_values(F.col("_kafka_key"),
+                                   lambda k, v: F.coalesce(F.element_at(F.coalesce(after, before), k), v)),
             ),
         })
 

@@ -321,9 +321,13 @@ class QlikDecoder:
         df = df.withColumns({"_after": data, "_before": before_data})
         after, before = F.col("_after"), F.col("_before")
         pk = F.col("md_pk")
+        # a table without primaryKeyPosition (and no --primary-keys) is keyed by its whole row, as the
+        # other formats' keyless tables: an UPDATE is then a DELETE of the before row + an INSERT
+        whole_row = has_meta & pk.isNull()
         df = df.withColumns({
-            "_new_key": F.coalesce(configured_key(tid, after, options), _key_of(after, pk)),
-            "_old_key": F.coalesce(configured_key(tid, before, options), _key_of(before, pk)),
+            "_new_key": F.coalesce(configured_key(tid, after, options), _key_of(after, pk), F.when(whole_row, after)),
+            "_old_key": F.coalesce(configured_key(tid, before, options), _key_of(before, pk),
+                                   F.when(whole_row, before)),
         })
         new_key, old_key = F.col("_new_key"), F.col("_old_key")
         kind = F.col("_kind")
@@ -346,6 +350,13 @@ class QlikDecoder:
                   F.concat(F.lit("no metadata for table "), tid, F.lit(" (its key comes from Qlik's metadata "
                                                                      "message; or give --primary-keys)")))
             .when(F.col("_data").isNull(), F.lit("data message without 'data'"))
+            .when(whole_row & ~has_configured & present.isNotNull()
+                  & (F.size(present) < F.size("md_columns")),
+                  F.lit("no key (no primaryKeyPosition, no --primary-keys) and a row image without every column "
+                        "(columnMask): the whole row cannot key it"))
+            .when(whole_row & ~has_configured & (op_name == "UPDATE") & F.col("_before_data").isNull(),
+                  F.lit("no key (no primaryKeyPosition, no --primary-keys): an UPDATE without beforeData cannot "
+                        "say which row it changes"))
             .when(new_key.isNull(), F.lit("no key: the metadata has no primaryKeyPosition; give --primary-keys"))
         )
         df = df.withColumn("reason", reason)

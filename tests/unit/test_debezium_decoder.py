@@ -208,6 +208,35 @@ def test_connector_positions_order_as_strings(spark):
         assert None not in positions and positions == sorted(positions) and len(set(positions)) == len(positions)
 
 
+def test_key_values_are_converted_like_the_row(spark):
+    # the key message encodes a Decimal, Date or MicroTimestamp key column as the row does: read raw,
+    # two keys would both be null (rows merged) or a date the year 20073 (a delete missing its row)
+    fields = [
+        {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "field": "id",
+         "parameters": {"scale": "2", "connect.decimal.precision": "10"}},
+        {"type": "int32", "name": "io.debezium.time.Date", "field": "day"},
+        {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "field": "ts"},
+        {"type": "string", "field": "v"},
+    ]
+    source = {"connector": "postgresql", "db": "d", "schema": "s", "table": "t", "lsn": 10}
+    rows = [{"id": "MDk=", "day": 20073, "ts": 1734544849000000, "v": "a"},
+            {"id": "MDo=", "day": 20074, "ts": 1734544850000000, "v": "b"}]
+    values = [_schema_envelope(fields, {"op": "c", "after": rows[0], "source": source}),
+              _schema_envelope(fields, {"op": "c", "after": rows[1], "source": {**source, "lsn": 11}}),
+              json.dumps({"schema": {"type": "struct", "fields": [
+                  {"type": "struct", "fields": fields, "optional": True, "field": "before"}]},
+                  "payload": {"op": "d", "before": rows[0], "after": None, "source": {**source, "lsn": 12}}})]
+    keys = [json.dumps({"schema": {"type": "struct"}, "payload": {k: r[k] for k in ("id", "day", "ts")}})
+            for r in rows + rows[:1]]
+    records, quarantine, _ = decode(raw_frame(spark, values, keys=keys))
+    assert quarantine == []
+    assert [r["key"] for r in records] == [
+        {"id": "123.45", "day": "2024-12-16", "ts": "2024-12-18 18:00:49.000000"},
+        {"id": "123.46", "day": "2024-12-17", "ts": "2024-12-18 18:00:50.000000"},
+        {"id": "123.45", "day": "2024-12-16", "ts": "2024-12-18 18:00:49.000000"},  # the delete's, from before
+    ]
+
+
 def test_key_messages_headers_snapshot_markers_and_unavailable_values(spark):
     src = {"connector": "postgresql", "db": "d", "schema": "s", "table": "t", "lsn": 7}
     values = [

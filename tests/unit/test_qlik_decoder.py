@@ -133,6 +133,33 @@ def test_each_data_message_decodes_with_its_own_schema_version(spark):
     ]
 
 
+def test_a_table_without_primary_key_is_keyed_by_its_whole_row(spark):
+    log = QlikTable("ops", "log", [QlikColumn("at", "STRING"), QlikColumn("msg", "STRING")])  # no key column
+    first, second = {"at": "t1", "msg": "a"}, {"at": "t1", "msg": "b"}
+    values = [
+        json_metadata(log),
+        json_data(log, first, headers("REFRESH")),
+        json_data(log, second, headers("INSERT", seq(1))),
+        json_data(log, {**second, "msg": "c"}, headers("UPDATE", seq(2)), before=second),
+        json_data(log, first, headers("DELETE", seq(3))),
+        # unusable without a key: an UPDATE without beforeData, a row image missing a column
+        json_data(log, {**first, "msg": "x"}, headers("UPDATE", seq(4))),
+        json_data(log, {"at": "t2", "msg": None}, headers("INSERT", seq(5), column_mask=log.mask(["at"]))),
+    ]
+    records, quarantine, counts, _ = decode(spark, values)
+    assert [(r["op"], r["key"]) for r in records] == [
+        ("SNAPSHOT", first), ("INSERT", second),
+        ("DELETE", second), ("INSERT", {**second, "msg": "c"}),  # the update: old row out, new row in
+        ("DELETE", first),
+    ]
+    assert [q["offset"] for q in quarantine] == [5, 6]
+    assert "beforeData" in quarantine[0]["reason"] and "columnMask" in quarantine[1]["reason"]
+    assert counts["total"]["quarantined"] == 2
+    # with --primary-keys the same messages are keyed by it
+    keyed, quarantine, _, _ = decode(spark, values[:5], DecodeOptions(primary_keys={"log": ("at",)}))
+    assert quarantine == [] and {tuple(r["key"].items()) for r in keyed} == {(("at", "t1"),)}
+
+
 def run(raw_dir, lake, run_id, values, spark):
     raw_frame(spark, values).write.parquet(str(raw_dir))
     return cli.main(["run", "--format", "qlik", "--raw", str(raw_dir), "--lake", str(lake), "--pipeline", "q",
