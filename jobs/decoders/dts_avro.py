@@ -349,8 +349,13 @@ class DtsAvroDecoder:
         })
         table_id, position = F.col("table_id"), F.col("_position")
         before, after, pk = F.col("before"), F.col("after"), F.col("pk")
+        # a column DTS did not capture (EmptyObject NONE) is left out of the after image; a key column so
+        # left out did not change (DTS captures a changed key), so the new key takes the before value
+        absent = F.col("after_absent")
+        key_image = F.when(before.isNotNull() & (F.size(absent) > 0), F.map_concat(
+            F.map_filter(before, lambda k, v: F.array_contains(absent, k)), after)).otherwise(after)
         df = df.withColumns({
-            "_new_key": F.coalesce(configured_key(table_id, after, options), _key_of(after, pk), after),
+            "_new_key": F.coalesce(configured_key(table_id, key_image, options), _key_of(key_image, pk), key_image),
             "_old_key": F.coalesce(configured_key(table_id, before, options), _key_of(before, pk), before),
         })
         new_key, old_key = F.col("_new_key"), F.col("_old_key")

@@ -160,6 +160,11 @@ def test_key_change_is_delete_plus_insert_and_configured_keys_win(spark):
     # --primary-keys names b: the same message is then an update of b='x'
     records, _, _ = decode(spark, [update], DecodeOptions(primary_keys={"t1": ("b",)}))
     assert [(r["op"], r["key"]) for r in records] == [("UPDATE", {"b": "x"})]
+    # the key column not captured (EmptyObject NONE) did not change: an update of key 1, not a move
+    uncaptured = dts("UPDATE", before=[integer(1), chars("old")], after=["NONE", chars("new")])
+    records, quarantine, _ = decode(spark, [uncaptured])
+    assert quarantine == []
+    assert [(r["op"], r["key"], r["after"]) for r in records] == [("UPDATE", {"a": "1"}, {"b": "new"})]
     # no pk_uk_info and no --primary-keys: the whole row is the identity
     records, _, _ = decode(spark, [dts("INSERT", after=[integer(3), chars("z")], pk=None)])
     assert records[0]["key"] == {"a": "3", "b": "z"}
