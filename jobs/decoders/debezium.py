@@ -163,12 +163,16 @@ def row_specs(schema_doc: str) -> dict[str, ColumnSpec]:
     except (TypeError, ValueError):
         return {}
     fields = doc.get("fields") if isinstance(doc, dict) else None
+    fields = [f for f in fields or [] if isinstance(f, dict) and f.get("field")]
     for wanted in ("after", "before"):
-        for field in fields or []:
-            if isinstance(field, dict) and field.get("field") == wanted and isinstance(field.get("fields"), list):
+        for field in fields:
+            if field["field"] == wanted and isinstance(field.get("fields"), list):
                 return {
                     f["field"]: column_spec(f) for f in field["fields"] if isinstance(f, dict) and f.get("field")
                 }
+    if not {"op", "source", "before", "after"} & {f["field"] for f in fields}:
+        # no envelope: the schema of an ExtractNewRecordState row, whose fields are the row's columns
+        return {f["field"]: column_spec(f) for f in fields if not f["field"].startswith("__")}
     return {}
 
 
@@ -308,6 +312,10 @@ class DebeziumDecoder:
             "_key_parsed": parse_message_key(F.col("key")),
         })
         flat = F.col("_flat")
+        # with the converter's schemas on, the flat row is the payload beside its schema section
+        df = df.withColumn("_flat", F.when(
+            (F.size(flat) == 2) & F.map_contains_key(flat, "schema") & F.map_contains_key(flat, "payload"),
+            F.from_json(F.element_at(flat, "payload"), _MAP)).otherwise(flat))
         is_flat = F.col("_is_flat")
         flat_deleted = F.coalesce(F.lower(F.element_at(flat, "__deleted")) == "true", F.lit(False))
         flat_row = F.map_filter(flat, lambda k, v: ~k.startswith("__"))

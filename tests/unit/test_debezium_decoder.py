@@ -273,6 +273,29 @@ def test_unwrapped_records_from_extract_new_record_state(spark, shared_dir):
     assert records[1]["op"] == "DELETE" and records[1]["key"] == {"id": "1004"}
 
 
+def test_unwrapped_records_with_the_converters_schema_section(spark):
+    # ExtractNewRecordState with schemas.enable=true: the flat row is the payload beside its schema,
+    # whose fields are the row's columns (logical types too)
+    schema = {"type": "struct", "name": "server1.inventory.customers.Value", "fields": [
+        {"type": "int32", "field": "id"},
+        {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "field": "credit",
+         "parameters": {"scale": "2"}},
+        {"type": "int32", "name": "io.debezium.time.Date", "field": "since", "optional": True},
+        {"type": "string", "field": "__deleted", "optional": True},
+    ]}
+    values = [json.dumps({"schema": schema, "payload": {"id": 7, "credit": "MDk=", "since": 20073,
+                                                        "__deleted": "false"}}),
+              json.dumps({"schema": schema, "payload": {"id": 7, "credit": "MDk=", "since": 20073,
+                                                        "__deleted": "true", "__op": "d"}})]
+    records, quarantine, _ = decode(raw_frame(spark, values, keys=['{"id": 7}'] * 2,
+                                              topic="server1.inventory.customers"))
+    assert quarantine == []
+    assert [(r["op"], r["key"]) for r in records] == [("INSERT", {"id": "7"}), ("DELETE", {"id": "7"})]
+    assert records[0]["after"] == {"id": "7", "credit": "123.45", "since": "2024-12-16"}
+    assert records[0]["column_types"] == {"id": "int", "credit": "decimal(38,2)", "since": "date"}
+    assert records[1]["before"] == records[0]["after"] and records[1]["after"] is None
+
+
 @pytest.mark.parametrize(
     "name, field, expected",
     [
