@@ -339,8 +339,11 @@ class DtsAvroDecoder:
         parts = F.split(name, r"\.")
         n = F.size(parts)
         op_name = F.col("operation")
+        none = F.lit(None).cast("string")
         df = df.withColumns({
-            "table_id": F.when(n == 2, C.table_id_col(parts[0], F.lit(None), parts[1]))
+            # a DDL names its database alone (CREATE DATABASE) or nothing: it is kept under <db>._._
+            "table_id": F.when((op_name == "DDL") & (name.isNull() | (n == 1)), C.table_id_col(parts[0], none, none))
+                         .when(n == 2, C.table_id_col(parts[0], F.lit(None), parts[1]))
                          .when(n >= 3, C.table_id_col(parts[0], parts[1], F.concat_ws(".", F.slice(parts, 3, 99))))
                          .when(n == 1, C.table_id_col(F.lit(None), F.lit(None), parts[0])),
             "_position": F.concat_ws(".", pad_unsigned(F.coalesce("binlog_file", F.lit(0)), 10),

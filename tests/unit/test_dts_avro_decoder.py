@@ -172,11 +172,15 @@ def test_key_change_is_delete_plus_insert_and_configured_keys_win(spark):
 
 def test_ddl_is_recorded_and_truncate_empties(spark):
     values = [dts("DDL", after="ALTER TABLE t1 ADD COLUMN c int", fields="", pk=None, rid=1),
-              dts("DDL", after="/* hint */ TRUNCATE TABLE t1", fields="", pk=None, rid=2)]
+              dts("DDL", after="/* hint */ TRUNCATE TABLE t1", fields="", pk=None, rid=2),
+              # a database's DDL names the database alone, or nothing
+              dts("DDL", table="mydb", after="CREATE DATABASE mydb", fields="", pk=None, rid=3),
+              dts("DDL", table=None, after="CREATE DATABASE d2", fields="", pk=None, rid=4)]
     records, quarantine, _ = decode(spark, values)
     assert quarantine == []
-    assert [(r["op"], r["after"]) for r in records] == [
-        ("DDL", {"ddl": "ALTER TABLE t1 ADD COLUMN c int"}), ("TRUNCATE", None)]
+    assert [(r["op"], r["table_id"], r["after"]) for r in records] == [
+        ("DDL", "mydb._.t1", {"ddl": "ALTER TABLE t1 ADD COLUMN c int"}), ("TRUNCATE", "mydb._.t1", None),
+        ("DDL", "mydb._._", {"ddl": "CREATE DATABASE mydb"}), ("DDL", "_._._", {"ddl": "CREATE DATABASE d2"})]
 
 
 @pytest.mark.parametrize("value, reason", [
