@@ -197,6 +197,9 @@ class CanalDecoder:
             .when(~is_ddl & (F.coalesce(F.size(rows), F.lit(0)) <= 0),
                   F.concat(F.lit("'data' is empty for type "), msg_type))
             .when(~is_ddl & F.exists(rows, lambda r: r.isNull()), F.lit("null row in 'data'"))
+            .when(~is_ddl & ~has_configured & pk.isNotNull()
+                  & F.exists(rows, lambda r: F.exists(pk, lambda c: ~F.map_contains_key(r, c))),
+                  F.lit("a row lacks a key column named in pkNames"))
             .when(~is_ddl & (msg_type == "UPDATE") & keyless & (F.coalesce(F.size(j["old"]), F.lit(0)) <= 0),
                   F.lit("update of a table without pkNames has no 'old' image: give --primary-keys"))
         )
