@@ -49,6 +49,14 @@ class Runs:
                       key=lambda r: r["id"])
 
 
+def loaded(spark, tmp_path, seed: int, rows: int, partitions: int = 1) -> tuple[SourceSimulator, Runs]:
+    """A simulated source of ``rows`` accounts, snapshotted, and the runs that will publish it."""
+    sim = SourceSimulator(seed, [TABLE], "postgresql", n_partitions=partitions)
+    sim.populate("accounts", rows)
+    sim.snapshot()
+    return sim, Runs(spark, tmp_path, sim)
+
+
 def _bucket_files(table) -> dict[int, set[str]]:
     out: dict[int, set[str]] = {}
     for task in table.scan().plan_files():
@@ -257,10 +265,7 @@ def _codecs(paths) -> set[str]:
 
 
 def test_files_are_written_with_the_tables_codec(spark, tmp_path):
-    sim = SourceSimulator(10, [TABLE], "postgresql", n_partitions=1)
-    sim.populate("accounts", 100)
-    sim.snapshot()
-    runs = Runs(spark, tmp_path, sim)
+    sim, runs = loaded(spark, tmp_path, 10, 100)
     runs.run("r1")
     table = runs.table()
     assert table.properties[publish.CODEC_PROP] == "zstd"  # Iceberg's default, named on the table

@@ -10,8 +10,7 @@ from urllib.parse import urlparse
 import pytest
 
 from jobs import cli, publish
-from scripts.simulate_source import SourceSimulator
-from tests.integration.test_bucketed_state import TABLE, Runs
+from tests.integration.test_bucketed_state import loaded
 
 pytestmark = pytest.mark.integration
 
@@ -39,10 +38,7 @@ def _rows(table, snapshot_id: int) -> list[dict]:
 
 
 def test_expiry_drops_old_snapshots_and_only_their_files(spark, tmp_path, monkeypatch):
-    sim = SourceSimulator(11, [TABLE], "postgresql", n_partitions=2)
-    sim.populate("accounts", 300)
-    sim.snapshot()
-    runs = Runs(spark, tmp_path, sim)
+    sim, runs = loaded(spark, tmp_path, 11, 300, partitions=2)
     expected_after = {}
     for i in range(5):
         # copy-on-write for the first runs (their replaced files become history), deltas after
