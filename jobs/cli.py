@@ -89,14 +89,12 @@ def _alert_args(p: argparse.ArgumentParser) -> None:
 
 
 def _as_of(text: str):
-    from datetime import datetime, timezone
+    from jobs.land import LandError, parse_time  # ISO-8601, a time without an offset is UTC
 
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO-8601 time (e.g. 2026-11-24T00:00:00Z): {text!r}") from None
-    # a time without an offset is UTC, as everywhere in the pipeline
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+        return parse_time(text)
+    except LandError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _expire_args(p: argparse.ArgumentParser) -> None:

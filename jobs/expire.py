@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from urllib.parse import urlparse
 
-from jobs.publish import RUN_ID_PROP, TABLE_ID_PROP, TOMBSTONES_PROP
+from jobs.publish import RUN_ID_PROP, TABLE_ID_PROP, TOMBSTONES_PROP, list_files
 
 DEFAULT_RETAIN_DAYS = 7
 DEFAULT_RETAIN_LAST = 10
@@ -113,28 +113,15 @@ def _run_ids(metadata, snapshot_ids: list[int]) -> list[str]:
     return sorted(set(ids))
 
 
-def _files_under(uri: str) -> list[str]:
-    """Every file under a folder of the lake (local or S3), as URIs the table's FileIO deletes."""
-    parsed = urlparse(uri)
-    if parsed.scheme in ("s3", "s3a"):
-        from jobs.lake import _s3
-
-        bucket, prefix = parsed.netloc, parsed.path.lstrip("/").rstrip("/") + "/"
-        return [f"s3://{bucket}/{o['Key']}" for page in _s3().get_paginator("list_objects_v2").paginate(
-            Bucket=bucket, Prefix=prefix) for o in page.get("Contents", [])]
-    local = parsed.path if parsed.scheme == "file" else uri
-    return [os.path.join(d, f) for d, _, files in os.walk(local) for f in files]
-
-
 def _delete_tree(io, uri: str) -> int:
     """Delete a folder of the lake and what it holds; the number of files deleted."""
-    files = _files_under(uri)
+    files = list_files(uri)
     for path in files:
         io.delete(path)
     parsed = urlparse(uri)
     local = parsed.path if parsed.scheme == "file" else uri
     if parsed.scheme in ("", "file") and os.path.isdir(local):
-        shutil.rmtree(local)  # the folders left
+        shutil.rmtree(local)  # the folders left, and the checksum files Spark writes beside its own
     return len(files)
 
 
@@ -145,7 +132,7 @@ _RUN_FOLDER = re.compile(r"^(.*/(?:data|deletes)/run=[^/]+)/")
 def _emptied_run_folders(deleted: list[str]) -> list[str]:
     """The run folders of ``deleted`` files that hold no Parquet file any more (only Spark's markers)."""
     folders = sorted({m.group(1) for m in map(_RUN_FOLDER.match, deleted) if m})
-    return [f for f in folders if not any(p.endswith(".parquet") for p in _files_under(f))]
+    return [f for f in folders if not list_files(f, ".parquet")]
 
 
 def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = False) -> TableExpiry:
@@ -166,9 +153,10 @@ def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = 
     if dry_run:
         return report
     table.maintenance.expire_snapshots().by_ids(expired).commit()
-    for path in sorted(gone):
+    deleted_files = sorted(gone)
+    for path in deleted_files:
         table.io.delete(path)
-    for folder in _emptied_run_folders(sorted(gone)):
+    for folder in _emptied_run_folders(deleted_files):
         _delete_tree(table.io, folder)
     deleted = sum(_delete_tree(table.io, t) for t in tombstones)
     if deleted:

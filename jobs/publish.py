@@ -52,13 +52,13 @@ _BUCKET_DIR = "_cdc_b"
 DELTAS = os.environ.get("CDC_STATE_DELTAS", "1") != "0"
 MAX_DELETED_SHARE = float(os.environ.get("CDC_STATE_MAX_DELETED_SHARE", "0.2"))
 MAX_FILES_PER_BUCKET = int(os.environ.get("CDC_STATE_MAX_FILES_PER_BUCKET", "16"))
-# a state row read with its place: the data file (its name; with the bucket, see _file_keys) and row index in it
 # Iceberg's table property for the codec of a table's Parquet files, and its default (Iceberg's since
 # 1.4, and pyiceberg's) rather than Spark's snappy: a state table takes about half the space and
 # a full rewrite as much time (bench/README.md, "Rewrites"); a table that names another codec gets it
 CODEC_PROP = "write.parquet.compression-codec"
 DEFAULT_CODEC = "zstd"
 _SPARK_CODECS = {"zstd", "snappy", "gzip", "lz4", "brotli", "uncompressed", "none", "lzo", "lz4_raw"}
+# a state row read with its place: the data file (its name; with the bucket, see _file_keys) and row index in it
 FILE_COLUMN = "_cdc_file"
 ROW_COLUMN = "_cdc_row"
 # up to this many deleted positions are broadcast to the readers (about 80 bytes each)
@@ -266,7 +266,9 @@ def _spark_uri(uri: str) -> str:
     return "s3a://" + uri.split("://", 1)[1] if uri.startswith("s3://") else uri
 
 
-def _list_parquet(uri: str) -> list[str]:
+def list_files(uri: str, suffix: str = "") -> list[str]:
+    """The files under a folder of the lake, at any depth, whose names end with ``suffix``: sorted URIs
+    (``s3://`` or ``file://``), as pyiceberg's FileIO reads and deletes them."""
     parsed = urlparse(uri)
     if parsed.scheme in ("s3", "s3a"):
         from jobs.lake import _s3
@@ -274,11 +276,16 @@ def _list_parquet(uri: str) -> list[str]:
         bucket, prefix = parsed.netloc, parsed.path.lstrip("/").rstrip("/") + "/"
         keys = []
         for page in _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            keys += [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(".parquet")]
+            keys += [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(suffix)]
         return [f"s3://{bucket}/{k}" for k in sorted(keys)]
     local = parsed.path if parsed.scheme == "file" else uri
+    return ["file://" + p for p in sorted(glob.glob(os.path.join(local, "**", "*" + suffix), recursive=True))
+            if os.path.isfile(p)]
+
+
+def _list_parquet(uri: str) -> list[str]:
     # bucketed states are written one folder per bucket
-    return ["file://" + p for p in sorted(glob.glob(os.path.join(local, "**", "*.parquet"), recursive=True))]
+    return list_files(uri, ".parquet")
 
 
 @dataclass

@@ -361,6 +361,7 @@ class DebeziumDecoder:
         before, after = F.col("_before_c"), F.col("_after_c")
         # unavailable (unchanged, not sent) TOAST values leave the image; present_columns says so
         after_clean = F.map_filter(after, lambda k, v: v.isNull() | (v != _UNAVAILABLE))
+        row_image = F.coalesce(after, before)
         df = df.withColumns({
             "_after_clean": after_clean,
             "_present": F.when(F.size(after) != F.size(after_clean), F.map_keys(after_clean)),
@@ -368,11 +369,10 @@ class DebeziumDecoder:
             "_phase": F.when((op == C.SNAPSHOT) & (snapshot != "incremental"), F.lit(C.FULL_LOAD))
                        .otherwise(F.lit(C.CDC)),
             "_key": F.coalesce(
-                configured_key(F.col("table_id"), F.coalesce(after, before), options),
+                configured_key(F.col("table_id"), row_image, options),
                 # the message key's values are encoded as the row's (a Decimal key is base64, a date a
                 # day number): the row image's converted value of each key column wins where it has one
-                F.transform_values(F.col("_kafka_key"),
-                                   lambda k, v: F.coalesce(F.element_at(F.coalesce(after, before), k), v)),
+                F.transform_values(F.col("_kafka_key"), lambda k, v: F.coalesce(F.element_at(row_image, k), v)),
             ),
         })
 

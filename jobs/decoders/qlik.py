@@ -333,6 +333,7 @@ class QlikDecoder:
         kind = F.col("_kind")
         op_name = F.col("_op_name")
         has_configured = configured_key(tid, F.create_map().cast(_MAP), options).isNotNull()
+        keyless = whole_row & ~has_configured  # keyed by the whole row
         empty = F.col("value").isNull() | (F.length("value") == 0)
         reason = (
             F.when(empty, F.lit("tombstone"))
@@ -350,11 +351,10 @@ class QlikDecoder:
                   F.concat(F.lit("no metadata for table "), tid, F.lit(" (its key comes from Qlik's metadata "
                                                                      "message; or give --primary-keys)")))
             .when(F.col("_data").isNull(), F.lit("data message without 'data'"))
-            .when(whole_row & ~has_configured & present.isNotNull()
-                  & (F.size(present) < F.size("md_columns")),
+            .when(keyless & present.isNotNull() & (F.size(present) < F.size("md_columns")),
                   F.lit("no key (no primaryKeyPosition, no --primary-keys) and a row image without every column "
                         "(columnMask): the whole row cannot key it"))
-            .when(whole_row & ~has_configured & (op_name == "UPDATE") & F.col("_before_data").isNull(),
+            .when(keyless & (op_name == "UPDATE") & F.col("_before_data").isNull(),
                   F.lit("no key (no primaryKeyPosition, no --primary-keys): an UPDATE without beforeData cannot "
                         "say which row it changes"))
             .when(new_key.isNull(), F.lit("no key: the metadata has no primaryKeyPosition; give --primary-keys"))
