@@ -443,7 +443,8 @@ def alert(plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
     decode = ctx.read_report("decode.json") or {}
     smtp = _smtp_settings_from_airflow() if run.alert_to else None
     result = run_alert(run.pipeline, run.run_id, validation, reconciliation, decode, list(run.alert_to),
-                       ctx.lake.join(ctx.report_dir), run.quarantine_threshold, settings=smtp)
+                       ctx.lake.join(ctx.report_dir), run.quarantine_threshold, settings=smtp,
+                       merge=ctx.read_report("merge.json"))
     ctx.write_report("alert.json", result)
     summary = {"sent": result["sent"], "problems": len(result["reasons"]), "skipped": result["skipped"],
                "error": result["error"]}

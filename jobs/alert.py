@@ -1,7 +1,7 @@
 """The alert stage: one data-quality email per run when something needs a human.
 
 Reasons: a failed expectation, a state/source count mismatch, quarantine over its threshold,
-decode counts that do not balance. The SMTP server comes from Airflow's ``smtp_default``
+decode counts that do not balance, values the typed state could not hold (published as null or rounded). The SMTP server comes from Airflow's ``smtp_default``
 connection (the same one ``SmtpNotifier`` uses, read from ``AIRFLOW_CONN_SMTP_DEFAULT``) or from
 ``SMTP_*`` environment variables. Every value that may come from a message (table and column
 names, observed values) is HTML-escaped; the password is never logged nor shown in a repr.
@@ -30,11 +30,13 @@ _OBSERVED_MAX_CHARS = 500  # an observed value may be a long list of unexpected 
 
 # kinds of reason, in the order the email shows them
 EXPECTATION, COUNT_MISMATCH, QUARANTINE, UNBALANCED = "expectation", "count_mismatch", "quarantine", "unbalanced"
+UNCONVERTED = "unconverted"
 
 
 # ---- reasons -------------------------------------------------------------------------------------
 def alert_reasons(
-    validation: dict, reconciliation: list[dict], decode: dict, quarantine_threshold: float
+    validation: dict, reconciliation: list[dict], decode: dict, quarantine_threshold: float,
+    merge: dict | None = None,
 ) -> list[dict]:
     """Everything in this run's reports that should reach a human, as JSON-ready dicts."""
     reasons: list[dict] = []
@@ -92,6 +94,11 @@ def alert_reasons(
         )
     for problem in balance_problems(decode or {}):
         reasons.append({"kind": UNBALANCED, "problem": problem})
+    for table, report in sorted(((merge or {}).get("tables") or {}).items()):
+        # counts only: the values themselves (merge.json keeps an example) may be personal data
+        for column, lost in sorted((report.get("unconverted_values") or {}).items()):
+            reasons.append({"kind": UNCONVERTED, "table": table, "column": column, "type": lost.get("type"),
+                            "nulled": lost.get("nulled", 0), "rounded": lost.get("rounded", 0)})
     return reasons
 
 
@@ -127,6 +134,9 @@ _SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
       ("by_reason", "By reason")]),
     (UNBALANCED, "Counts that do not balance (landed = decoded + quarantined + ignored)",
      [("problem", "Problem")]),
+    (UNCONVERTED, "Values the state's column type cannot hold (see merge.json; the change records keep them)",
+     [("table", "Table"), ("column", "Column"), ("type", "Type"), ("nulled", "Published as null"),
+      ("rounded", "Published rounded")]),
 ]
 
 
@@ -334,11 +344,12 @@ def run_alert(
     report_location: str,
     quarantine_threshold: float = 0.0,
     settings: SmtpSettings | None = None,
+    merge: dict | None = None,
 ) -> dict:
     """Compute the reasons and send at most one email; failures are reported, never raised.
 
-    ``settings`` defaults to :func:`smtp_settings` (environment)."""
-    reasons = alert_reasons(validation, reconciliation, decode, quarantine_threshold)
+    ``settings`` defaults to :func:`smtp_settings` (environment); ``merge`` is the run's merge.json."""
+    reasons = alert_reasons(validation, reconciliation, decode, quarantine_threshold, merge)
     recipients = [addr.strip() for addr in alert_to or [] if addr and addr.strip()]
     result: dict = {
         "sent": False, "reasons": reasons, "recipients": recipients, "error": None, "skipped": None, "subject": None,

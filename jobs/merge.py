@@ -148,6 +148,8 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             properties[publish.PENDING_LOAD_PROP] = json.dumps(
                 {"start": load["start"], "end": load["end"]}) if pending else ""
         try:
+            # before the publish, which then reads the folded rows from the cache this fills
+            unconverted = fold.unconverted_values(F.col("s.row"), data_columns, result_of_fold.folded)
             history_report = None
             if history:
                 history_report = _publish_history(spark, catalog, pipeline, table_id, run_id, result_of_fold,
@@ -167,6 +169,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             "key_source": "whole row (no key in the messages)" if set(key_columns) == set(data_columns)
             else "message key or --primary-keys",
             "type_changes": type_changes,
+            "unconverted_values": unconverted,
             "added_columns": added,
             "dropped_columns": dropped,
             "full_load_position": load_position,

@@ -57,6 +57,10 @@ MAX_FILES_PER_BUCKET = int(os.environ.get("CDC_STATE_MAX_FILES_PER_BUCKET", "16"
 # a full rewrite as much time (bench/README.md, "Rewrites"); a table that names another codec gets it
 CODEC_PROP = "write.parquet.compression-codec"
 DEFAULT_CODEC = "zstd"
+# Every commit writes a new metadata JSON (hourly runs: thousands a year per table). Iceberg's own
+# cleanup: after a commit, metadata files past the last 100 are deleted (the snapshots, and so time
+# travel, live in the current one). A table that sets either property otherwise keeps its setting.
+METADATA_CLEANUP = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "100"}
 _SPARK_CODECS = {"zstd", "snappy", "gzip", "lz4", "brotli", "uncompressed", "none", "lzo", "lz4_raw"}
 # a state row read with its place: the data file (its name; with the bucket, see _file_keys) and row index in it
 FILE_COLUMN = "_cdc_file"
@@ -372,12 +376,15 @@ def publish_state(
     tasks = []
     if table is None:
         txn = catalog.create_table_transaction((pipeline, name), schema=schema,
-                                               properties={TABLE_ID_PROP: table_id, CODEC_PROP: DEFAULT_CODEC})
+                                               properties={TABLE_ID_PROP: table_id, CODEC_PROP: DEFAULT_CODEC,
+                                                           **METADATA_CLEANUP})
         location = txn.table_metadata.location
     else:
         txn = table.transaction()
         location = table.location()
         tasks = _scan_tasks(table, touched)
+        # tables created before the cleanup was set get it on their next commit
+        properties = {**{k: v for k, v in METADATA_CLEANUP.items() if k not in table.properties}, **properties}
     # a delta removes nothing; a rewrite removes the data files it replaces and the deletes of them
     old_data = [] if replaced is not None else [t.file for t in tasks]
     old_deletes = [] if replaced is not None else _delete_files(tasks)

@@ -175,7 +175,7 @@ def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float)
         decode = ctx.read_report("decode.json") or {}
         result = send(
             ctx.pipeline, ctx.run_id, validation, reconciliation, decode, alert_to,
-            ctx.lake.join(ctx.report_dir), quarantine_threshold,
+            ctx.lake.join(ctx.report_dir), quarantine_threshold, merge=ctx.read_report("merge.json"),
         )
         ctx.write_report("alert.json", result)
     return result

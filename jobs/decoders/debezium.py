@@ -35,11 +35,13 @@ _SOURCE_FIELDS = ("connector", "db", "schema", "table", "snapshot", "ts_ms", "tx
 _SOURCE = f"struct<{', '.join(f'{name}:string' for name in _SOURCE_FIELDS)}>"
 _ENVELOPE = (("before", _MAP), ("after", _MAP), ("source", _SOURCE), ("op", "string"), ("ts_ms", "bigint"),
              ("transaction", "struct<id:string,total_order:bigint,data_collection_order:bigint>"),
+             # a logical-decoding message's (op m): content is bytes, as binary.handling.mode renders them
+             ("message", "struct<prefix:string,content:string>"),
              # the transaction-metadata topic's fields
              ("status", "string"), ("id", "string"), ("event_count", "bigint"))
 _ENVELOPE_FIELDS = ", ".join(f"{name}:{kind}" for name, kind in _ENVELOPE)
 # the fields of a row event, carried on as columns _env_<name>
-_ROW_EVENT_FIELDS = ("before", "after", "source", "op", "ts_ms", "transaction")
+_ROW_EVENT_FIELDS = ("before", "after", "source", "op", "ts_ms", "transaction", "message")
 # both shapes at once: {"schema":..., "payload": {envelope}} and the bare envelope; plus the
 # transaction-metadata shape ({"status": "BEGIN"|"END", "id": ...}) and the parse-error column
 _VALUE_SCHEMA = (
@@ -107,6 +109,11 @@ def _epoch(unit_sql: str, fmt: str) -> str:
     return f"date_format({unit_sql.format(v='try_cast(v AS BIGINT)')}, {fmt})"
 
 
+def _time_of_day(unit_sql: str, per_day: int) -> str:
+    # PostgreSQL's time '24:00:00' is sent as a whole day's units, which no time of day renders
+    return f"CASE WHEN try_cast(v AS BIGINT) = {per_day} THEN '24:00:00.000000' ELSE {_epoch(unit_sql, _TIME_FMT)} END"
+
+
 _MILLIS, _MICROS, _NANOS = "timestamp_millis({v})", "timestamp_micros({v})", "timestamp_micros({v} DIV 1000)"
 # Debezium / Kafka Connect logical types with a fixed state type and conversion. Times of day stay
 # strings in state: there is no TIME type every Parquet reader agrees on.
@@ -119,9 +126,9 @@ _LOGICAL: dict[str, ColumnSpec] = {
     "io.debezium.time.NanoTimestamp": ColumnSpec("timestamp", _epoch(_NANOS, _TS_FMT)),
     "io.debezium.time.ZonedTimestamp": ColumnSpec("timestamp", f"date_format(try_cast(v AS TIMESTAMP), {_TS_FMT})"),
     **dict.fromkeys(("io.debezium.time.Time", "org.apache.kafka.connect.data.Time"),
-                    ColumnSpec("string", _epoch(_MILLIS, _TIME_FMT))),
-    "io.debezium.time.MicroTime": ColumnSpec("string", _epoch(_MICROS, _TIME_FMT)),
-    "io.debezium.time.NanoTime": ColumnSpec("string", _epoch(_NANOS, _TIME_FMT)),
+                    ColumnSpec("string", _time_of_day(_MILLIS, 86_400_000))),
+    "io.debezium.time.MicroTime": ColumnSpec("string", _time_of_day(_MICROS, 86_400_000_000)),
+    "io.debezium.time.NanoTime": ColumnSpec("string", _time_of_day(_NANOS, 86_400_000_000_000)),
     "io.debezium.time.Year": ColumnSpec("int", None),
     **dict.fromkeys(("io.debezium.data.Json", "io.debezium.data.Enum", "io.debezium.data.EnumSet",
                      "io.debezium.data.Uuid", "io.debezium.data.Xml", "io.debezium.time.ZonedTime"),
@@ -438,10 +445,15 @@ class DebeziumDecoder:
                 F.create_map(F.lit("status"), F.col("_tx_status"), F.lit("id"), F.col("_tx_meta_id"))))
 
         clean = F.col("_after_clean")
+        message = env["message"]
+        # a logical-decoding message changes no row: its prefix and content are kept as its `after`
+        message_detail = F.when(message.isNotNull(), F.create_map(
+            F.lit("prefix"), message["prefix"], F.lit("content"), message["content"]))
         records = (
             F.when(F.col("_tx_status") == "BEGIN", tx_marker(C.TX_BEGIN))
             .when(F.col("_tx_status") == "END", tx_marker(C.TX_END))
-            .when(op.isin(C.TRUNCATE, C.MESSAGE), F.array(record(op, no_map, no_map, no_map, no_present)))
+            .when(op == C.TRUNCATE, F.array(record(op, no_map, no_map, no_map, no_present)))
+            .when(op == C.MESSAGE, F.array(record(op, no_map, no_map, message_detail, no_present)))
             .when(~keyless, F.array(record(op, F.col("_key"), before, clean, F.col("_present"))))
             # no key anywhere: the whole row is its identity (a keyless table), so an update is a
             # delete of the old row and an insert of the new one

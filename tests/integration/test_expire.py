@@ -108,3 +108,29 @@ def test_expiry_keeps_the_current_snapshot_and_refuses_to_keep_none(tmp_path, ca
     with pytest.raises(SystemExit):
         cli.main([*args[:-1], "yesterday"])
     assert cli.main(args) == 0  # a pipeline without tables: nothing to do
+
+
+def test_metadata_files_past_the_tables_limit_are_deleted_after_each_commit(spark, tmp_path):
+    """Every commit writes a metadata JSON; a new table asks Iceberg to keep only the last
+    ``write.metadata.previous-versions-max`` of the earlier ones (100), and a limit the table sets
+    itself is kept: here 2, so after five commits the folder holds the current file and two before it.
+    The snapshots live on in the current file: the state, and an old snapshot by time travel, still
+    read as the replay says."""
+    sim, runs = loaded(spark, tmp_path, 12, 120)
+    runs.run("m0")
+    first_rows = runs.expected()
+    table = runs.table()
+    assert {k: table.properties.get(k) for k in publish.METADATA_CLEANUP} == publish.METADATA_CLEANUP
+    with table.transaction() as txn:
+        txn.set_properties(**{"write.metadata.previous-versions-max": "2"})
+    for i in range(1, 4):
+        sim.random_ops(15)
+        runs.run(f"m{i}")
+    table = runs.table()
+    assert table.properties["write.metadata.previous-versions-max"] == "2"  # not reset to the default
+    logged = {entry.metadata_file for entry in table.metadata.metadata_log}
+    assert len(logged) == 2
+    assert _on_disk(table, "metadata", ".metadata.json") == {
+        urlparse(p).path for p in logged | {table.metadata_location}}
+    assert runs.rows() == runs.expected()
+    assert _rows(table, publish.published_by(table, "m0")) == first_rows

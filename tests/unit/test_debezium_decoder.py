@@ -92,7 +92,8 @@ def test_seatunnel_error_cases_quarantine_and_tombstones_are_ignored(spark):
 def test_record_shapes_keyless_rows_truncate_and_logical_messages(spark):
     """Without a message key or --primary-keys the whole row is the identity: an update with its old
     row is a delete of it plus an insert of the new one, a delete is keyed by its old row; TRUNCATE and
-    logical-decoding messages change no row and carry no images."""
+    logical-decoding messages change no row and carry no images (a message without its `message` block
+    keeps nothing else)."""
     src = {"connector": "postgresql", "db": "d", "schema": "s", "table": "t"}
 
     def msg(op, before, after, lsn, table="t"):
@@ -155,6 +156,10 @@ def test_decimal_bytes_variable_scale_and_timestamps(spark):
         {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "field": "ts"},
         {"type": "int64", "name": "io.debezium.time.NanoTimestamp", "field": "ns"},
         {"type": "int32", "name": "io.debezium.time.Date", "field": "d"},
+        {"type": "int64", "name": "io.debezium.time.MicroTime", "field": "t_micro"},
+        {"type": "int64", "name": "io.debezium.time.MicroTime", "field": "t_end"},
+        {"type": "int32", "name": "io.debezium.time.Time", "field": "t_milli_end"},
+        {"type": "int64", "name": "io.debezium.time.NanoTime", "field": "t_nano_end"},
     ]
     source = {"connector": "postgresql", "db": "d", "schema": "s", "table": "t", "lsn": 10}
     after = {
@@ -162,6 +167,8 @@ def test_decimal_bytes_variable_scale_and_timestamps(spark):
         "neg": "/s8=",  # 0xFECF = -305 -> -0.305
         "vsd": {"scale": 1, "value": "AQ=="},  # 1 -> 0.1
         "ts": 1734544849000000, "ns": 1734382927000000000, "d": 20073,
+        # PostgreSQL's time '24:00:00' is a whole day: it reads as such, not as midnight
+        "t_micro": 52200123456, "t_end": 86400000000, "t_milli_end": 86400000, "t_nano_end": 86400000000000,
     }
     value = _schema_envelope(fields, {"op": "c", "after": after, "source": source})
     records, quarantine, _ = decode(raw_frame(spark, [value], keys=['{"price": 1}']))
@@ -171,6 +178,8 @@ def test_decimal_bytes_variable_scale_and_timestamps(spark):
     assert a["ts"] == "2024-12-18 18:00:49.000000"
     assert a["ns"] == "2024-12-16 21:02:07.000000"
     assert a["d"] == "2024-12-16"
+    assert (a["t_micro"], a["t_end"], a["t_milli_end"], a["t_nano_end"]) == (
+        "14:30:00.123456", "24:00:00.000000", "24:00:00.000000", "24:00:00.000000")
     assert records[0]["column_types"]["price"] == "decimal(10,2)"
 
 
@@ -339,6 +348,9 @@ def test_seed_002_postgres_examples(spark, shared_dir):
     assert update["before"] == {"id": "1"} and update["after"]["first_name"] == "Anne Marie"
     assert update["tx_id"] == "556" and update["position"] == "00000000000024023128.00000000000024023128"
     assert records[3]["key"] == {"id": "1"} and records[3]["after"] is None
+    # the logical-decoding message keeps its prefix and content (bytes, base64 as sent)
+    assert (records[2]["key"], records[2]["before"], records[2]["after"]) == (
+        None, None, {"prefix": "foo", "content": "Ymfy"})
     assert counts["balanced"]
     # the placeholder `{"schema": {...},...}` and the key example (trailing comma) are not JSON either
     _, quarantine, _ = decode(raw_frame(spark, values[:2]))

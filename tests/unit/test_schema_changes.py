@@ -60,3 +60,60 @@ def test_added_dropped_and_retyped_columns(spark, tmp_path):
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert [(r["id"], r["salary"], r["code"], r["grade"]) for r in rows] == [
         (1, 6_000_000_000, "8", "C"), (2, 5_000_000_000, "7", "B")]
+
+
+PRICES = QlikTable("shop", "prices", [QlikColumn("id", "INT4", 1), QlikColumn("amount", "NUMERIC", precision=6, scale=2),
+                                      QlikColumn("code", "INT4"), QlikColumn("note", "STRING")])
+PRICES_V2 = QlikTable("shop", "prices", [QlikColumn("id", "INT4", 1), QlikColumn("amount", "NUMERIC", precision=6,
+                                                                                   scale=2),
+                                         QlikColumn("code", "STRING"), QlikColumn("note", "STRING")], version=2)
+
+
+def test_values_the_typed_state_cannot_hold_are_counted_and_alerted(spark, tmp_path):
+    """A value that does not fit its column's type is published as null (a decimal past its precision,
+    text in a column whose published type was kept), a decimal with more fraction digits than the
+    scale is published rounded: merge.json counts both per column with an example, and they are alert
+    reasons. Values that fit are not counted (trailing zeros past the scale lose nothing)."""
+    from jobs.alert import alert_reasons
+
+    raw = tmp_path / "raw-p1"
+    raw_frame(spark, [
+        json_metadata(PRICES),
+        json_data(PRICES, {"id": 1, "amount": "12.50", "code": 1, "note": "ok"}, headers("INSERT", seq(1))),
+        json_data(PRICES, {"id": 2, "amount": "12.3400", "code": 2, "note": "ok"}, headers("INSERT", seq(2))),
+        json_data(PRICES, {"id": 3, "amount": "1.239", "code": 3, "note": "rounded"}, headers("INSERT", seq(3))),
+        json_data(PRICES, {"id": 4, "amount": "123456.1", "code": 4, "note": "too big"}, headers("INSERT", seq(4))),
+        # only the row's last version is published: its earlier value is no loss
+        json_data(PRICES, {"id": 5, "amount": "99999999", "code": 5, "note": "fixed"}, headers("INSERT", seq(5))),
+        json_data(PRICES, {"id": 5, "amount": "9.99", "code": 5, "note": "fixed"}, headers("UPDATE", seq(6)),
+                  before={"id": 5, "amount": "99999999", "code": 5, "note": "fixed"}),
+    ]).write.parquet(str(raw))
+    lake = str(tmp_path / "lake")
+    assert cli.main(["run", "--format", "qlik", "--raw", str(raw), "--lake", lake, "--pipeline", "shop",
+                     "--run-id", "p1"]) == 0
+    merge = json.loads((tmp_path / "lake/reports/shop/run=p1/merge.json").read_text())
+    assert merge["tables"]["_.shop.prices"]["unconverted_values"] == {
+        "amount": {"type": "decimal(6,2)", "nulled": 1, "rounded": 1, "example": "1.239"}}
+    table = publish.load_table(publish.open_catalog(Lake.at(lake)), "shop", "_.shop.prices")
+    amounts = {r["id"]: r["amount"] for r in table.scan().to_arrow().to_pylist()}
+    assert {k: None if v is None else str(v) for k, v in amounts.items()} == {
+        1: "12.50", 2: "12.34", 3: "1.24", 4: None, 5: "9.99"}
+
+    # a later run declares `code` as text: the published int is kept, and text becomes null
+    raw = tmp_path / "raw-p2"
+    raw_frame(spark, [
+        json_metadata(PRICES_V2),
+        json_data(PRICES_V2, {"id": 1, "amount": "1.00", "code": "A7", "note": "text code"},
+                  headers("UPDATE", seq(7)), before={"id": 1, "amount": "12.50", "code": "1", "note": "ok"}),
+        json_data(PRICES_V2, {"id": 6, "amount": "2.00", "code": "6", "note": "digits"}, headers("INSERT", seq(8))),
+    ]).write.parquet(str(raw))
+    assert cli.main(["run", "--format", "qlik", "--raw", str(raw), "--lake", lake, "--pipeline", "shop",
+                     "--run-id", "p2"]) == 0
+    merge = json.loads((tmp_path / "lake/reports/shop/run=p2/merge.json").read_text())
+    report = merge["tables"]["_.shop.prices"]
+    assert [(t["column"], t["action"]) for t in report["type_changes"]] == [("code", "kept published type")]
+    assert report["unconverted_values"] == {"code": {"type": "int", "nulled": 1, "rounded": 0, "example": "A7"}}
+    assert alert_reasons({}, [], {}, 0.0, merge) == [
+        {"kind": "unconverted", "table": "_.shop.prices", "column": "code", "type": "int", "nulled": 1, "rounded": 0}]
+    alert = json.loads((tmp_path / "lake/reports/shop/run=p2/alert.json").read_text())
+    assert [r["kind"] for r in alert["reasons"]] == ["unconverted"]
