@@ -10,6 +10,10 @@ then the files are deleted (a failed commit deletes nothing; a failed delete lea
 a table missing one). A run's tombstones folder goes with the run's snapshot, unless it is the one
 the table names.
 
+Files no snapshot reaches (those of a run that failed before its commit and was never re-run, a
+commit that lost a race) are orphans: deleted too, once older than the retention and at least
+ORPHAN_MIN_AGE before the time given, so that the files of a run still writing are never taken.
+
 The time comes in as an argument (the DAG passes its interval's end), never from the clock, so a
 re-run expires what the first run did. A re-run of a run whose snapshot has expired is no longer
 recognised as published: its changes are folded again, as a backfill (events at or before a row's
@@ -24,10 +28,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from urllib.parse import urlparse
 
-from jobs.publish import RUN_ID_PROP, TABLE_ID_PROP, TOMBSTONES_PROP, list_files
+from jobs.publish import RUN_ID_PROP, TABLE_ID_PROP, TOMBSTONES_PROP, list_file_info, list_files
 
 DEFAULT_RETAIN_DAYS = 7
 DEFAULT_RETAIN_LAST = 10
+# a run writes its files before it commits them: a file no snapshot reaches is an orphan only once
+# it is this much older than the time given (as Iceberg's own orphan removal keeps recent files)
+ORPHAN_MIN_AGE = timedelta(days=1)
 
 
 @dataclass
@@ -38,11 +45,14 @@ class TableExpiry:
     files_deleted: dict[str, int] = field(default_factory=dict)  # kind -> count
     bytes_deleted: int = 0  # of data and delete files (manifests are small and not counted)
     runs_expired: list[str] = field(default_factory=list)
+    orphans_deleted: int = 0  # files no snapshot reached (see the module docstring), tombstones included
+    orphan_bytes_deleted: int = 0
 
     def as_dict(self) -> dict:
         return {"table": self.table, "snapshots_expired": self.snapshots_expired,
                 "snapshots_kept": self.snapshots_kept, "files_deleted": dict(sorted(self.files_deleted.items())),
-                "bytes_deleted": self.bytes_deleted, "runs_expired": self.runs_expired}
+                "bytes_deleted": self.bytes_deleted, "runs_expired": self.runs_expired,
+                "orphans_deleted": self.orphans_deleted, "orphan_bytes_deleted": self.orphan_bytes_deleted}
 
 
 def snapshots_to_expire(metadata, older_than: datetime, retain_last: int) -> list[int]:
@@ -86,12 +96,12 @@ class _Reachable:
         return out
 
 
-def plan_table_expiry(table, older_than: datetime, retain_last: int) -> tuple[list[int], dict[str, tuple[str, int]]]:
-    """The snapshots to expire and the files only they reach (path -> (kind, bytes))."""
+def plan_table_expiry(table, older_than: datetime,
+                      retain_last: int) -> tuple[list[int], dict[str, tuple[str, int]], set[str]]:
+    """The snapshots to expire, the files only they reach (path -> (kind, bytes)), and the files the
+    kept snapshots reach."""
     metadata = table.metadata
     expired = set(snapshots_to_expire(metadata, older_than, retain_last))
-    if not expired:
-        return [], {}
     reach = _Reachable(table.io)
     kept_files: set[str] = set()
     gone: dict[str, tuple[str, int]] = {}
@@ -101,7 +111,38 @@ def plan_table_expiry(table, older_than: datetime, retain_last: int) -> tuple[li
             gone.update(files)
         else:
             kept_files.update(files)
-    return sorted(expired), {p: v for p, v in gone.items() if p not in kept_files}
+    return sorted(expired), {p: v for p, v in gone.items() if p not in kept_files}, kept_files
+
+
+def _same_file(path: str) -> str:
+    # a manifest may name a local file as file:/x, file:///x or /x
+    parsed = urlparse(path)
+    return f"{parsed.netloc}{parsed.path}" if parsed.scheme not in ("", "file") else parsed.path
+
+
+_TOMBSTONES_RUN = re.compile(r"^(.*/tombstones/run=([^/]+))/")
+
+
+def find_orphans(table, reached: set[str], before: datetime) -> tuple[dict[str, int], list[str]]:
+    """Files of the table no snapshot reaches, modified before ``before``: data, delete and manifest
+    files (path -> bytes), and the tombstones folders of runs the table has no snapshot of (not the
+    one it names)."""
+    location = table.location().rstrip("/")
+    live = {_same_file(p) for p in reached}
+    cutoff = before.timestamp()
+    files = {}
+    for folder, suffix in (("data", ".parquet"), ("deletes", ".parquet"), ("metadata", ".avro")):
+        for path, mtime, size in list_file_info(f"{location}/{folder}", suffix):
+            if mtime < cutoff and _same_file(path) not in live:
+                files[path] = size
+    runs = set(_run_ids(table.metadata, [s.snapshot_id for s in table.metadata.snapshots]))
+    current = _same_file(table.properties.get(TOMBSTONES_PROP, "").rstrip("/"))
+    newest: dict[str, float] = {}
+    for path, mtime, _ in list_file_info(f"{location}/tombstones"):
+        match = _TOMBSTONES_RUN.match(path)
+        if match and match.group(2) not in runs and _same_file(match.group(1)) != current:
+            newest[match.group(1)] = max(newest.get(match.group(1), 0.0), mtime)
+    return files, sorted(folder for folder, mtime in newest.items() if mtime < cutoff)
 
 
 def _run_ids(metadata, snapshot_ids: list[int]) -> list[str]:
@@ -135,12 +176,20 @@ def _emptied_run_folders(deleted: list[str]) -> list[str]:
     return [f for f in folders if not list_files(f, ".parquet")]
 
 
-def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = False) -> TableExpiry:
+def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = False,
+                 orphans_before: datetime | None = None) -> TableExpiry:
     """Expire one table's snapshots older than ``older_than`` (keeping the ``retain_last`` newest) and
-    delete the files only they reach, after the expiry is committed."""
+    delete the files only they reach, after the expiry is committed; then the orphans modified before
+    ``orphans_before`` (none if not given)."""
     name = table.properties.get(TABLE_ID_PROP, ".".join(table.name()))
-    expired, gone = plan_table_expiry(table, older_than, retain_last)
+    expired, gone, kept_files = plan_table_expiry(table, older_than, retain_last)
     report = TableExpiry(name, len(expired), len(table.metadata.snapshots) - len(expired))
+    orphans, orphan_tombstones = find_orphans(table, kept_files | set(gone), orphans_before) \
+        if orphans_before else ({}, [])
+    report.orphans_deleted = len(orphans) + sum(len(list_files(t)) for t in orphan_tombstones)
+    report.orphan_bytes_deleted = sum(orphans.values())
+    if not dry_run:
+        _delete_orphans(table, orphans, orphan_tombstones)
     if not expired:
         return report
     report.runs_expired = _run_ids(table.metadata, expired)
@@ -164,6 +213,15 @@ def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = 
     return report
 
 
+def _delete_orphans(table, files: dict[str, int], tombstones: list[str]) -> None:
+    for path in sorted(files):
+        table.io.delete(path)
+    for folder in _emptied_run_folders(sorted(files)):
+        _delete_tree(table.io, folder)
+    for folder in tombstones:
+        _delete_tree(table.io, folder)
+
+
 def expire_pipeline(catalog, pipeline: str, as_of: datetime, retain_days: int = DEFAULT_RETAIN_DAYS,
                     retain_last: int = DEFAULT_RETAIN_LAST, dry_run: bool = False) -> dict:
     """Expire the snapshots of every table of ``pipeline`` committed more than ``retain_days`` before
@@ -177,7 +235,9 @@ def expire_pipeline(catalog, pipeline: str, as_of: datetime, retain_days: int = 
         identifiers = sorted(catalog.list_tables(pipeline))
     except NoSuchNamespaceError:
         identifiers = []
-    tables = [expire_table(catalog.load_table(ident), older_than, retain_last, dry_run).as_dict()
+    orphans_before = min(older_than, as_of - ORPHAN_MIN_AGE)
+    tables = [expire_table(catalog.load_table(ident), older_than, retain_last, dry_run, orphans_before).as_dict()
               for ident in identifiers]
     return {"pipeline": pipeline, "as_of": as_of.isoformat(), "older_than": older_than.isoformat(),
+            "orphans_before": orphans_before.isoformat(),
             "retain_days": retain_days, "retain_last": retain_last, "dry_run": dry_run, "tables": tables}

@@ -273,18 +273,28 @@ def _spark_uri(uri: str) -> str:
 def list_files(uri: str, suffix: str = "") -> list[str]:
     """The files under a folder of the lake, at any depth, whose names end with ``suffix``: sorted URIs
     (``s3://`` or ``file://``), as pyiceberg's FileIO reads and deletes them."""
+    return [path for path, _, _ in list_file_info(uri, suffix)]
+
+
+def list_file_info(uri: str, suffix: str = "") -> list[tuple[str, float, int]]:
+    """(URI, modification time as epoch seconds, bytes) of each file list_files names, in its order."""
     parsed = urlparse(uri)
     if parsed.scheme in ("s3", "s3a"):
         from jobs.lake import _s3
 
         bucket, prefix = parsed.netloc, parsed.path.lstrip("/").rstrip("/") + "/"
-        keys = []
+        found = []
         for page in _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            keys += [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(suffix)]
-        return [f"s3://{bucket}/{k}" for k in sorted(keys)]
+            found += [(f"s3://{bucket}/{o['Key']}", o["LastModified"].timestamp(), o["Size"])
+                      for o in page.get("Contents", []) if o["Key"].endswith(suffix)]
+        return sorted(found)
     local = parsed.path if parsed.scheme == "file" else uri
-    return ["file://" + p for p in sorted(glob.glob(os.path.join(local, "**", "*" + suffix), recursive=True))
-            if os.path.isfile(p)]
+    found = []
+    for path in sorted(glob.glob(os.path.join(local, "**", "*" + suffix), recursive=True)):
+        if os.path.isfile(path):
+            stat = os.stat(path)
+            found.append(("file://" + path, stat.st_mtime, stat.st_size))
+    return found
 
 
 def _list_parquet(uri: str) -> list[str]:

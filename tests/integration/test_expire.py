@@ -134,3 +134,81 @@ def test_metadata_files_past_the_tables_limit_are_deleted_after_each_commit(spar
         urlparse(p).path for p in logged | {table.metadata_location}}
     assert runs.rows() == runs.expected()
     assert _rows(table, publish.published_by(table, "m0")) == first_rows
+
+
+def _metadata_reached(table) -> set[str]:
+    out = set()
+    for snapshot in table.metadata.snapshots:
+        out.add(urlparse(snapshot.manifest_list).path)
+        out |= {urlparse(m.manifest_path).path for m in snapshot.manifests(table.io)}
+    return out
+
+
+def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, monkeypatch):
+    """A run that fails at its catalog commit leaves files no snapshot reaches: data, position deletes,
+    tombstones and manifests. Expiry deletes them once they are a day older than --as-of (a run still
+    writing is never robbed), reports them, and a dry run deletes nothing; every file a snapshot
+    reaches stays, and the run, re-run, publishes what the replay says."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    sim, runs = loaded(spark, tmp_path, 13, 300)
+    runs.run("o1")
+    sim.random_ops(8)
+    runs.run("o2")
+    rows_o2 = runs.rows()
+    assert rows_o2 == runs.expected()
+    table = runs.table()
+    before = {k: _on_disk(table, k) for k in ("data", "deletes", "tombstones")}
+    metadata_before = _on_disk(table, "metadata", ".avro")
+    assert metadata_before == _metadata_reached(table)
+
+    sim.random_ops(8)
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("simulated crash at the catalog commit")
+
+    monkeypatch.setattr(SqlCatalog, "commit_table", crash)
+    sent = runs.sent
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        runs.run("o3")
+    monkeypatch.undo()
+    table = runs.table()
+    assert publish.published_by(table, "o3") is None
+    orphans = {k: _on_disk(table, k) - before[k] for k in before}
+    orphan_manifests = _on_disk(table, "metadata", ".avro") - metadata_before
+    assert all(orphans.values()) and orphan_manifests  # each kind was left behind
+    assert {os.path.basename(os.path.dirname(p)) for p in orphans["tombstones"]} == {"run=o3"}
+
+    written = max(os.path.getmtime(p) for p in set().union(*orphans.values()))
+    lake_args = ["expire", "--lake", str(runs.lake.root), "--pipeline", "buckets", "--retain-days", "0",
+                 "--retain-last", "10"]
+
+    def expire(run_id: str, as_of: datetime, *extra: str) -> dict:
+        assert cli.main([*lake_args, "--run-id", run_id, "--as-of", as_of.isoformat(), *extra]) == 0
+        return runs.lake.read_json(f"reports/buckets/run={run_id}/expire.json")["tables"][0]
+
+    # less than a day old: kept, as a run still writing would be
+    recent = expire("x1", datetime.fromtimestamp(written, timezone.utc) + timedelta(hours=12))
+    assert recent["orphans_deleted"] == 0
+    assert _on_disk(table, "tombstones") == before["tombstones"] | orphans["tombstones"]
+    later = datetime.fromtimestamp(written, timezone.utc) + timedelta(days=2)
+    dry = expire("x2", later, "--dry-run")
+    files = [p for k in ("data", "deletes") for p in orphans[k]] + sorted(orphan_manifests)
+    assert dry["orphans_deleted"] >= len(files) + len(orphans["tombstones"])
+    assert dry["orphan_bytes_deleted"] == sum(os.path.getsize(p) for p in files)
+    assert orphan_manifests <= _on_disk(table, "metadata", ".avro")
+
+    report = expire("x3", later)
+    assert (report["orphans_deleted"], report["orphan_bytes_deleted"]) == (
+        dry["orphans_deleted"], dry["orphan_bytes_deleted"])
+    assert report["snapshots_expired"] == 0
+    table = runs.table()
+    assert {k: _on_disk(table, k) for k in before} == before  # exactly the files before the failed run
+    assert _on_disk(table, "metadata", ".avro") == metadata_before == _metadata_reached(table)
+    assert not [d for k in ("data", "deletes") for d in _run_dirs(table, k) if d.endswith("run=o3")]
+    assert runs.rows() == rows_o2
+
+    # the failed run, re-run, publishes on top of what was kept
+    runs.sent = sent
+    runs.run("o3")
+    assert runs.rows() == runs.expected()

@@ -62,7 +62,8 @@ def test_added_dropped_and_retyped_columns(spark, tmp_path):
         (1, 6_000_000_000, "8", "C"), (2, 5_000_000_000, "7", "B")]
 
 
-PRICES = QlikTable("shop", "prices", [QlikColumn("id", "INT4", 1), QlikColumn("amount", "NUMERIC", precision=6, scale=2),
+PRICES = QlikTable("shop", "prices", [QlikColumn("id", "INT4", 1),
+                                      QlikColumn("amount", "NUMERIC", precision=6, scale=2),
                                       QlikColumn("code", "INT4"), QlikColumn("note", "STRING")])
 PRICES_V2 = QlikTable("shop", "prices", [QlikColumn("id", "INT4", 1), QlikColumn("amount", "NUMERIC", precision=6,
                                                                                    scale=2),
