@@ -2,8 +2,9 @@
 
 Reasons: a failed expectation, a state/source count mismatch, quarantine over its threshold,
 decode counts that do not balance, values the typed state could not hold (published as null or
-rounded). The SMTP server comes from Airflow's ``smtp_default`` connection (the same one ``SmtpNotifier`` uses, read from ``AIRFLOW_CONN_SMTP_DEFAULT``) or from
-``SMTP_*`` environment variables. Every value that may come from a message (table and column
+rounded). The SMTP server comes from Airflow's ``smtp_default`` connection (the same one
+``SmtpNotifier`` uses, read from ``AIRFLOW_CONN_SMTP_DEFAULT``) or from ``SMTP_*`` environment
+variables. Every value that may come from a message (table and column
 names, observed values) is HTML-escaped; the password is never logged nor shown in a repr.
 """
 from __future__ import annotations
