@@ -176,6 +176,16 @@ def _emptied_run_folders(deleted: list[str]) -> list[str]:
     return [f for f in folders if not list_files(f, ".parquet")]
 
 
+def _delete(io, files: list[str], folders: list[str]) -> int:
+    """Delete ``files``, then the run folders they leave without a Parquet file, then ``folders``
+    whole (tombstones); the number of files the folders held."""
+    for path in files:
+        io.delete(path)
+    for folder in _emptied_run_folders(files):
+        _delete_tree(io, folder)
+    return sum(_delete_tree(io, folder) for folder in folders)
+
+
 def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = False,
                  orphans_before: datetime | None = None) -> TableExpiry:
     """Expire one table's snapshots older than ``older_than`` (keeping the ``retain_last`` newest) and
@@ -189,7 +199,7 @@ def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = 
     report.orphans_deleted = len(orphans) + sum(len(list_files(t)) for t in orphan_tombstones)
     report.orphan_bytes_deleted = sum(orphans.values())
     if not dry_run:
-        _delete_orphans(table, orphans, orphan_tombstones)
+        _delete(table.io, sorted(orphans), orphan_tombstones)
     if not expired:
         return report
     report.runs_expired = _run_ids(table.metadata, expired)
@@ -202,24 +212,10 @@ def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = 
     if dry_run:
         return report
     table.maintenance.expire_snapshots().by_ids(expired).commit()
-    deleted_files = sorted(gone)
-    for path in deleted_files:
-        table.io.delete(path)
-    for folder in _emptied_run_folders(deleted_files):
-        _delete_tree(table.io, folder)
-    deleted = sum(_delete_tree(table.io, t) for t in tombstones)
+    deleted = _delete(table.io, sorted(gone), tombstones)
     if deleted:
         report.files_deleted["tombstones"] = deleted
     return report
-
-
-def _delete_orphans(table, files: dict[str, int], tombstones: list[str]) -> None:
-    for path in sorted(files):
-        table.io.delete(path)
-    for folder in _emptied_run_folders(sorted(files)):
-        _delete_tree(table.io, folder)
-    for folder in tombstones:
-        _delete_tree(table.io, folder)
 
 
 def expire_pipeline(catalog, pipeline: str, as_of: datetime, retain_days: int = DEFAULT_RETAIN_DAYS,

@@ -45,6 +45,7 @@ _WIDEN = {"tinyint": "int", "smallint": "int", "byte": "int", "short": "int", "i
           "real": "float", "bool": "boolean", "timestamp_ntz": "timestamp"}
 _SIMPLE = {"string", "int", "bigint", "float", "double", "boolean", "date", "timestamp", "binary"}
 _TS_FMT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")  # a state type's precision and scale
 
 
 def state_type(declared: str | None) -> str:
@@ -62,8 +63,7 @@ def promotable(published: str, declared: str) -> bool:
     double, a decimal to more precision at the same scale) without rewriting data."""
     if (published, declared) in (("int", "bigint"), ("float", "double")):
         return True
-    dec = re.compile(r"decimal\((\d+),(\d+)\)")
-    p, d = dec.fullmatch(published), dec.fullmatch(declared)
+    p, d = _DECIMAL.fullmatch(published), _DECIMAL.fullmatch(declared)
     return bool(p and d and p.group(2) == d.group(2) and int(d.group(1)) > int(p.group(1)))
 
 
@@ -246,7 +246,6 @@ def from_canonical_string(col: Column, spark_type: str) -> Column:
     return col.try_cast(spark_type)
 
 
-_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 _EXAMPLE_CHARS = 100
 
 
