@@ -144,7 +144,7 @@ def _metadata_reached(table) -> set[str]:
     return out
 
 
-def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, monkeypatch):
+def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, monkeypatch, capsys):
     """A run that fails at its catalog commit leaves files no snapshot reaches: data, position deletes,
     tombstones and manifests. Expiry deletes them once they are a day older than --as-of (a run still
     writing is never robbed), reports them, and a dry run deletes nothing; every file a snapshot
@@ -198,7 +198,9 @@ def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, mo
     assert dry["orphan_bytes_deleted"] == sum(os.path.getsize(p) for p in files)
     assert orphan_manifests <= _on_disk(table, "metadata", ".avro")
 
+    capsys.readouterr()  # the dry run's summary names the same figures
     report = expire("x3", later)
+    assert f"orphans: {report['orphans_deleted']} ({report['orphan_bytes_deleted']:,} bytes)" in capsys.readouterr().out
     assert (report["orphans_deleted"], report["orphan_bytes_deleted"]) == (
         dry["orphans_deleted"], dry["orphan_bytes_deleted"])
     assert report["snapshots_expired"] == 0
