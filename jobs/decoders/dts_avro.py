@@ -19,10 +19,13 @@ counting are Spark SQL, as in the other decoders.
   there is no PRIMARY), else the whole row. An UPDATE that changes the key is a DELETE of the old key
   plus an INSERT (with the before image, so that a column DTS did not capture moves with the row).
 - Values are typed by their union branch: Integer -> bigint, Character -> string decoded with its
-  ``charset`` (MySQL names; ``binary`` stays bytes), Decimal -> decimal(precision,scale), Float ->
-  double, Timestamp (epoch seconds + ``millis``, which holds microseconds) -> timestamp, DateTime ->
-  date / timestamp / time text / year, TimestampWithTimeZone -> timestamp in UTC, Binary* -> binary
-  (base64), Text* -> string, EmptyObject NULL -> null and NONE -> not captured (the column keeps its prior value).
+  ``charset`` (MySQL names: latin1 is cp1252 with MySQL's mapping of its five undefined bytes;
+  ``binary`` stays bytes), Decimal -> decimal(precision,scale), Float -> double, Timestamp (epoch
+  seconds + ``millis``, which holds microseconds) -> timestamp (a MySQL source's zero TIMESTAMP, stored
+  as 0, is null like the zero DATETIME), DateTime -> date / timestamp / time text / year,
+  TimestampWithTimeZone -> timestamp in UTC (a time of day with an offset, PostgreSQL's timetz: its UTC
+  time text ending in ``Z``, as Debezium's ZonedTime), Binary* -> binary (base64), Text* -> string,
+  EmptyObject NULL -> null and NONE -> not captured (the column keeps its prior value).
 - Position: ``sourcePosition`` as MySQL writes it (``<offset>@<binlog file index>``) then ``id``, each
   zero-padded; sources whose position is not ``offset@file`` are ordered by ``id`` alone, DTS's serial
   number of the record in the stream (records without a binlog position, such as the full load's,
@@ -36,7 +39,7 @@ import functools
 import io
 import json
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -71,6 +74,19 @@ _CHARSETS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": 
              "gbk": "gbk", "gb18030": "gb18030", "big5": "big5", "ascii": "ascii", "ujis": "euc-jp",
              "sjis": "shift_jis", "euckr": "euc-kr", "koi8r": "koi8-r", "cp1251": "cp1251", "cp1250": "cp1250"}
 _NOT_CAPTURED = object()
+_MYSQL_SOURCES = frozenset({"MySQL", "DRDS"})  # DRDS: PolarDB-X, MySQL's types
+# MySQL's latin1 is cp1252 except at the five bytes cp1252 leaves undefined, which MySQL maps to the
+# C1 control with the same number (0x81 -> U+0081), as ISO-8859-1 does
+_LATIN1_ERRORS = "cdc-mysql-latin1"
+
+
+def _mysql_latin1_undefined(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return exc.object[exc.start:exc.end].decode("latin-1"), exc.end
+
+
+codecs.register_error(_LATIN1_ERRORS, _mysql_latin1_undefined)
 
 
 class DtsValueError(ValueError):
@@ -104,26 +120,38 @@ def _datetime_value(v: dict[str, Any]) -> tuple[str | None, str]:
 
 
 def _tz_value(v: dict[str, Any]) -> tuple[str | None, str]:
-    local, _ = _datetime_value(v["value"])
+    local, kind = _datetime_value(v["value"])
     if local is None:
         return None, "timestamp"
     tz = (v.get("timezone") or "").strip()
+    offset = _zone(tz)
+    if kind == "string":
+        # a time of day with a zone (PostgreSQL timetz): the UTC time, written as Debezium's ZonedTime
+        if not isinstance(offset, timezone):
+            raise DtsValueError(f"time of day with the named zone {tz!r}, which has no fixed offset")
+        naive = datetime.combine(date(2000, 1, 1), time.fromisoformat(local))
+        utc = naive - offset.utcoffset(None)
+        return utc.strftime("%H:%M:%S.%f" if utc.microsecond else "%H:%M:%S") + "Z", "string"
     naive = datetime.strptime(local, _TS) if " " in local else datetime.fromisoformat(local)
+    utc = naive.replace(tzinfo=offset).astimezone(timezone.utc).replace(tzinfo=None)
+    return utc.strftime(_TS), "timestamp"
+
+
+@functools.lru_cache(maxsize=256)
+def _zone(tz: str) -> Any:
+    """A DTS time zone text (``+08:00``, ``UTC-5``, ``Asia/Shanghai``) -> a tzinfo, looked up once per text."""
     match = re.fullmatch(r"(?:UTC|GMT)?([+-])(\d{1,2}):?(\d{2})?", tz)
     if match:
         sign = 1 if match.group(1) == "+" else -1
-        offset = timezone(sign * timedelta(hours=int(match.group(2)), minutes=int(match.group(3) or 0)))
-    elif tz in ("", "UTC", "GMT", "Z"):
-        offset = timezone.utc
-    else:
-        from zoneinfo import ZoneInfo
+        return timezone(sign * timedelta(hours=int(match.group(2)), minutes=int(match.group(3) or 0)))
+    if tz in ("", "UTC", "GMT", "Z"):
+        return timezone.utc
+    from zoneinfo import ZoneInfo
 
-        try:
-            offset = ZoneInfo(tz)
-        except Exception:  # noqa: BLE001 - any lookup failure means an unusable zone name
-            raise DtsValueError(f"unknown time zone {tz!r}") from None
-    utc = naive.replace(tzinfo=offset).astimezone(timezone.utc).replace(tzinfo=None)
-    return utc.strftime(_TS), "timestamp"
+    try:
+        return ZoneInfo(tz)
+    except Exception:  # noqa: BLE001 - any lookup failure means an unusable zone name
+        raise DtsValueError(f"unknown time zone {tz!r}") from None
 
 
 @functools.lru_cache(maxsize=256)
@@ -147,7 +175,7 @@ def _character_value(v: dict[str, Any]) -> tuple[str | None, str]:
     if name is None:
         return base64.b64encode(raw).decode("ascii"), "binary"
     try:
-        return raw.decode(name), "string"
+        return raw.decode(name, _LATIN1_ERRORS if name == "cp1252" else "strict"), "string"
     except UnicodeDecodeError:
         raise DtsValueError(f"value is not valid {charset}") from None
 
@@ -158,8 +186,9 @@ def _kind(record_name: str) -> str:
     return record_name.rsplit(".", 1)[-1]
 
 
-def dts_value(item: Any) -> tuple[Any, str | None]:
-    """One image value (fastavro with record names) -> (canonical text | None | _NOT_CAPTURED, type)."""
+def dts_value(item: Any, mysql: bool = False) -> tuple[Any, str | None]:
+    """One image value (fastavro with record names) -> (canonical text | None | _NOT_CAPTURED, type);
+    ``mysql``: the record's source is MySQL (or MySQL-compatible), whose zero TIMESTAMP is no date."""
     if item is None:
         return None, None
     name, v = item if isinstance(item, tuple) else ("EmptyObject", item)
@@ -176,6 +205,10 @@ def dts_value(item: Any) -> tuple[Any, str | None]:
     if kind == "Float":
         return repr(float(v["value"])), "double"
     if kind == "Timestamp":
+        if mysql and not v["timestamp"] and not v.get("millis"):
+            # MySQL's zero TIMESTAMP (0000-00-00 00:00:00) is stored as 0, which no real TIMESTAMP can
+            # be (its range starts one second after the epoch): no date, as the zero DATETIME
+            return None, "timestamp"
         ts = _EPOCH + timedelta(seconds=v["timestamp"], microseconds=_fraction_us(v.get("millis")))
         return ts.strftime(_TS), "timestamp"
     if kind == "DateTime":
@@ -210,14 +243,14 @@ def _key_columns(info: str | None) -> tuple[str, ...] | None:
     return None
 
 
-def _image(columns: list[str], values: Any, types: dict[str, str]) -> tuple[dict | None, list[str]]:
+def _image(columns: list[str], values: Any, types: dict[str, str], mysql: bool) -> tuple[dict | None, list[str]]:
     if not isinstance(values, list):
         return None, []
     if len(values) != len(columns):
         raise DtsValueError(f"image has {len(values)} values for {len(columns)} fields")
     image, absent = {}, []
     for name, item in zip(columns, values):
-        value, kind = dts_value(item)
+        value, kind = dts_value(item, mysql)
         if value is _NOT_CAPTURED:
             absent.append(name)
             continue
@@ -269,8 +302,9 @@ def _decode_record(value: bytes, schema: Any) -> dict[str, Any]:
     fields = rec.get("fields")
     columns = [f["name"] for f in fields] if isinstance(fields, list) else []
     types: dict[str, str] = {}
-    before, before_absent = _image(columns, rec.get("beforeImages"), types)
-    after, after_absent = _image(columns, rec.get("afterImages"), types)
+    mysql = (rec.get("source") or {}).get("sourceType") in _MYSQL_SOURCES
+    before, before_absent = _image(columns, rec.get("beforeImages"), types, mysql)
+    after, after_absent = _image(columns, rec.get("afterImages"), types, mysql)
     file_index, offset = _binlog(rec.get("sourcePosition"))
     ts = rec.get("sourceTimestamp")
     after_images = rec.get("afterImages")

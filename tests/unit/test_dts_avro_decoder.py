@@ -17,7 +17,7 @@ import pytest
 from jobs import cli, publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
-from jobs.decoders.dts_avro import record_schema
+from jobs.decoders.dts_avro import DtsValueError, dts_value, record_schema
 from jobs.lake import Lake
 from tests.unit.decoder_support import raw_frame
 
@@ -112,7 +112,7 @@ def test_init_is_full_load_transaction_markers_kept_and_control_records_ignored(
 def test_typed_values_of_every_branch(spark):
     fields = [{"name": n, "dataTypeNumber": 0} for n in
               ("id", "price", "ratio", "ts", "dt", "day", "t", "yr", "tz", "bin", "geo", "js", "gone", "nul",
-               "latin", "raw")]
+               "latin", "raw", "tztime", "zero_ts", "latin_c1")]
     after = [
         integer(5),
         (NS + "Decimal", {"value": "-12.30", "precision": 10, "scale": 2}),
@@ -135,6 +135,13 @@ def test_typed_values_of_every_branch(spark):
         "NULL",
         chars("café €", charset="latin1", codec="cp1252"),
         chars("\x01\x02", charset="binary"),
+        # PostgreSQL timetz: the UTC time of day
+        (NS + "TimestampWithTimeZone", {"value": {"year": None, "month": None, "day": None, "hour": 2, "minute": 30,
+                                                  "second": 0, "millis": 250000}, "timezone": "+05:00"}),
+        # MySQL's zero TIMESTAMP (0000-00-00 00:00:00) is stored as 0
+        (NS + "Timestamp", {"timestamp": 0, "millis": 0}),
+        # the bytes cp1252 leaves undefined are C1 controls in MySQL's latin1
+        (NS + "Character", {"charset": "latin1", "value": b"a\x81\x8d\x8f\x90\x9d\x80"}),
     ]
     records, quarantine, _ = decode(spark, [dts("INSERT", after=after, fields=fields, pk=("id",))])
     assert quarantine == []
@@ -143,14 +150,31 @@ def test_typed_values_of_every_branch(spark):
         "id": "5", "price": "-12.30", "ratio": "0.25", "ts": "2023-11-14 22:13:20.000123",
         "dt": "2026-11-22 08:05:09.654321", "day": "2026-02-28", "t": "23:59:01", "yr": "1999",
         "tz": "2026-01-01 00:00:00.000000", "bin": "AP8=", "geo": "POINT(1 2)", "js": '{"k": 1}', "nul": None,
-        "latin": "café €", "raw": "AQI=",
+        "latin": "café €", "raw": "AQI=", "tztime": "21:30:00.250000Z", "zero_ts": None,
+        "latin_c1": "a\x81\x8d\x8f\x90\x9d€",
     }
     assert r["present_columns"] is not None and "gone" not in r["present_columns"]
     assert r["column_types"] == {
         "id": "bigint", "price": "decimal(10,2)", "ratio": "double", "ts": "timestamp", "dt": "timestamp",
         "day": "date", "t": "string", "yr": "int", "tz": "timestamp", "bin": "binary", "geo": "string",
-        "js": "string", "latin": "string", "raw": "binary",
+        "js": "string", "latin": "string", "raw": "binary", "tztime": "string", "zero_ts": "timestamp",
+        "latin_c1": "string",
     }
+
+
+def test_zero_timestamp_is_null_only_for_mysql_and_a_named_zone_time_is_refused():
+    zero = (NS + "Timestamp", {"timestamp": 0, "millis": 0})
+    assert dts_value(zero, mysql=True) == (None, "timestamp")
+    # other sources have no zero date: the epoch is the epoch
+    assert dts_value(zero, mysql=False) == ("1970-01-01 00:00:00.000000", "timestamp")
+    assert dts_value((NS + "Timestamp", {"timestamp": 0, "millis": 5}), mysql=True)[0] == "1970-01-01 00:00:00.000005"
+    # a time of day in a named zone has no fixed offset (daylight saving): quarantined, not guessed
+    named = (NS + "TimestampWithTimeZone", {"value": {"year": None, "month": None, "day": None, "hour": 2,
+                                                      "minute": 0, "second": 0, "millis": None},
+                                            "timezone": "Europe/Paris"})
+    with pytest.raises(DtsValueError, match="named zone 'Europe/Paris'"):
+        dts_value(named)
+    assert dts_value((NS + "TimestampWithTimeZone", {**named[1], "timezone": "UTC-3"}))[0] == "05:00:00Z"
 
 
 def test_key_change_is_delete_plus_insert_and_configured_keys_win(spark):
