@@ -15,7 +15,8 @@
   markers that bracket the records between them in their partition (a transaction still open at the
   end of a run is held back, see jobs.fold.split_open_transactions).
 - MHEARTBEAT, GTID and XA markers are ignored and counted; CREATE/ALTER/RENAME/QUERY/CINDEX/
-  DINDEX/ERASE are recorded as DDL (statement in ``after['ddl']``); TRUNCATE empties the table.
+  DINDEX/ERASE are recorded as DDL (statement in ``after['ddl']``); TRUNCATE empties the table, as
+  does a QUERY (or other DDL op) whose statement is a TRUNCATE.
 The documentation's examples carry ``//`` comments: they are accepted (JSON parsed with comments).
 """
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, marker_record, outcome, pad_unsigned, parse_value
+from jobs.decoders.common import (configured_key, event_id, is_truncate, marker_record, outcome, pad_unsigned,
+                                  parse_value)
 
 _MAP = "map<string,string>"
 _IMAGE = f"struct<dataColumn:{_MAP}>"
@@ -143,7 +145,9 @@ class DataWorksDecoder:
                           record(F.lit(C.INSERT), k_new, no_map, after, cdc)))
             .when(op_code == "UPDATE_AFTER", F.array(record(F.lit(C.UPDATE), k_new, before, after, cdc)))
             .when(op_code == "DELETE", F.array(record(F.lit(C.DELETE), k_old, before, no_map, cdc)))
-            .when(op_code == "TRUNCATE", F.array(record(F.lit(C.TRUNCATE), no_map, no_map, no_map, cdc)))
+            # QUERY is DataWorks' op for statements it does not classify, a TRUNCATE among them
+            .when((op_code == "TRUNCATE") | (op_code.isin(*_DDL_OPS) & is_truncate(payload["ddl"]["text"])),
+                  F.array(record(F.lit(C.TRUNCATE), no_map, no_map, no_map, cdc)))
             .when(op_code.isin(*_DDL_OPS),
                   F.array(record(F.lit(C.DDL), no_map, no_map,
                                  F.create_map(F.lit("ddl"), payload["ddl"]["text"]), cdc)))

@@ -93,6 +93,22 @@ def test_malformed_and_unknown(spark):
     assert counts["ignored_reasons"] == {} and counts["balanced"]
 
 
+def test_a_truncate_statement_under_query_empties_the_table(spark):
+    source = {"dataColumn": [{"name": "id", "type": "LONG"}], "primaryKey": ["id"],
+              "source": {"dbName": "d", "tableName": "t"}}
+
+    def ddl(op, text, seq):
+        return json.dumps({"schema": source, "payload": {"op": op, "sequenceId": str(seq), "ddl": {"text": text}}})
+
+    records, quarantine, counts = decode(spark, [
+        ddl("QUERY", "/* dts */ truncate table t", 1), ddl("QUERY", "ANALYZE TABLE t", 2),
+        ddl("ALTER", "ALTER TABLE t ADD COLUMN c int", 3), ddl("TRUNCATE", "TRUNCATE TABLE t", 4)])
+    assert quarantine == [] and counts["balanced"]
+    assert [(r["op"], r["table_id"], r["after"]) for r in records] == [
+        ("TRUNCATE", "d._.t", None), ("DDL", "d._.t", {"ddl": "ANALYZE TABLE t"}),
+        ("DDL", "d._.t", {"ddl": "ALTER TABLE t ADD COLUMN c int"}), ("TRUNCATE", "d._.t", None)]
+
+
 def test_stream_folds_to_expected_state(spark, tmp_path):
     """Split and merged updates, a key change, deletes, a redelivery and garbage, folded into Iceberg."""
     def msg(op, seq, before=None, after=None):
