@@ -11,7 +11,9 @@ a table missing one). A run's tombstones folder goes with the run's snapshot, un
 the table names.
 
 Files no snapshot reaches (those of a run that failed before its commit and was never re-run, a
-commit that lost a race) are orphans: deleted too, once older than the retention and at least
+commit that lost a race) are orphans, and so are metadata files that are neither the table's current
+one nor in its metadata log (a failed commit's; only on tables that delete old metadata files after
+each commit, as this pipeline's do): deleted too, once older than the retention and at least
 ORPHAN_MIN_AGE before the time given, so that the files of a run still writing are never taken.
 
 The time comes in as an argument (the DAG passes its interval's end), never from the clock, so a
@@ -28,7 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from urllib.parse import urlparse
 
-from jobs.publish import RUN_ID_PROP, TABLE_ID_PROP, TOMBSTONES_PROP, list_file_info, list_files
+from jobs.publish import (METADATA_DELETE_AFTER_COMMIT, RUN_ID_PROP, TABLE_ID_PROP, TOMBSTONES_PROP, list_file_info,
+                          list_files)
 
 DEFAULT_RETAIN_DAYS = 7
 DEFAULT_RETAIN_LAST = 10
@@ -125,13 +128,19 @@ _TOMBSTONES_RUN = re.compile(r"^(.*/tombstones/run=([^/]+))/")
 
 def find_orphans(table, reached: set[str], before: datetime) -> tuple[dict[str, int], list[str]]:
     """Files of the table no snapshot reaches, modified before ``before``: data, delete and manifest
-    files (path -> bytes), and the tombstones folders of runs the table has no snapshot of (not the
-    one it names)."""
+    files, and metadata files that are neither the table's current one nor in its log (a failed
+    commit's; path -> bytes), and the tombstones folders of runs the table has no snapshot of (not
+    the one it names)."""
     location = table.location().rstrip("/")
     live = {_same_file(p) for p in reached}
+    live |= {_same_file(table.metadata_location), *(_same_file(e.metadata_file) for e in table.metadata.metadata_log)}
     cutoff = before.timestamp()
+    kinds = [("data", ".parquet"), ("deletes", ".parquet"), ("metadata", ".avro")]
+    # a table told to keep its old metadata files keeps them: past its log's length they look the same
+    if table.properties.get(METADATA_DELETE_AFTER_COMMIT, "false").lower() == "true":
+        kinds.append(("metadata", ".metadata.json"))
     files = {}
-    for folder, suffix in (("data", ".parquet"), ("deletes", ".parquet"), ("metadata", ".avro")):
+    for folder, suffix in kinds:
         for path, mtime, size in list_file_info(f"{location}/{folder}", suffix):
             if mtime < cutoff and _same_file(path) not in live:
                 files[path] = size

@@ -60,7 +60,8 @@ DEFAULT_CODEC = "zstd"
 # Every commit writes a new metadata JSON (hourly runs: thousands a year per table). Iceberg's own
 # cleanup: after a commit, metadata files past the last 100 are deleted (the snapshots, and so time
 # travel, live in the current one). A table that sets either property otherwise keeps its setting.
-METADATA_CLEANUP = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "100"}
+METADATA_DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
+METADATA_CLEANUP = {METADATA_DELETE_AFTER_COMMIT: "true", "write.metadata.previous-versions-max": "100"}
 _SPARK_CODECS = {"zstd", "snappy", "gzip", "lz4", "brotli", "uncompressed", "none", "lzo", "lz4_raw"}
 # a state row read with its place: the data file (its name; with the bucket, see _file_keys) and row index in it
 FILE_COLUMN = "_cdc_file"

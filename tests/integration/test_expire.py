@@ -146,7 +146,7 @@ def _metadata_reached(table) -> set[str]:
 
 def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, monkeypatch, capsys):
     """A run that fails at its catalog commit leaves files no snapshot reaches: data, position deletes,
-    tombstones and manifests. Expiry deletes them once they are a day older than --as-of (a run still
+    tombstones, manifests and the metadata file the catalog never pointed to. Expiry deletes them once they are a day older than --as-of (a run still
     writing is never robbed), reports them, and a dry run deletes nothing; every file a snapshot
     reaches stays, and the run, re-run, publishes what the replay says."""
     from pyiceberg.catalog.sql import SqlCatalog
@@ -161,13 +161,17 @@ def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, mo
     before = {k: _on_disk(table, k) for k in ("data", "deletes", "tombstones")}
     metadata_before = _on_disk(table, "metadata", ".avro")
     assert metadata_before == _metadata_reached(table)
+    metadata_json_before = _on_disk(table, "metadata", ".metadata.json")
 
     sim.random_ops(8)
 
-    def crash(*args, **kwargs):
+    write_metadata = SqlCatalog._write_metadata
+
+    def crash(metadata, io, metadata_path):  # the new metadata file is written, the catalog never swapped
+        write_metadata(metadata, io, metadata_path)
         raise RuntimeError("simulated crash at the catalog commit")
 
-    monkeypatch.setattr(SqlCatalog, "commit_table", crash)
+    monkeypatch.setattr(SqlCatalog, "_write_metadata", staticmethod(crash))
     sent = runs.sent
     with pytest.raises(RuntimeError, match="simulated crash"):
         runs.run("o3")
@@ -176,7 +180,8 @@ def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, mo
     assert publish.published_by(table, "o3") is None
     orphans = {k: _on_disk(table, k) - before[k] for k in before}
     orphan_manifests = _on_disk(table, "metadata", ".avro") - metadata_before
-    assert all(orphans.values()) and orphan_manifests  # each kind was left behind
+    orphan_metadata = _on_disk(table, "metadata", ".metadata.json") - metadata_json_before
+    assert all(orphans.values()) and orphan_manifests and orphan_metadata  # each kind was left behind
     assert {os.path.basename(os.path.dirname(p)) for p in orphans["tombstones"]} == {"run=o3"}
 
     written = max(os.path.getmtime(p) for p in set().union(*orphans.values()))
@@ -193,10 +198,11 @@ def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, mo
     assert _on_disk(table, "tombstones") == before["tombstones"] | orphans["tombstones"]
     later = datetime.fromtimestamp(written, timezone.utc) + timedelta(days=2)
     dry = expire("x2", later, "--dry-run")
-    files = [p for k in ("data", "deletes") for p in orphans[k]] + sorted(orphan_manifests)
+    files = [p for k in ("data", "deletes") for p in orphans[k]] + sorted(orphan_manifests | orphan_metadata)
     assert dry["orphans_deleted"] >= len(files) + len(orphans["tombstones"])
     assert dry["orphan_bytes_deleted"] == sum(os.path.getsize(p) for p in files)
     assert orphan_manifests <= _on_disk(table, "metadata", ".avro")
+    assert orphan_metadata <= _on_disk(table, "metadata", ".metadata.json")
 
     capsys.readouterr()  # the dry run's summary names the same figures
     report = expire("x3", later)
@@ -207,6 +213,7 @@ def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, mo
     table = runs.table()
     assert {k: _on_disk(table, k) for k in before} == before  # exactly the files before the failed run
     assert _on_disk(table, "metadata", ".avro") == metadata_before == _metadata_reached(table)
+    assert _on_disk(table, "metadata", ".metadata.json") == metadata_json_before
     assert not [d for k in ("data", "deletes") for d in _run_dirs(table, k) if d.endswith("run=o3")]
     assert runs.rows() == rows_o2
 
