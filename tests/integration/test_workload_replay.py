@@ -101,16 +101,17 @@ def run_cli(args: list[str]) -> subprocess.CompletedProcess:
                           text=True, timeout=600)
 
 
-def test_postgres_with_schema_two_runs_through_the_cli(tmp_path):
-    """The real command line, as a user runs it: two consecutive runs, then a re-run of the second."""
+def test_postgres_with_schema_two_runs_through_the_cli(spark, tmp_path):
+    """The real command line, as a user runs it, for the second of two consecutive runs (the first, and
+    a re-run of the second, in this process: each command line is a fresh JVM, half a minute)."""
     sim = make_workload(11, "postgresql", 300)
     raws = write_runs(sim, tmp_path, with_schema=True, runs=2)
     lake = tmp_path / "lake"
     source_db = sim.save_sqlite(tmp_path / "source.db")  # reconciled through SQLAlchemy COUNT(*)
-    for i, raw in enumerate(raws):
-        proc = run_cli(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake),
-                        "--pipeline", "wl", "--run-id", f"r{i}", "--source-counts", f"sqlite:///{source_db}"])
-        assert proc.returncode == 0, proc.stderr[-3000:]
+    args = ["--format", "debezium", "--lake", str(lake), "--pipeline", "wl", "--source-counts", f"sqlite:///{source_db}"]
+    assert cli.main(["run", *args, "--raw", str(raws[0]), "--run-id", "r0"]) == 0
+    proc = run_cli(["run", *args, "--raw", str(raws[1]), "--run-id", "r1"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
     assert_state_equals_source(sim, lake, "wl", with_schema=True)
 
     reports = lake / "reports/wl"
@@ -126,9 +127,8 @@ def test_postgres_with_schema_two_runs_through_the_cli(tmp_path):
     # re-running a published run id changes nothing
     catalog = publish.open_catalog(Lake.at(str(lake)))
     before = {t: catalog.load_table(t).current_snapshot().snapshot_id for t in catalog.list_tables("wl")}
-    proc = run_cli(["run", "--format", "debezium", "--raw", str(raws[1]), "--lake", str(lake),
-                    "--pipeline", "wl", "--run-id", "r1"])
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert cli.main(["run", "--format", "debezium", "--raw", str(raws[1]), "--lake", str(lake),
+                     "--pipeline", "wl", "--run-id", "r1"]) == 0
     catalog = publish.open_catalog(Lake.at(str(lake)))
     after = {t: catalog.load_table(t).current_snapshot().snapshot_id for t in catalog.list_tables("wl")}
     assert after == before
