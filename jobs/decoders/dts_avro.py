@@ -68,25 +68,18 @@ _IGNORED_OPS = {
 }
 _TS = "%Y-%m-%d %H:%M:%S.%f"
 _EPOCH = datetime(1970, 1, 1)
-# MySQL charset names -> Python codecs (MySQL's latin1 is Windows-1252)
-_CHARSETS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "cp1252", "ucs2": "utf-16-be",
+# MySQL charset names -> Python codecs (MySQL's latin1: see _MYSQL_LATIN1)
+_CHARSETS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "latin-1", "ucs2": "utf-16-be",
              "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be", "gb2312": "gb2312",
              "gbk": "gbk", "gb18030": "gb18030", "big5": "big5", "ascii": "ascii", "ujis": "euc-jp",
              "sjis": "shift_jis", "euckr": "euc-kr", "koi8r": "koi8-r", "cp1251": "cp1251", "cp1250": "cp1250"}
 _NOT_CAPTURED = object()
 _MYSQL_SOURCES = frozenset({"MySQL", "DRDS"})  # DRDS: PolarDB-X, MySQL's types
-# MySQL's latin1 is cp1252 except at the five bytes cp1252 leaves undefined, which MySQL maps to the
-# C1 control with the same number (0x81 -> U+0081), as ISO-8859-1 does
-_LATIN1_ERRORS = "cdc-mysql-latin1"
-
-
-def _mysql_latin1_undefined(exc: UnicodeError) -> tuple[str, int]:
-    if not isinstance(exc, UnicodeDecodeError):
-        raise exc
-    return exc.object[exc.start:exc.end].decode("latin-1"), exc.end
-
-
-codecs.register_error(_LATIN1_ERRORS, _mysql_latin1_undefined)
+# MySQL's latin1 is cp1252 but for the five bytes cp1252 leaves undefined, which MySQL reads as the C1
+# controls of the same number (0x81 -> U+0081), as ISO-8859-1 does: read as ISO-8859-1, then the
+# other 27 bytes of 0x80-0x9F mapped to their cp1252 characters
+_CP1252_HIGH = {b: bytes([b]).decode("cp1252", "ignore") for b in range(0x80, 0xA0)}
+_MYSQL_LATIN1 = str.maketrans({chr(b): c for b, c in _CP1252_HIGH.items() if c})
 
 
 class DtsValueError(ValueError):
@@ -175,9 +168,10 @@ def _character_value(v: dict[str, Any]) -> tuple[str | None, str]:
     if name is None:
         return base64.b64encode(raw).decode("ascii"), "binary"
     try:
-        return raw.decode(name, _LATIN1_ERRORS if name == "cp1252" else "strict"), "string"
+        text = raw.decode(name)
     except UnicodeDecodeError:
         raise DtsValueError(f"value is not valid {charset}") from None
+    return (text.translate(_MYSQL_LATIN1) if charset == "latin1" else text), "string"
 
 
 @functools.lru_cache(maxsize=64)
