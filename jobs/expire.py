@@ -126,11 +126,11 @@ def _same_file(path: str) -> str:
 _TOMBSTONES_RUN = re.compile(r"^(.*/tombstones/run=([^/]+))/")
 
 
-def find_orphans(table, reached: set[str], before: datetime) -> tuple[dict[str, int], list[str]]:
+def find_orphans(table, reached: set[str], before: datetime) -> tuple[dict[str, int], dict[str, int]]:
     """Files of the table no snapshot reaches, modified before ``before``: data, delete and manifest
     files, and metadata files that are neither the table's current one nor in its log (a failed
     commit's; path -> bytes), and the tombstones folders of runs the table has no snapshot of (not
-    the one it names)."""
+    the one it names; folder -> the files it holds)."""
     location = table.location().rstrip("/")
     live = {_same_file(p) for p in reached}
     live |= {_same_file(table.metadata_location), *(_same_file(e.metadata_file) for e in table.metadata.metadata_log)}
@@ -147,11 +147,13 @@ def find_orphans(table, reached: set[str], before: datetime) -> tuple[dict[str, 
     runs = set(_run_ids(table.metadata, [s.snapshot_id for s in table.metadata.snapshots]))
     current = _same_file(table.properties.get(TOMBSTONES_PROP, "").rstrip("/"))
     newest: dict[str, float] = {}
+    held: dict[str, int] = {}
     for path, mtime, _ in list_file_info(f"{location}/tombstones"):
         match = _TOMBSTONES_RUN.match(path)
         if match and match.group(2) not in runs and _same_file(match.group(1)) != current:
             newest[match.group(1)] = max(newest.get(match.group(1), 0.0), mtime)
-    return files, sorted(folder for folder, mtime in newest.items() if mtime < cutoff)
+            held[match.group(1)] = held.get(match.group(1), 0) + 1
+    return files, {folder: held[folder] for folder, mtime in sorted(newest.items()) if mtime < cutoff}
 
 
 def _run_ids(metadata, snapshot_ids: list[int]) -> list[str]:
@@ -204,11 +206,11 @@ def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = 
     expired, gone, kept_files = plan_table_expiry(table, older_than, retain_last)
     report = TableExpiry(name, len(expired), len(table.metadata.snapshots) - len(expired))
     orphans, orphan_tombstones = find_orphans(table, kept_files | set(gone), orphans_before) \
-        if orphans_before else ({}, [])
-    report.orphans_deleted = len(orphans) + sum(len(list_files(t)) for t in orphan_tombstones)
+        if orphans_before else ({}, {})
+    report.orphans_deleted = len(orphans) + sum(orphan_tombstones.values())
     report.orphan_bytes_deleted = sum(orphans.values())
     if not dry_run:
-        _delete(table.io, sorted(orphans), orphan_tombstones)
+        _delete(table.io, sorted(orphans), list(orphan_tombstones))
     if not expired:
         return report
     report.runs_expired = _run_ids(table.metadata, expired)

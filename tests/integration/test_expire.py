@@ -146,9 +146,10 @@ def _metadata_reached(table) -> set[str]:
 
 def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, monkeypatch, capsys):
     """A run that fails at its catalog commit leaves files no snapshot reaches: data, position deletes,
-    tombstones, manifests and the metadata file the catalog never pointed to. Expiry deletes them once they are a day older than --as-of (a run still
-    writing is never robbed), reports them, and a dry run deletes nothing; every file a snapshot
-    reaches stays, and the run, re-run, publishes what the replay says."""
+    tombstones, manifests and the metadata file the catalog never pointed to. Expiry deletes them
+    once they are a day older than --as-of (a run still writing is never robbed), reports them, and a
+    dry run deletes nothing; every file a snapshot reaches stays, and the run, re-run, publishes what
+    the replay says."""
     from pyiceberg.catalog.sql import SqlCatalog
 
     sim, runs = loaded(spark, tmp_path, 13, 300)
