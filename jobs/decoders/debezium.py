@@ -15,8 +15,10 @@ table's) is kept as a LOAD_END marker beside the row, so that the load is comple
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -50,6 +52,25 @@ _VALUE_SCHEMA = (
 _SNAPSHOT_MARKERS = ("true", "first", "last", "first_in_data_collection", "last_in_data_collection")
 _OPS = {"r": C.SNAPSHOT, "c": C.INSERT, "u": C.UPDATE, "d": C.DELETE, "t": C.TRUNCATE, "m": C.MESSAGE}
 _UNAVAILABLE = "__debezium_unavailable_value"
+
+
+def _unavailable_forms(placeholder: str) -> tuple[str, ...]:
+    """Every text an unchanged TOAST value arrives as in a row image, by column type, as the
+    PostgreSQL connector renders its placeholder (UnchangedToastedPlaceholder): the text itself (text,
+    json, xml ...); its bytes as base64 or hex (bytea, per binary.handling.mode); a one-element array
+    of the text, of its base64 or of the name-based UUID of its bytes (text[], bytea[], uuid[]); its
+    bytes as an array of numbers (int[], bigint[]); and a map of the text to itself (hstore)."""
+    raw = placeholder.encode("utf-8")
+    md5 = bytearray(hashlib.md5(raw).digest())  # Java's UUID.nameUUIDFromBytes: MD5, version 3
+    md5[6], md5[8] = (md5[6] & 0x0F) | 0x30, (md5[8] & 0x3F) | 0x80
+    b64 = base64.b64encode(raw).decode("ascii")
+    compact = {"separators": (",", ":")}  # as from_json renders a nested value: compact JSON
+    return (placeholder, b64, raw.hex(), json.dumps([placeholder], **compact), json.dumps([b64], **compact),
+            json.dumps([str(uuid.UUID(bytes=bytes(md5)))], **compact), json.dumps(list(raw), **compact),
+            json.dumps({placeholder: placeholder}, **compact))
+
+
+_UNAVAILABLE_FORMS = _unavailable_forms(_UNAVAILABLE)
 
 
 # ---- the schema section: types and conversions per column --------------------------------------
@@ -90,12 +111,13 @@ def _decimal_sql(b64: str, scale: str) -> str:
     )
     digits = f"CAST(CASE WHEN {neg} THEN {mag} + 1 ELSE {mag} END AS STRING)"
     padded = f"lpad({digits}, greatest(length({digits}), ({scale}) + 1), '0')"  # lpad truncates: never shorter
-    # Some producers send a Decimal column as a plain JSON number (decimal.handling.mode=double or
-    # string): text that is a number and cannot be base64 (length not a multiple of 4, or a sign,
-    # point or exponent) is kept as the number it is.
+    # Some producers send a Decimal column as a plain JSON number (the JSON converter's
+    # decimal.format=NUMERIC): text that is a number and cannot be base64 (length not a multiple of 4,
+    # or a sign or point) is kept as the number it is. An exponent is no sign of a number: base64 holds
+    # E and e ("0E00" is -31259.64 at scale 2), and a JSON number read as text carries a point with it.
     plain_number = (
         f"({b64} RLIKE '^-?[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$' "
-        f"AND (length({b64}) % 4 != 0 OR {b64} RLIKE '[-.eE]'))"
+        f"AND (length({b64}) % 4 != 0 OR {b64} RLIKE '[-.]'))"
     )
     return (
         f"CASE WHEN {b64} IS NULL THEN NULL WHEN {plain_number} THEN {b64} WHEN {digits} IS NULL THEN NULL ELSE concat("
@@ -306,18 +328,21 @@ class DebeziumDecoder:
         env = {name: F.col(f"_env_{name}") for name in _ROW_EVENT_FIELDS}
         src = env["source"]
 
-        # 1. ExtractNewRecordState output is a flat row without envelope: parse it as a map, only then
+        # 1. ExtractNewRecordState output is a flat row without envelope: parse it as a map, only then.
+        # A row event always has a `source` block and an op code; a flat row may have columns named like
+        # the envelope's fields (a logs table's `message`, a `source` or `op` of its own), which the
+        # envelope parse reads as malformed or as an unknown op: such a JSON object is a flat row too.
         flat_candidate = (
-            env["op"].isNull() & src.isNull() & env["before"].isNull() & env["after"].isNull()
-            & F.col("_corrupt").isNull() & F.col("_tx_status").isNull()
+            (env["op"].isNull() | ~env["op"].isin(*_OPS)) & src.isNull()
+            & env["before"].isNull() & env["after"].isNull() & F.col("_tx_status").isNull()
             & F.col("value").isNotNull() & (F.length("value") > 0)
         )
         df = staged.withColumns({
-            "_is_flat": flat_candidate,
             "_flat": F.when(flat_candidate, F.from_json(F.col("value").cast("string"), _MAP)),
             # in a step of its own: within one expression a CASE evaluates it once per branch
             "_key_parsed": parse_message_key(F.col("key")),
         })
+        df = df.withColumn("_is_flat", F.col("_flat").isNotNull())  # a JSON object, not broken text
         flat = F.col("_flat")
         # with the converter's schemas on, the flat row is the payload beside its schema section
         df = df.withColumn("_flat", F.when(
@@ -367,7 +392,7 @@ class DebeziumDecoder:
         op = F.col("_op")
         before, after = F.col("_before_c"), F.col("_after_c")
         # unavailable (unchanged, not sent) TOAST values leave the image; present_columns says so
-        after_clean = F.map_filter(after, lambda k, v: v.isNull() | (v != _UNAVAILABLE))
+        after_clean = F.map_filter(after, lambda k, v: v.isNull() | ~v.isin(*_UNAVAILABLE_FORMS))
         row_image = F.coalesce(after, before)
         df = df.withColumns({
             "_after_clean": after_clean,
@@ -393,7 +418,7 @@ class DebeziumDecoder:
                   F.lit("transaction metadata without an id"))
             .when(F.col("_tx_status").isin("BEGIN", "END"), F.lit(None))
             .when(F.col("_is_heartbeat"), F.lit("heartbeat"))
-            .when(F.col("_corrupt").isNotNull(),
+            .when(F.col("_corrupt").isNotNull() & ~is_flat,
                   F.lit("malformed JSON or not a JSON object"))
             .when(is_flat & (F.col("_flat_size") == 0), F.lit("not a Debezium envelope: no op, before, after or source"))
             .when(op_code.isNull(), F.lit("missing 'op'"))

@@ -4,6 +4,7 @@ Expected values are those the tools' own test suites expect (shared/samples/debe
 """
 from __future__ import annotations
 
+import base64
 import json
 import re
 from datetime import datetime
@@ -152,6 +153,8 @@ def test_decimal_bytes_variable_scale_and_timestamps(spark):
          "parameters": {"scale": "2", "connect.decimal.precision": "10"}},
         {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "field": "neg",
          "parameters": {"scale": "3"}},
+        {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "field": "looks_numeric",
+         "parameters": {"scale": "2"}},
         {"type": "struct", "name": "io.debezium.data.VariableScaleDecimal", "field": "vsd"},
         {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "field": "ts"},
         {"type": "int64", "name": "io.debezium.time.NanoTimestamp", "field": "ns"},
@@ -165,6 +168,7 @@ def test_decimal_bytes_variable_scale_and_timestamps(spark):
     after = {
         "price": "MDk=",  # 0x3039 = 12345 -> 123.45
         "neg": "/s8=",  # 0xFECF = -305 -> -0.305
+        "looks_numeric": "0E00",  # base64 that reads as a number: 0xD04D34 = -3125964 -> -31259.64
         "vsd": {"scale": 1, "value": "AQ=="},  # 1 -> 0.1
         "ts": 1734544849000000, "ns": 1734382927000000000, "d": 20073,
         # PostgreSQL's time '24:00:00' is a whole day: it reads as such, not as midnight
@@ -174,7 +178,7 @@ def test_decimal_bytes_variable_scale_and_timestamps(spark):
     records, quarantine, _ = decode(raw_frame(spark, [value], keys=['{"price": 1}']))
     assert quarantine == []
     a = records[0]["after"]
-    assert (a["price"], a["neg"], a["vsd"]) == ("123.45", "-0.305", "0.1")
+    assert (a["price"], a["neg"], a["vsd"], a["looks_numeric"]) == ("123.45", "-0.305", "0.1", "-31259.64")
     assert a["ts"] == "2024-12-18 18:00:49.000000"
     assert a["ns"] == "2024-12-16 21:02:07.000000"
     assert a["d"] == "2024-12-16"
@@ -268,6 +272,25 @@ def test_key_messages_headers_snapshot_markers_and_unavailable_values(spark):
     assert counts["ignored_reasons"] == {}
 
 
+def test_unchanged_toast_values_of_every_column_type_leave_the_image(spark):
+    """The PostgreSQL connector renders its placeholder by column type (UnchangedToastedPlaceholder):
+    bytea as its bytes (base64 or hex), arrays as one-element arrays or the bytes as numbers, hstore
+    as a map. None of them is a value: the column is left out and present_columns says so."""
+    placeholder = "__debezium_unavailable_value"
+    b64 = base64.b64encode(placeholder.encode()).decode()
+    unchanged = {"body": placeholder, "blob": b64, "blob_hex": placeholder.encode().hex(), "tags": [placeholder],
+                 "blobs": [b64], "ids": ["b68a35a7-17ad-35b3-af2a-ae46edb4545a"],
+                 "nums": list(placeholder.encode()), "attrs": {placeholder: placeholder}}
+    # values that only resemble a placeholder stay
+    kept = {"id": 1, "note": placeholder + "!", "pair": [placeholder, "x"], "attrs2": {placeholder: "x"}}
+    source = {"connector": "postgresql", "db": "d", "schema": "s", "table": "t", "lsn": 8}
+    value = json.dumps({"op": "u", "after": {**kept, **unchanged}, "source": source})
+    records, quarantine, _ = decode(raw_frame(spark, [value], keys=['{"id": 1}']))
+    assert quarantine == []
+    assert sorted(records[0]["after"]) == sorted(kept)
+    assert sorted(records[0]["present_columns"]) == sorted(kept)
+
+
 def test_unwrapped_records_from_extract_new_record_state(spark, shared_dir):
     text = (shared_dir / "samples/debezium/debezium-repo/serde-unwrapped.json").read_text()
     deleted = json.dumps({"id": 1004, "__deleted": "true", "__op": "d"})
@@ -280,6 +303,28 @@ def test_unwrapped_records_from_extract_new_record_state(spark, shared_dir):
                                    "email": "annek@noanswer.org"}
     assert records[0]["table_id"] == "_.inventory.customers" and records[0]["op"] == "INSERT"
     assert records[1]["op"] == "DELETE" and records[1]["key"] == {"id": "1004"}
+
+
+def test_unwrapped_rows_with_columns_named_like_the_envelopes_fields(spark):
+    """A logs table's `message`, a `source` or an `op` column of the row itself: the envelope parse
+    reads them as malformed or as an unknown op, yet the value is a flat row, not a broken envelope."""
+    values = [json.dumps({"id": 1, "level": "WARN", "message": "disk full", "__op": "c"}),
+              json.dumps({"id": 2, "source": "web", "op": "buy", "before": "x"}),
+              json.dumps({"id": 1, "message": "gone", "__deleted": "true", "__op": "d"}),
+              # an envelope whose source is no object stays malformed, as does broken text
+              json.dumps({"op": "c", "source": "oops", "after": {"id": 1}}), "{]"]
+    records, quarantine, counts = decode(raw_frame(spark, values, keys=['{"id": 1}', '{"id": 2}', '{"id": 1}',
+                                                                        '{"id": 1}', None],
+                                                   topic="server1.public.logs"))
+    assert [(r["op"], r["key"], r["after"]) for r in records] == [
+        ("INSERT", {"id": "1"}, {"id": "1", "level": "WARN", "message": "disk full"}),
+        ("INSERT", {"id": "2"}, {"id": "2", "source": "web", "op": "buy", "before": "x"}),
+        ("DELETE", {"id": "1"}, None),
+    ]
+    assert records[2]["before"] == {"id": "1", "message": "gone"}
+    assert {r["table_id"] for r in records} == {"_.public.logs"}
+    assert [q["reason"] for q in quarantine] == ["malformed JSON or not a JSON object"] * 2
+    assert counts["balanced"]
 
 
 def test_unwrapped_records_with_the_converters_schema_section(spark):
