@@ -76,6 +76,9 @@ class TableChanges:
     types: dict[str, str] = field(default_factory=dict)  # declared by the format, where it declares
     key_columns: list[str] = field(default_factory=list)
     truncate_position: str | None = None
+    # where in the log the run's last TRUNCATE lies (partition, offset): changes that share its
+    # position (a Canal batch) and follow it in the partition survive it
+    truncate_lineage: tuple[int, int] | None = None
     has_truncate: bool = False
     full_load_position: str | None = None
     records: int = 0
@@ -137,7 +140,8 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
     load_end = (F.col("op") == C.LOAD_END) & F.col("position").isNotNull()
     positions = changes.select(
         "table_id", is_row.alias("is_row"),
-        F.when(is_row & (F.col("op") == C.TRUNCATE), F.coalesce("position", F.lit(""))).alias("trunc"),
+        F.when(is_row & (F.col("op") == C.TRUNCATE), F.struct(
+            F.coalesce("position", F.lit("")).alias("position"), "partition", "offset")).alias("trunc"),
         F.when(is_row & (F.col("phase") == C.FULL_LOAD), F.col("position")).alias("load"),
         F.when(is_row & (F.col("phase") == C.CDC), F.col("position")).alias("cdc_max"),
         F.when(load_end, F.col("position")).alias("end_own"),
@@ -154,7 +158,9 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
             continue
         out[r["table_id"]] = TableChanges(
             r["table_id"], records=r["n"], has_truncate=r["trunc"] is not None,
-            truncate_position=r["trunc"] or None, full_load_position=r["load"], cdc_max_position=r["cdc_max"],
+            truncate_position=r["trunc"] and r["trunc"]["position"] or None,
+            truncate_lineage=r["trunc"] and (r["trunc"]["partition"], r["trunc"]["offset"]),
+            full_load_position=r["load"], cdc_max_position=r["cdc_max"],
         )
     # the pass above reads no row image (Parquet reads a column whole, for every record, once a query
     # names it): a load end's scope is looked up in a pass of its own, only when the run has load ends
@@ -519,7 +525,13 @@ def fold_table(
     ev = changes.where(F.col("op").isin(C.SNAPSHOT, C.INSERT, C.UPDATE, C.DELETE))
     truncated_through = max([p for p in (skip_all_through, info.truncate_position) if p], default=None)
     if truncated_through:
-        ev = ev.where(F.col("position").isNull() | (F.col("position") > truncated_through))
+        survives = F.col("position").isNull() | (F.col("position") > truncated_through)
+        if info.truncate_lineage and info.truncate_position == truncated_through:
+            # a change of the truncate's own position logged after it (one Canal batch id) survives it
+            partition, offset = info.truncate_lineage
+            survives |= ((F.col("position") == truncated_through) & (F.col("partition") == partition)
+                         & (F.col("offset") > offset))
+        ev = ev.where(survives)
     if skip_cdc_through:
         # a CDC event without a position cannot be placed before the load: it is kept
         ev = ev.where(~F.coalesce((F.col("phase") == C.CDC) & (F.col("position") <= skip_cdc_through), F.lit(False)))

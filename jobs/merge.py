@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -105,6 +106,10 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             tables[table_id] = {"error": "no key columns could be determined", "records": info.records}
             continue
         props = table.properties if table is not None else {}
+        truncated_through = props.get(publish.TRUNCATE_POSITION_PROP)
+        if info.truncate_position and truncated_through and info.truncate_position <= truncated_through:
+            # a TRUNCATE an earlier run applied, redelivered: it must not empty what came after it
+            info = replace(info, has_truncate=False, truncate_position=None, truncate_lineage=None)
         load_position = max([p for p in (props.get(publish.FULL_LOAD_POSITION_PROP), info.full_load_position) if p],
                             default=None)
         truncate_position = max(

@@ -15,8 +15,10 @@ nothing collected.
   shapes decode to the same DELETE.
 - Key: --primary-keys, else ``pkNames``, else the whole row (keyless: an UPDATE is then a DELETE of
   the old row and an INSERT of the new one).
-- Position: ``es`` (binlog time, ms), then ``id`` (Canal's batch id / DTS's serial number), then the
-  row index, each zero-padded so that string order is source order.
+- Position: ``es`` (binlog time, ms), then ``id`` (Canal's batch id / DTS's serial number), each
+  zero-padded so that string order is source order; every row of a message shares it. Canal gives
+  the messages of a batch one ``id`` (and ``es`` has whole seconds), so a row's index in its message
+  must not order it before a later message's rows: the fold's tie-break, the offset, does.
 - Column types from ``mysqlType`` (``tinyint(1)`` is boolean, ``decimal(p,s)`` keeps its precision;
   DTS sends types without parameters, so a bare ``decimal`` becomes ``decimal(38,18)``), else from
   ``sqlType`` (java.sql.Types codes). Binary values, which Canal writes as ISO-8859-1 text, are
@@ -170,8 +172,7 @@ class CanalDecoder:
                 x["idx"].alias("idx"), x["after"].alias("after"), x["before"].alias("before"),
                 F.coalesce(configured_key(table_id, x["after"], options), _key_of(x["after"], pk)).alias("new_key"),
                 F.coalesce(configured_key(table_id, x["before"], options), _key_of(x["before"], pk)).alias("old_key"),
-                F.when(base.isNotNull(), F.concat(base, F.lit("."), F.lpad(x["idx"].cast("string"), 10, "0")))
-                .alias("position"),
+                base.alias("position"),
             )
 
         df = df.withColumn("_keyed", F.transform(F.col("_images"), keyed))
@@ -239,12 +240,11 @@ class CanalDecoder:
                 .otherwise(F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map, pos)))
             )
 
-        ddl_position = F.when(base.isNotNull(), F.concat(base, F.lit(".0000000000")))
         records = (
             F.when(is_ddl & truncate,
-                   F.array(record(F.lit(C.TRUNCATE), cdc, no_map, no_map, no_map, ddl_position)))
+                   F.array(record(F.lit(C.TRUNCATE), cdc, no_map, no_map, no_map, base)))
             .when(is_ddl, F.array(record(F.lit(C.DDL), cdc, no_map, no_map,
-                                         F.create_map(F.lit("ddl"), j["sql"]), ddl_position)))
+                                         F.create_map(F.lit("ddl"), j["sql"]), base)))
             .otherwise(F.flatten(F.transform(F.col("_keyed"), row_records)))
         )
         status = (
