@@ -101,7 +101,15 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         dropped = sorted(c for c in prior_columns if c not in fold.META_COLUMNS and info.full_image_columns is not None
                          and c not in info.full_image_columns)
         added = [c for c in info.columns if prior_columns and c not in prior_columns]
-        key_columns = publish.key_columns_of(table) or info.key_columns
+        published_keys = publish.key_columns_of(table)
+        key_columns = published_keys or info.key_columns
+        # Keyed by more columns than this run's records name: the table was keyed by its whole row
+        # while its messages carried no key (inserts only, in text dumps), and the run's deletes and
+        # updates name the key the source finds rows by. The narrower key is the table's from now on
+        # (its rows re-keyed, so every bucket is rewritten).
+        rekeyed = bool(published_keys and info.key_columns and set(info.key_columns) < set(published_keys))
+        if rekeyed:
+            key_columns = [c for c in published_keys if c in info.key_columns]
         if not key_columns:
             tables[table_id] = {"error": "no key columns could be determined", "records": info.records}
             continue
@@ -124,7 +132,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         table_changes = changes.where(F.col("table_id") == table_id)
         key_types = {k: data_columns[k] for k in key_columns}
         bucketing = _bucketing(table, table_changes, key_types, buckets,
-                               whole_table=info.has_truncate or bool(load and load["complete"])
+                               whole_table=info.has_truncate or bool(load and load["complete"]) or rekeyed
                                or any(t["column"] in key_columns for t in type_changes))
         # merge-on-read when the run changes few of the touched buckets' rows (see jobs.publish)
         delta = bucketing is not None and publish.deltas_fit(table, bucketing.touched, info.records)
@@ -173,6 +181,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             # a table whose messages carry no key is keyed by the whole row
             "key_source": "whole row (no key in the messages)" if set(key_columns) == set(data_columns)
             else "message key or --primary-keys",
+            **({"rekeyed_from": published_keys} if rekeyed else {}),
             "type_changes": type_changes,
             "unconverted_values": unconverted,
             "added_columns": added,
