@@ -10,6 +10,8 @@ counted), records flattened by ExtractNewRecordState (``__op`` / ``__deleted`` /
 and the transaction-metadata topic when it is landed with the data topics: its BEGIN / END messages
 become TX_BEGIN / TX_END markers of the transaction id the data events carry in ``transaction.id``, so
 that a transaction still open at the end of a run is held back (jobs.fold.split_open_transactions).
+Schema change events (the connector's schema change topic, landed with the data topics: a source
+block, ``ddl`` and ``tableChanges``, no op) are DDL records of their table, keeping both.
 A snapshot's end (``snapshot`` = ``last``: the whole snapshot; ``last_in_data_collection``: the
 table's) is kept as a LOAD_END marker beside the row, so that the load is complete in the same run.
 """
@@ -49,6 +51,9 @@ _ROW_EVENT_FIELDS = ("before", "after", "source", "op", "ts_ms", "transaction", 
 _VALUE_SCHEMA = (
     f"struct<schema:string, payload:struct<{_ENVELOPE_FIELDS}>, {_ENVELOPE_FIELDS}, _corrupt:string>"
 )
+_CHANGE_FIELDS = "ddl:string, tableChanges:string"
+# a schema change event, bare or beside the converter's schema section
+_SCHEMA_CHANGE = f"struct<payload:struct<{_CHANGE_FIELDS}>, {_CHANGE_FIELDS}>"
 _SNAPSHOT_MARKERS = ("true", "first", "last", "first_in_data_collection", "last_in_data_collection")
 _OPS = {"r": C.SNAPSHOT, "c": C.INSERT, "u": C.UPDATE, "d": C.DELETE, "t": C.TRUNCATE, "m": C.MESSAGE}
 _UNAVAILABLE = "__debezium_unavailable_value"
@@ -343,6 +348,15 @@ class DebeziumDecoder:
             "_key_parsed": parse_message_key(F.col("key")),
         })
         df = df.withColumn("_is_flat", F.col("_flat").isNotNull())  # a JSON object, not broken text
+        # a schema change event (the connector's schema change topic): no op, a source block, the DDL
+        # statement and the changed tables; parsed on its own, only for those messages
+        change_candidate = (env["op"].isNull() & src.isNotNull() & F.col("_corrupt").isNull()
+                            & F.col("value").cast("string").contains('"tableChanges"'))
+        change = F.from_json(F.col("value").cast("string"), _SCHEMA_CHANGE)
+        bare = F.struct(change["ddl"].alias("ddl"), change["tableChanges"].alias("tableChanges"))
+        df = df.withColumn("_schema_change", F.when(change_candidate, F.when(
+            change["payload"].isNotNull(), change["payload"]).otherwise(bare)))
+        is_change = F.col("_schema_change").isNotNull()
         flat = F.col("_flat")
         # with the converter's schemas on, the flat row is the payload beside its schema section
         df = df.withColumn("_flat", F.when(
@@ -371,8 +385,9 @@ class DebeziumDecoder:
                     F.coalesce(F.element_at(flat, "__table"), F.element_at(topic_parts, -1)),
                 ),
             ).when(
-                # a logical-decoding message (op m) belongs to no table: it is kept under <db>._._
-                (F.coalesce(src["table"], F.lit("")) != "") | ((env["op"] == "m") & src.isNotNull()),
+                # a logical-decoding message (op m) belongs to no table: it is kept under <db>._._, as is
+                # a schema change of no one table (CREATE DATABASE)
+                (F.coalesce(src["table"], F.lit("")) != "") | ((env["op"] == "m") & src.isNotNull()) | is_change,
                 C.table_id_col(src["db"], src["schema"], src["table"]),
             ),
             "_position": F.when(~is_flat, _source_position(src)),
@@ -386,7 +401,8 @@ class DebeziumDecoder:
         df = df.withColumns({
             "_before_c": _convert_image("_before", specs_by_hash),
             "_after_c": _convert_image("_after", specs_by_hash),
-            "_op": F.when(snapshot.isin(*_SNAPSHOT_MARKERS) & op_code.isin("r", "c"), F.lit(C.SNAPSHOT))
+            "_op": F.when(is_change, F.lit(C.DDL))
+                    .when(snapshot.isin(*_SNAPSHOT_MARKERS) & op_code.isin("r", "c"), F.lit(C.SNAPSHOT))
                     .otherwise(F.element_at(op_map, op_code)),
         })
         op = F.col("_op")
@@ -421,6 +437,7 @@ class DebeziumDecoder:
             .when(F.col("_corrupt").isNotNull() & ~is_flat,
                   F.lit("malformed JSON or not a JSON object"))
             .when(is_flat & (F.col("_flat_size") == 0), F.lit("not a Debezium envelope: no op, before, after or source"))
+            .when(is_change, F.lit(None))
             .when(op_code.isNull(), F.lit("missing 'op'"))
             .when(op.isNull(), F.concat(F.lit("unknown operation type '"), op_code, F.lit("'")))
             .when((op != C.MESSAGE) & table_id.isNull(), F.lit("no source table"))
@@ -472,6 +489,9 @@ class DebeziumDecoder:
         clean = F.col("_after_clean")
         message = env["message"]
         # a logical-decoding message changes no row: its prefix and content are kept as its `after`
+        # a schema change keeps its statement and the changed tables' structure (their JSON)
+        change_detail = F.create_map(F.lit("ddl"), F.col("_schema_change")["ddl"],
+                                     F.lit("table_changes"), F.col("_schema_change")["tableChanges"])
         message_detail = F.when(message.isNotNull(), F.create_map(
             F.lit("prefix"), message["prefix"], F.lit("content"), message["content"]))
         records = (
@@ -479,6 +499,7 @@ class DebeziumDecoder:
             .when(F.col("_tx_status") == "END", tx_marker(C.TX_END))
             .when(op == C.TRUNCATE, F.array(record(op, no_map, no_map, no_map, no_present)))
             .when(op == C.MESSAGE, F.array(record(op, no_map, no_map, message_detail, no_present)))
+            .when(op == C.DDL, F.array(record(op, no_map, no_map, change_detail, no_present)))
             .when(~keyless, F.array(record(op, F.col("_key"), before, clean, F.col("_present"))))
             # no key anywhere: the whole row is its identity (a keyless table), so an update is a
             # delete of the old row and an insert of the new one

@@ -291,6 +291,29 @@ def test_unchanged_toast_values_of_every_column_type_leave_the_image(spark):
     assert sorted(records[0]["present_columns"]) == sorted(kept)
 
 
+def test_schema_change_events_are_ddl_records(spark):
+    """The schema change topic's events (no op: a source block, the statement and the changed tables)
+    are recorded as DDL of their table, bare or beside the converter's schema section."""
+    table_changes = [{"type": "ALTER", "id": '"testDB"."dbo"."customers"',
+                      "table": {"primaryKeyColumnNames": ["id"], "columns": [{"name": "id", "typeName": "int"}]}}]
+    source = {"version": "2.5.0.Final", "connector": "sqlserver", "name": "server1", "ts_ms": 1730000000000,
+              "snapshot": "false", "db": "testDB", "schema": "dbo", "table": "customers", "change_lsn": None,
+              "commit_lsn": "0000002b:00000020:0001", "event_serial_no": None}
+    event = {"source": source, "ts_ms": 1730000000100, "databaseName": "testDB", "schemaName": "dbo",
+             "ddl": "ALTER TABLE dbo.customers ADD phone varchar(20)", "tableChanges": table_changes}
+    mysql = {"source": {"connector": "mysql", "db": "inventory", "table": None, "file": "mysql-bin.000003",
+                        "pos": 154, "ts_ms": 1730000000000},
+             "databaseName": "inventory", "ddl": "CREATE DATABASE inventory", "tableChanges": []}
+    values = [json.dumps(event), json.dumps({"schema": {"type": "struct", "fields": []}, "payload": mysql})]
+    records, quarantine, counts = decode(raw_frame(spark, values, keys=['{"databaseName": "testDB"}', None]))
+    assert quarantine == [] and counts["balanced"]
+    assert [(r["op"], r["table_id"]) for r in records] == [("DDL", "testDB.dbo.customers"), ("DDL", "inventory._._")]
+    assert records[0]["after"]["ddl"] == event["ddl"]
+    assert json.loads(records[0]["after"]["table_changes"]) == table_changes
+    assert records[0]["position"].startswith("0000002B:00000020:0001")
+    assert records[1]["after"] == {"ddl": "CREATE DATABASE inventory", "table_changes": "[]"}
+
+
 def test_unwrapped_records_from_extract_new_record_state(spark, shared_dir):
     text = (shared_dir / "samples/debezium/debezium-repo/serde-unwrapped.json").read_text()
     deleted = json.dumps({"id": 1004, "__deleted": "true", "__op": "d"})
