@@ -90,6 +90,9 @@ class TableChanges:
     cdc_before_position: str | None = None  # the last CDC position before it
     # the latest position at which the format marked a full load of the table as ended (LOAD_END)
     load_end_marker: str | None = None
+    # the latest position at which the format marked every table's full load as ended (Debezium
+    # snapshot=last), the same for every table of the run
+    every_load_end: str | None = None
     # partial-image inserts / updates whose before image holds other key values: rows moved to a new key
     key_moves: int = 0
 
@@ -168,6 +171,7 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
         F.max("position").alias("p")).first()["p"] if own_end else None
     for info in out.values():
         info.load_end_marker = max([p for p in (own_end.get(info.table_id), every_end) if p], default=None)
+        info.every_load_end = every_end
     rows = changes.where(is_row)
     _describe_loads(rows, out)
 

@@ -72,6 +72,13 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         held.drop("held_transaction").write.mode("overwrite").parquet(lake.spark_path(held_rel))
     held.unpersist()
     infos = fold.describe_changes(changes)
+    every_load_end = max((i.every_load_end for i in infos.values() if i.every_load_end), default=None)
+    if every_load_end:
+        # the end of a snapshot of several tables closes the pending loads of tables this run has no
+        # row of (their rows came in earlier runs)
+        for table_id in _pending_load_tables(catalog, pipeline, exclude=set(infos)):
+            infos[table_id] = fold.TableChanges(table_id, load_end_marker=every_load_end,
+                                                every_load_end=every_load_end)
     tables: dict[str, dict] = {}
     for table_id, info in sorted(infos.items()):
         table = publish.load_table(catalog, pipeline, table_id)
@@ -196,6 +203,18 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     return {"pipeline": pipeline, "run_id": run_id, "tables": tables,
             "held": {"transactions": held_counts["tx"], "records": held_counts["records"], "path": held_rel,
                      "released_from": consumed}}
+
+
+def _pending_load_tables(catalog, pipeline: str, exclude: set[str]) -> list[str]:
+    """The state tables of the pipeline with a full load not yet known complete, but ``exclude``."""
+    pending = []
+    for ident in catalog.list_tables(pipeline):
+        props = catalog.load_table(ident).properties
+        table_id = props.get(publish.TABLE_ID_PROP)
+        if props.get(publish.PENDING_LOAD_PROP) and table_id and table_id not in exclude \
+                and publish.HISTORY_OF_PROP not in props:
+            pending.append(table_id)
+    return sorted(pending)
 
 
 def _bucketing(table, table_changes: DataFrame, typed_keys: dict[str, str], buckets: int,
