@@ -76,7 +76,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     if every_load_end:
         # the end of a snapshot of several tables closes the pending loads of tables this run has no
         # row of (their rows came in earlier runs)
-        for table_id in _pending_load_tables(catalog, pipeline, exclude=set(infos)):
+        for table_id in _pending_load_tables(catalog, pipeline, every_load_end, exclude=set(infos)):
             infos[table_id] = fold.TableChanges(table_id, load_end_marker=every_load_end,
                                                 every_load_end=every_load_end)
     tables: dict[str, dict] = {}
@@ -205,14 +205,15 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
                      "released_from": consumed}}
 
 
-def _pending_load_tables(catalog, pipeline: str, exclude: set[str]) -> list[str]:
-    """The state tables of the pipeline with a full load not yet known complete, but ``exclude``."""
+def _pending_load_tables(catalog, pipeline: str, ended_through: str, exclude: set[str]) -> list[str]:
+    """The state tables of the pipeline, but ``exclude``, whose pending full load ends at or before
+    ``ended_through`` (a load marked ended there: an older marker, redelivered, closes nothing)."""
     pending = []
     for ident in catalog.list_tables(pipeline):
         props = catalog.load_table(ident).properties
-        table_id = props.get(publish.TABLE_ID_PROP)
-        if props.get(publish.PENDING_LOAD_PROP) and table_id and table_id not in exclude \
-                and publish.HISTORY_OF_PROP not in props:
+        table_id, load = props.get(publish.TABLE_ID_PROP), props.get(publish.PENDING_LOAD_PROP)
+        if (load and table_id and table_id not in exclude and publish.HISTORY_OF_PROP not in props
+                and json.loads(load)["end"] <= ended_through):
             pending.append(table_id)
     return sorted(pending)
 

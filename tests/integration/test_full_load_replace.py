@@ -111,6 +111,7 @@ def test_the_end_of_a_snapshot_closes_the_load_of_a_table_read_in_an_earlier_run
 
     runs = [[read("a", 100, 1), read("a", 100, 2), read("a", 100, 3), read("b", 100, 10, "last")],
             [read("a", 5000, 1), read("a", 5000, 3), read("b", 5000, 10)],  # 2 was deleted meanwhile
+            [read("b", 100, 10, "last")],  # the first snapshot's end, redelivered: it closes nothing
             [read("b", 5000, 11, "last")]]
     lake = tmp_path / "lake"
     for i, messages in enumerate(runs):
@@ -118,7 +119,11 @@ def test_the_end_of_a_snapshot_closes_the_load_of_a_table_read_in_an_earlier_run
         raw.write_text("\n".join(messages) + "\n")
         assert cli.main(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake), "--pipeline", "p",
                          "--run-id", f"r{i}", "--primary-keys", "a=id", "--primary-keys", "b=id"]) == 0
+        if i == 2:
+            assert sorted(r["id"] for r in published_rows(lake, "p", "a")) == ["1", "2", "3"]
+            merge = json.loads((lake / "reports/p/run=r2/merge.json").read_text())
+            assert "d.public.a" not in merge["tables"]
     assert sorted(r["id"] for r in published_rows(lake, "p", "a")) == ["1", "3"]
     assert sorted(r["id"] for r in published_rows(lake, "p", "b")) == ["10", "11"]
-    merge = json.loads((lake / "reports/p/run=r2/merge.json").read_text())
+    merge = json.loads((lake / "reports/p/run=r3/merge.json").read_text())
     assert merge["tables"]["d.public.a"]["full_load"]["complete"] is True
