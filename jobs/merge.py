@@ -128,7 +128,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         load_position = max([p for p in (props.get(publish.FULL_LOAD_POSITION_PROP), info.full_load_position) if p],
                             default=None)
         truncate_position = max(
-            [p for p in (props.get(publish.TRUNCATE_POSITION_PROP), info.truncate_position) if p], default=None
+            [p for p in (truncated_through, info.truncate_position) if p], default=None
         )
         loaded_through = props.get(publish.FULL_LOAD_POSITION_PROP)
         if info.load_start_position and loaded_through and info.load_start_position <= loaded_through \
@@ -152,7 +152,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             key_columns,
             run_id,
             skip_cdc_through=load_position,
-            skip_all_through=props.get(publish.TRUNCATE_POSITION_PROP),
+            skip_all_through=truncated_through,
             history=history,
             replace_before=load["start"] if load and load["complete"] else None,
             as_delta=delta,

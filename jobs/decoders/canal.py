@@ -161,18 +161,17 @@ class CanalDecoder:
                 F.when(msg_type == "DELETE", row)
                 .when((msg_type == "UPDATE") & old_row.isNotNull(), _overlay(row, old_row))
             )
-            return F.struct(i.alias("idx"), _typed_image(F.when(msg_type != "DELETE", row), types).alias("after"),
+            return F.struct(_typed_image(F.when(msg_type != "DELETE", row), types).alias("after"),
                             _typed_image(before, types).alias("before"))
 
         df = df.withColumn("_images", F.transform(rows, images))
 
-        # 3. per row: keys and position
+        # 3. per row: keys (the position is the message's: ``base``)
         def keyed(x: Column) -> Column:
             return F.struct(
-                x["idx"].alias("idx"), x["after"].alias("after"), x["before"].alias("before"),
+                x["after"].alias("after"), x["before"].alias("before"),
                 F.coalesce(configured_key(table_id, x["after"], options), _key_of(x["after"], pk)).alias("new_key"),
                 F.coalesce(configured_key(table_id, x["before"], options), _key_of(x["before"], pk)).alias("old_key"),
-                base.alias("position"),
             )
 
         df = df.withColumn("_keyed", F.transform(F.col("_images"), keyed))
@@ -225,19 +224,19 @@ class CanalDecoder:
         cdc, load = F.lit(C.CDC), F.lit(C.FULL_LOAD)
 
         def row_records(x: Column) -> Column:
-            after, before, pos = x["after"], x["before"], x["position"]
+            after, before = x["after"], x["before"]
             # without any key the whole row is its identity
             k_new, k_old = F.coalesce(x["new_key"], after), F.coalesce(x["old_key"], before)
             # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
             key_changed = before.isNotNull() & ~F.coalesce(F.to_json(k_old) == F.to_json(k_new), F.lit(False))
             return (
-                F.when(msg_type == "INIT", F.array(record(F.lit(C.SNAPSHOT), load, k_new, no_map, after, pos)))
-                .when(msg_type == "INSERT", F.array(record(F.lit(C.INSERT), cdc, k_new, no_map, after, pos)))
+                F.when(msg_type == "INIT", F.array(record(F.lit(C.SNAPSHOT), load, k_new, no_map, after, base)))
+                .when(msg_type == "INSERT", F.array(record(F.lit(C.INSERT), cdc, k_new, no_map, after, base)))
                 .when((msg_type == "UPDATE") & key_changed,
-                      F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map, pos),
-                              record(F.lit(C.INSERT), cdc, k_new, no_map, after, pos)))
-                .when(msg_type == "UPDATE", F.array(record(F.lit(C.UPDATE), cdc, k_new, before, after, pos)))
-                .otherwise(F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map, pos)))
+                      F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map, base),
+                              record(F.lit(C.INSERT), cdc, k_new, no_map, after, base)))
+                .when(msg_type == "UPDATE", F.array(record(F.lit(C.UPDATE), cdc, k_new, before, after, base)))
+                .otherwise(F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map, base)))
             )
 
         records = (
