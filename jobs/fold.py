@@ -372,11 +372,22 @@ def _key_join(left: DataFrame, right: DataFrame, keys: list[str], how: str) -> D
     return left.alias("_l").join(right.select(*keys).alias("_r"), _aliased_keys_match("_l", "_r", keys), how)
 
 
+def narrowed_tombstones(tombstones: DataFrame, state: DataFrame, key_columns: list[str]) -> DataFrame:
+    """The tombstones of a table re-keyed to fewer columns, read in those columns: a key a live row of
+    the state holds is not deleted (a row moved from it under the wider key), and deleted wider keys
+    that share the narrower one leave their latest delete."""
+    return _key_join(tombstones, state, key_columns, "left_anti").groupBy(*key_columns).agg(
+        F.max_by("_cdc_run_id", "_cdc_position").alias("_cdc_run_id"), F.max("_cdc_position").alias("_cdc_position"),
+    ).select(*key_columns, "_cdc_position", "_cdc_run_id")
+
+
 # an event inside the fold (``o`` orders a key's events; ``copy`` tells redelivered copies apart)
 def _event(o: Column, op: Column, after: Column, present: Column, position: Column, event_time: Column,
-           copy: Column) -> Column:
+           copy: Column, stays: Column | None = None) -> Column:
+    """``stays``: the event is the image half of a key change that moves nothing (_stays_under_key)."""
     return F.struct(o.alias("o"), op.alias("op"), after.alias("after"), present.alias("present"),
-                    position.alias("position"), event_time.alias("event_time"), copy.alias("copy"))
+                    position.alias("position"), event_time.alias("event_time"), copy.alias("copy"),
+                    (F.lit(False) if stays is None else stays).alias("stays"))
 
 
 def _in_order(events: Column) -> Column:
@@ -406,13 +417,40 @@ _ROW_AFTER = """CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>)
 MAX_MOVE_PASSES = 16
 
 
+def _old_and_new_key(key_columns: list[str], types: dict[str, str]) -> tuple[dict[str, Column], dict[str, Column]]:
+    """A record's old key (from its before image; a key column the image lacks did not change) and its
+    new key (from its key), in the table's key columns, typed."""
+    old = {k: from_canonical_string(F.coalesce(F.element_at("before", k), F.element_at("key", k)), types[k])
+           for k in key_columns}
+    new = {k: from_canonical_string(F.element_at("key", k), types[k]) for k in key_columns}
+    return old, new
+
+
+def _stays_under_key(key_columns: list[str], types: dict[str, str]) -> Column:
+    """A partial-image insert / update with a before image that names the same values of the table's key
+    columns as its key: the message changed a column its decoder took for a key column (SharePlex's
+    ``key`` may carry a changed column's old value), but the row stays where it is."""
+    old, new = _old_and_new_key(key_columns, types)
+    return _partial_with_before() & reduce(operator.and_, [old[k].eqNullSafe(new[k]) for k in key_columns])
+
+
+def _without_paired_deletes(events: Column) -> Column:
+    """A key's events without the deletes that open a key change which, under the table's key, moves
+    nothing: a decoder sends a key change as a delete of the old key and the new image in one message
+    (same partition, offset and position), and when both name the same key the delete would drop the
+    columns the partial image does not carry."""
+    def paired(e: Column) -> Column:
+        return (e["op"] == C.DELETE) & F.exists(events, lambda x: x["stays"] & (
+            x["copy"]["partition"] == e["copy"]["partition"]) & (x["copy"]["offset"] == e["copy"]["offset"])
+            & x["position"].eqNullSafe(e["position"]))
+    return F.filter(events, lambda e: ~paired(e))
+
+
 def key_moves(ev: DataFrame, key_columns: list[str], types: dict[str, str]) -> DataFrame:
     """The partial-image inserts / updates of a table that move a row from one key to another: its old key (the
     table's key columns, typed, from the before image; a key column it lacks did not change), ``_to``
     (the new key, typed), and the move's key map, order and identity."""
-    old = {k: from_canonical_string(F.coalesce(F.element_at("before", k), F.element_at("key", k)), types[k])
-           for k in key_columns}
-    new = {k: from_canonical_string(F.element_at("key", k), types[k]) for k in key_columns}
+    old, new = _old_and_new_key(key_columns, types)
     changed = reduce(operator.or_, [~old[k].eqNullSafe(new[k]) for k in key_columns])
     return ev.where(_partial_with_before() & changed).select(
         *[old[k].alias(k) for k in key_columns],
@@ -544,7 +582,8 @@ def fold_table(
         *[from_canonical_string(F.element_at("key", k), types[k]).alias(k) for k in key_columns],
         _event(F.struct(F.col("position"), F.col("offset"), _op_rank().alias("rank")), F.col("op"), F.col("after"),
                F.col("present_columns"), F.col("position"), F.col("event_time"),
-               F.struct("event_id", "partition", "offset")).alias("e"),
+               F.struct("event_id", "partition", "offset"),
+               _stays_under_key(key_columns, types) if info.key_moves else None).alias("e"),
     )
     # One shuffle, by key. Redelivered duplicates (copies of an event share its key) are dropped
     # inside the key's events: sorted by (event id, partition, offset), the earliest copy of each
@@ -552,11 +591,13 @@ def fold_table(
     # maps, which do not order).
     by_copy = F.array_sort(F.collect_list("e"), lambda l, r: F.when(l["copy"] < r["copy"], -1)
                            .when(l["copy"] > r["copy"], 1).otherwise(0))
+    unique = F.filter("_by_copy", lambda e, i: (i == 0) | ~F.col("_by_copy")[i - 1]["copy"]["event_id"]
+                      .eqNullSafe(e["copy"]["event_id"]))
     grouped = keyed.groupBy(*key_columns).agg(by_copy.alias("_by_copy")).select(
-        *key_columns,
-        _in_order(F.filter("_by_copy", lambda e, i: (i == 0) | ~F.col("_by_copy")[i - 1]["copy"]["event_id"]
-                           .eqNullSafe(e["copy"]["event_id"]))).alias("events"),
-    )
+        *key_columns, unique.alias("events"))
+    if info.key_moves:
+        grouped = grouped.select(*key_columns, _without_paired_deletes(F.col("events")).alias("events"))
+    grouped = grouped.select(*key_columns, _in_order(F.col("events")).alias("events"))
 
     # TRUNCATE in this run: nothing before it survives, rows nor tombstones
     if info.has_truncate:

@@ -110,13 +110,15 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         added = [c for c in info.columns if prior_columns and c not in prior_columns]
         published_keys = publish.key_columns_of(table)
         key_columns = published_keys or info.key_columns
-        # Keyed by more columns than this run's records name: the table was keyed by its whole row
-        # while its messages carried no key (inserts only, in text dumps), and the run's deletes and
-        # updates name the key the source finds rows by. The narrower key is the table's from now on
-        # (its rows re-keyed, so every bucket is rewritten).
-        rekeyed = bool(published_keys and info.key_columns and set(info.key_columns) < set(published_keys))
+        # Keyed by columns this run's records do not all name: the table was keyed by its whole row
+        # while its messages carried no key (inserts only, in text dumps), or by a key block that also
+        # held a changed column's old value (SharePlex), and the run's deletes and updates name the key
+        # the source finds rows by. The columns both name are the table's key from now on (its rows
+        # re-keyed, so every bucket is rewritten).
+        common = [c for c in published_keys or [] if c in info.key_columns]
+        rekeyed = bool(common and len(common) < len(published_keys))
         if rekeyed:
-            key_columns = [c for c in published_keys if c in info.key_columns]
+            key_columns = common
         if not key_columns:
             tables[table_id] = {"error": "no key columns could be determined", "records": info.records}
             continue
@@ -143,9 +145,12 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
                                or any(t["column"] in key_columns for t in type_changes))
         # merge-on-read when the run changes few of the touched buckets' rows (see jobs.publish)
         delta = bucketing is not None and publish.deltas_fit(table, bucketing.touched, info.records)
+        tombstones = publish.read_tombstones(spark, table, key_types)
+        if rekeyed and tombstones is not None:
+            tombstones = fold.narrowed_tombstones(tombstones, publish.read_state(spark, table), key_columns)
         result_of_fold = fold.fold_table(
             publish.read_state(spark, table, bucketing.touched if bucketing else None, positions=delta),
-            publish.read_tombstones(spark, table, key_types),
+            tombstones,
             table_changes,
             info,
             data_columns,

@@ -9,7 +9,8 @@ message". Signatures, in the order they are tried:
 =========  ===========================================================================================
 qlik       Avro bytes starting with the envelope magic ``atMSG``; JSON with ``"magic": "atMSG"``, or a bare
            data message (``headers.operation`` beside ``data``)
-dataworks  ``payload.sequenceId`` or ``schema.dataColumn``
+dataworks  ``payload.sequenceId`` or ``schema.dataColumn``, or an upper-case word as ``payload.op`` (a
+           heartbeat, MHEARTBEAT, has no sequenceId nor columns)
 debezium   ``payload.op`` / ``payload.source`` (with schema), or ``op`` beside ``source`` / ``before`` /
            ``after``; transaction metadata (``status`` BEGIN/END with ``id``)
 shareplex  ``meta.op``
@@ -61,7 +62,9 @@ def sniff_format() -> Column:
         .when(~is_json & (F.hex(F.substring(value, 1, 1)) < F.lit("20")), F.lit("dts_avro"))
         .when(~is_json, F.lit(None))
         .when((p["magic"] == "atMSG") | (has(sub(p["headers"], "$.operation")) & has(p["data"])), F.lit("qlik"))
-        .when(has(sub(p["payload"], "$.sequenceId")) | has(sub(p["schema"], "$.dataColumn")), F.lit("dataworks"))
+        # a heartbeat has neither, but an upper-case op word (MHEARTBEAT; Debezium's ops are single letters)
+        .when(has(sub(p["payload"], "$.sequenceId")) | has(sub(p["schema"], "$.dataColumn"))
+              | sub(p["payload"], "$.op").rlike("^[A-Z][A-Z_]+$"), F.lit("dataworks"))
         .when(has(sub(p["payload"], "$.op")) | has(sub(p["payload"], "$.source"))
               | (p["op"].isin(*_DEBEZIUM_OPS) & (has(p["source"]) | has(p["before"]) | has(p["after"])))
               | (p["status"].isin("BEGIN", "END") & has(p["id"])), F.lit("debezium"))

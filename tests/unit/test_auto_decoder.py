@@ -68,3 +68,16 @@ def test_auto_decodes_each_message_with_its_own_decoder(spark, shared_dir):
     assert counts["total"]["landed"] == len(values)
     quarantined = {bytes(r["value"]).decode() for r in decoded.quarantine.collect()}
     assert quarantined == set(garbage)
+
+
+def test_a_dataworks_heartbeat_is_ignored_not_taken_for_a_debezium_row(spark, shared_dir):
+    # the heartbeat of the DataWorks document: no sequenceId, no columns, only its op names the format
+    heartbeat = ('{"schema": {"dataColumn": null, "primaryKey": null, "source": null}, "payload": {"before": null, '
+                 '"after": null, "sequenceId": null, "timestamp": {"eventTime": 1620457659000, "checkpointTime": '
+                 '1620457659000}, "op": "MHEARTBEAT", "ddl": null}, "version": "0.0.1"}')
+    insert = sample_lines(shared_dir, "dataworks/paimon/event-insert.txt", 1)
+    decoded, records = records_of(spark, insert + [heartbeat, heartbeat], "auto")
+    assert [r["format"] for r in records] == ["dataworks"]
+    counts = decode_counts(decoded.outcomes)
+    assert counts["balanced"]
+    assert counts["ignored_reasons"] == {"heartbeat": 2}
