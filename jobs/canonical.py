@@ -5,6 +5,7 @@ decoding knows which format a record came from (``format`` is lineage only).
 """
 from __future__ import annotations
 
+import hashlib
 import re
 
 from pyspark.sql import Column
@@ -99,8 +100,22 @@ def safe_part(part: str | None) -> str:
     return re.sub(_UNSAFE, "_", part)
 
 
+# a made-safe part carries this many hex digits of its name's SHA-256, so that names that differ only
+# in what was replaced (販売.顧客 / 販売.注文, "Order Details" / Order_Details) stay different tables
+_NAME_HASH_DIGITS = 8
+
+
+def table_part(part: str | None) -> str:
+    """One part of a table id: the name itself where it is safe, else its safe form and a short hash
+    of the name (Python twin of table_part_col)."""
+    safe = safe_part(part)
+    if part is None or part == "" or safe == part:
+        return safe
+    return f"{safe}_{hashlib.sha256(part.encode('utf-8')).hexdigest()[:_NAME_HASH_DIGITS]}"
+
+
 def make_table_id(database: str | None, schema: str | None, table: str | None) -> str:
-    return ".".join(safe_part(p) for p in (database, schema, table))
+    return ".".join(table_part(p) for p in (database, schema, table))
 
 
 def safe_part_col(part: Column) -> Column:
@@ -109,8 +124,15 @@ def safe_part_col(part: Column) -> Column:
     return F.when(part.isNull() | (part == ""), F.lit(MISSING_PART)).otherwise(cleaned)
 
 
+def table_part_col(part: Column) -> Column:
+    """Spark twin of table_part (the hash only for the names that needed replacing)."""
+    safe = safe_part_col(part)
+    return F.when(part.isNull() | (part == "") | (safe == part), safe).otherwise(
+        F.concat(safe, F.lit("_"), F.substring(F.sha2(part, 256), 1, _NAME_HASH_DIGITS)))
+
+
 def table_id_col(database: Column, schema: Column, table: Column) -> Column:
-    return F.concat_ws(".", safe_part_col(database), safe_part_col(schema), safe_part_col(table))
+    return F.concat_ws(".", table_part_col(database), table_part_col(schema), table_part_col(table))
 
 
 def iceberg_table_name(table_id: str) -> str:

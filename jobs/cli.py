@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from jobs.canonical import table_part
 from jobs.decoders import DecodeOptions, available_formats
 from jobs.lake import Lake, LakeError, check_name
 from jobs.raw import RawInputError, expand
@@ -30,7 +31,8 @@ def _primary_keys(values: list[str]) -> dict[str, tuple[str, ...]]:
         columns = tuple(c.strip() for c in cols.split(",") if c.strip())
         if not sep or not table.strip() or not columns:
             raise UsageError(f"--primary-keys {item!r}: expected TABLE=COL[,COL...]")
-        out[table.strip()] = columns
+        # named as in the source or as in the table id: each part in its table-id form (jobs.canonical)
+        out[".".join(table_part(p) for p in table.strip().split("."))] = columns
     return out
 
 

@@ -456,7 +456,8 @@ def key_moves(ev: DataFrame, key_columns: list[str], types: dict[str, str]) -> D
         *[old[k].alias(k) for k in key_columns],
         F.struct(*[new[k].alias(k) for k in key_columns]).alias("_to"),
         F.col("key").alias("_to_key"), F.col("position").alias("_move_pos"), F.col("offset").alias("_move_offset"),
-        "event_id", "partition", "event_time",
+        F.col("event_id").alias("_move_id"), F.col("partition").alias("_move_partition"),
+        F.col("event_time").alias("_move_time"),
     )
 
 
@@ -465,12 +466,12 @@ def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str]) -> Da
     holding the row its old key had just before the move (before the move's delete of the old key)."""
     m, j = moves.alias("m"), joined.alias("j")
     pairs = m.join(j, _aliased_keys_match("m", "j", key_columns), "inner").select(
-        "m._to", "m._to_key", "m._move_pos", "m._move_offset", "m.event_id", "m.partition", "m.event_time",
-        "j.events", "j._prior_row", "j._prior_pos",
+        "m._to", "m._to_key", "m._move_pos", "m._move_offset", "m._move_id", "m._move_partition",
+        "m._move_time", "j._cdc_events", "j._prior_row", "j._prior_pos",
     )
     before_move = F.expr(f"""
         aggregate(
-          filter(events, e -> e.o < named_struct('position', _move_pos, 'offset', _move_offset, 'rank', 1)
+          filter(_cdc_events, e -> e.o < named_struct('position', _move_pos, 'offset', _move_offset, 'rank', 1)
                               AND ({_APPLIES})),
           named_struct('row', _prior_row),
           (acc, e) -> named_struct('row', {_ROW_AFTER})).row""")
@@ -482,12 +483,12 @@ def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str]) -> Da
     event = _event(
         F.struct(F.col("_move_pos").alias("position"), F.col("_move_offset").alias("offset"),
                  F.lit(0).alias("rank")),
-        F.lit(MOVE), image, F.lit(None).cast("array<string>"), F.col("_move_pos"), F.col("event_time"),
-        F.struct(F.concat(F.lit("moved "), F.col("event_id")).alias("event_id"), F.col("partition"),
+        F.lit(MOVE), image, F.lit(None).cast("array<string>"), F.col("_move_pos"), F.col("_move_time"),
+        F.struct(F.concat(F.lit("moved "), F.col("_move_id")).alias("event_id"), F.col("_move_partition").alias("partition"),
                  F.col("_move_offset").alias("offset")),
     )
-    return arrivals.select(*[F.col("_to")[k].alias(k) for k in key_columns], event.alias("e")) \
-        .groupBy(*key_columns).agg(F.collect_list("e").alias("_moved_in"))
+    return arrivals.select(*[F.col("_to")[k].alias(k) for k in key_columns], event.alias("_cdc_e")) \
+        .groupBy(*key_columns).agg(F.collect_list("_cdc_e").alias("_moved_in"))
 
 
 def _with_arrivals(frame: DataFrame, arrivals: DataFrame, key_columns: list[str]) -> DataFrame:
@@ -495,8 +496,8 @@ def _with_arrivals(frame: DataFrame, arrivals: DataFrame, key_columns: list[str]
     f, a = frame.alias("f"), arrivals.alias("a")
     return f.join(a, _aliased_keys_match("f", "a", key_columns), "left").select(
         *[F.col(f"f.{k}").alias(k) for k in key_columns],
-        F.when(F.col("a._moved_in").isNull(), F.col("f.events"))
-        .otherwise(_in_order(F.concat("f.events", "a._moved_in"))).alias("events"),
+        F.when(F.col("a._moved_in").isNull(), F.col("f._cdc_events"))
+        .otherwise(_in_order(F.concat("f._cdc_events", "a._moved_in"))).alias("_cdc_events"),
         *[F.col(f"f.{m}").alias(m) for m in _PRIOR_META],
     )
 
@@ -583,21 +584,21 @@ def fold_table(
         _event(F.struct(F.col("position"), F.col("offset"), _op_rank().alias("rank")), F.col("op"), F.col("after"),
                F.col("present_columns"), F.col("position"), F.col("event_time"),
                F.struct("event_id", "partition", "offset"),
-               _stays_under_key(key_columns, types) if info.key_moves else None).alias("e"),
+               _stays_under_key(key_columns, types) if info.key_moves else None).alias("_cdc_e"),
     )
     # One shuffle, by key. Redelivered duplicates (copies of an event share its key) are dropped
     # inside the key's events: sorted by (event id, partition, offset), the earliest copy of each
     # event is the first of its run. Then the events are sorted by their order key alone (images are
     # maps, which do not order).
-    by_copy = F.array_sort(F.collect_list("e"), lambda l, r: F.when(l["copy"] < r["copy"], -1)
+    by_copy = F.array_sort(F.collect_list("_cdc_e"), lambda l, r: F.when(l["copy"] < r["copy"], -1)
                            .when(l["copy"] > r["copy"], 1).otherwise(0))
-    unique = F.filter("_by_copy", lambda e, i: (i == 0) | ~F.col("_by_copy")[i - 1]["copy"]["event_id"]
+    unique = F.filter("_cdc_by_copy", lambda e, i: (i == 0) | ~F.col("_cdc_by_copy")[i - 1]["copy"]["event_id"]
                       .eqNullSafe(e["copy"]["event_id"]))
-    grouped = keyed.groupBy(*key_columns).agg(by_copy.alias("_by_copy")).select(
-        *key_columns, unique.alias("events"))
+    grouped = keyed.groupBy(*key_columns).agg(by_copy.alias("_cdc_by_copy")).select(
+        *key_columns, unique.alias("_cdc_events"))
     if info.key_moves:
-        grouped = grouped.select(*key_columns, _without_paired_deletes(F.col("events")).alias("events"))
-    grouped = grouped.select(*key_columns, _in_order(F.col("events")).alias("events"))
+        grouped = grouped.select(*key_columns, _without_paired_deletes(F.col("_cdc_events")).alias("_cdc_events"))
+    grouped = grouped.select(*key_columns, _in_order(F.col("_cdc_events")).alias("_cdc_events"))
 
     # TRUNCATE in this run: nothing before it survives, rows nor tombstones
     if info.has_truncate:
@@ -633,7 +634,7 @@ def fold_table(
         prior_rows = priors[0] if len(priors) == 1 else priors[0].unionByName(priors[1])
         g, p = grouped.alias("g"), prior_rows.alias("p")
         joined = g.join(p, _aliased_keys_match("g", "p", key_columns), "left").select(
-            *[F.col(f"g.{k}").alias(k) for k in key_columns], "g.events",
+            *[F.col(f"g.{k}").alias(k) for k in key_columns], "g._cdc_events",
             *[F.col(f"p.{m}").alias(m) for m in _PRIOR_META]
         )
     else:
@@ -660,7 +661,7 @@ def fold_table(
         F.expr(
             """
             aggregate(
-              filter(events, e -> APPLIES),
+              filter(_cdc_events, e -> APPLIES),
               named_struct('row', _prior_row, 'pos', _prior_pos, 'op', _prior_op, 'ts', _prior_ts,
                            'run', _prior_run VERSIONS_INIT),
               (acc, e) -> named_struct(
@@ -668,15 +669,15 @@ def fold_table(
                 'pos', e.position, 'op', e.op, 'ts', e.event_time, 'run', RUN_ID VERSIONS_STEP))
             """.replace("VERSIONS_INIT", versions_init).replace("VERSIONS_STEP", versions_step)
             .replace("APPLIES", _APPLIES).replace("ROW_AFTER", _ROW_AFTER).replace("RUN_ID", sql_str(run_id))
-        ).alias("s"),
+        ).alias("_cdc_s"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
 
-    new_rows = folded.where(F.col("s.row").isNotNull()).select(
-        *[from_canonical_string(F.element_at("s.row", c), types[c]).alias(c) for c in columns],
-        F.col("s.pos").alias("_cdc_position"),
-        F.col("s.op").alias("_cdc_op"),
-        F.col("s.ts").alias("_cdc_event_time"),
-        F.col("s.run").alias("_cdc_run_id"),
+    new_rows = folded.where(F.col("_cdc_s.row").isNotNull()).select(
+        *[from_canonical_string(F.element_at("_cdc_s.row", c), types[c]).alias(c) for c in columns],
+        F.col("_cdc_s.pos").alias("_cdc_position"),
+        F.col("_cdc_s.op").alias("_cdc_op"),
+        F.col("_cdc_s.ts").alias("_cdc_event_time"),
+        F.col("_cdc_s.run").alias("_cdc_run_id"),
     )
     state = new_rows
     if prior is not None:
@@ -686,8 +687,8 @@ def fold_table(
             *[F.col(m).cast(t).alias(m) for m, t in META_COLUMNS.items()],
         ).unionByName(new_rows)
 
-    deleted = folded.where(F.col("s.row").isNull() & F.col("s.pos").isNotNull()).select(
-        *key_columns, F.col("s.pos").alias("_cdc_position"), F.col("s.run").alias("_cdc_run_id")
+    deleted = folded.where(F.col("_cdc_s.row").isNull() & F.col("_cdc_s.pos").isNotNull()).select(
+        *key_columns, F.col("_cdc_s.pos").alias("_cdc_position"), F.col("_cdc_s.run").alias("_cdc_run_id")
     )
     if tombstones is not None:
         deleted = _key_join(tombstones, grouped, key_columns, "left_anti").select(
@@ -714,9 +715,9 @@ HISTORY_META = {
 def history_versions(folded: DataFrame, key_columns: list[str], types: dict[str, str], run_id: str) -> DataFrame:
     """One SCD2 row per applied event: the row after it, valid until the key's next event of the run."""
     paired = folded.select(*key_columns, F.explode(F.expr(
-        "transform(s.versions, (v, i) -> named_struct('v', v, 'next', try_element_at(s.versions, i + 2)))"
-    )).alias("x"))
-    v, nxt = F.col("x.v"), F.col("x.next")
+        "transform(_cdc_s.versions, (v, i) -> named_struct('v', v, 'next', try_element_at(_cdc_s.versions, i + 2)))"
+    )).alias("_cdc_x"))
+    v, nxt = F.col("_cdc_x.v"), F.col("_cdc_x.next")
     return paired.select(
         *[F.col(k).cast(types[k]).alias(k) for k in key_columns],
         *[from_canonical_string(F.element_at(v["row"], c), types[c]).alias(c) for c in types if c not in key_columns],

@@ -174,7 +174,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
                 {"start": load["start"], "end": load["end"]}) if pending else ""
         try:
             # before the publish, which then reads the folded rows from the cache this fills
-            unconverted = fold.unconverted_values(F.col("s.row"), data_columns, result_of_fold.folded)
+            unconverted = fold.unconverted_values(F.col("_cdc_s.row"), data_columns, result_of_fold.folded)
             history_report = None
             if history:
                 history_report = _publish_history(spark, catalog, pipeline, table_id, run_id, result_of_fold,

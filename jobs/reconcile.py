@@ -2,7 +2,7 @@
 
 Pure Python (no Spark). Source row counts come either from a JSON file ``{table: count}`` or from
 a SQL source through a SQLAlchemy URL (``SELECT COUNT(*)`` per table, identifiers quoted by
-SQLAlchemy). Table ids are ``<database>.<schema>.<table>`` made safe by ``jobs.canonical.safe_part``,
+SQLAlchemy). Table ids are ``<database>.<schema>.<table>`` made safe by ``jobs.canonical.table_part``,
 so the source table a table id stands for is found by comparing names, not by trusting the id.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from jobs.canonical import MISSING_PART, safe_part
+from jobs.canonical import MISSING_PART, table_part
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def _key_matches(key: str, table_id: str) -> bool:
     key_parts = key.split(".")
     if len(key_parts) > len(id_parts):
         return False
-    return [safe_part(p) for p in key_parts] == id_parts[-len(key_parts):]
+    return [table_part(p) for p in key_parts] == id_parts[-len(key_parts):]
 
 
 def _keys_for(table_id: str, listed: dict[str, Any]) -> list[str]:
@@ -155,14 +155,14 @@ class _SourceTables:
 
     def find(self, table_id: str) -> tuple[str | None, str] | None:
         parts = table_id.split(".")
-        table_part = parts[-1]
+        name_part = parts[-1]
         schema_part = parts[-2] if len(parts) >= 2 else MISSING_PART
         schema: str | None = None
         if self._has_schemas and schema_part != MISSING_PART:
             schema = _pick(schema_part, self._schema_names(), f"schema of {table_id}")
             if schema is None:
                 return None
-        name = _pick(table_part, self._table_names(schema), f"table {table_id}")
+        name = _pick(name_part, self._table_names(schema), f"table {table_id}")
         return None if name is None else (schema, name)
 
     def _schema_names(self) -> list[str]:
@@ -185,8 +185,8 @@ def _pick(id_part: str, names: list[str], what: str) -> str | None:
     """The one source name an id part stands for: exact, then made-safe, then case-insensitive."""
     for same in (
         lambda n: n == id_part,
-        lambda n: safe_part(n) == id_part,
-        lambda n: safe_part(n).lower() == id_part.lower(),
+        lambda n: table_part(n) == id_part,
+        lambda n: table_part(n).lower() == id_part.lower(),
     ):
         hits = [n for n in names if same(n)]
         if len(hits) == 1:

@@ -6,7 +6,7 @@ from jobs.canonical import iceberg_table_name, make_table_id, table_id_col
 from jobs.lake import Lake, LakeError, check_name
 from jobs.sql import sql_ident, sql_str
 
-HOSTILE = ["../../etc", "a/b", "x\x00y", "..", "", None, "t\nname", "we'ird`", "ü-table"]
+HOSTILE = ["../../etc", "a/b", "x\x00y", "..", "", None, "t\nname", "we'ird`", "ü-table", "販売 表"]
 
 
 @pytest.mark.parametrize("part", HOSTILE)
@@ -23,6 +23,14 @@ def test_spark_and_python_table_ids_agree(spark):
     df = spark.createDataFrame(rows, "a string, b string, c string")
     got = [r[0] for r in df.select(table_id_col(F.col("a"), F.col("b"), F.col("c"))).collect()]
     assert got == [make_table_id(*r) for r in rows]
+
+
+def test_names_made_safe_stay_apart_and_safe_names_stay_as_they_are():
+    # the safe forms alone would be one table each: "__" / "Order_Details"
+    assert make_table_id("販売", None, "顧客") != make_table_id("販売", None, "注文")
+    assert make_table_id("s", "dbo", "Order Details") != make_table_id("s", "dbo", "Order_Details")
+    assert make_table_id("inventory", "public", "Order_Details-2$") == "inventory.public.Order_Details-2$"
+    assert make_table_id(None, "", "t") == "_._.t"
 
 
 def test_lake_paths_never_leave_the_root(tmp_path):
