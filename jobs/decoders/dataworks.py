@@ -7,6 +7,9 @@
   sharing a sequenceId). The before half of a split update is decoded as a delete of the old key
   ordered just before its after half (position suffix .0 / .1): the images are complete rows, so
   delete-then-upsert is exact whether or not the key changed, and needs no pairing across messages.
+  The halves are one transaction (tx_id ``update <sequenceId>``, ended by the UPDATE_AFTER): a run
+  whose snapshot ends between them holds the UPDATE_BEFOR back for the next run, instead of
+  publishing the row deleted.
 - Full sync rows carry sequenceId -1 (as in the real messages under shared/samples/dataworks): they
   are the full load, ordered by offset.
 - Key: schema.primaryKey, else the synthetic row id column (``#alibaba_rds_row_id#`` for MySQL,
@@ -108,14 +111,20 @@ class DataWorksDecoder:
 
         event_time = F.when(payload["timestamp"]["eventTime"] > 0, F.timestamp_millis(payload["timestamp"]["eventTime"]))
 
+        # the two halves of a split update are one change: its UPDATE_BEFOR (a delete of the old row) is
+        # held with its update's sequenceId as a transaction that the UPDATE_AFTER ends, so that a run
+        # cut between them does not publish the row deleted (jobs.fold.split_open_transactions)
+        pair_id = F.when(op_code.isin("UPDATE_BEFOR", "UPDATE_AFTER") & F.col("_seq").isNotNull(),
+                         F.concat(F.lit("update "), F.col("_seq")))
+
         def record(op: Column, key: Column, rec_before: Column, rec_after: Column, phase: Column) -> Column:
             return F.struct(
                 F.lit(self.name).alias("format"), table_id.alias("table_id"), op.alias("op"), phase.alias("phase"),
                 key.alias("key"), rec_before.alias("before"), rec_after.alias("after"),
                 F.lit(None).cast("array<string>").alias("present_columns"),
                 F.col("_position").alias("position"),
-                F.lit(None).cast("string").alias("tx_id"), F.lit(None).cast("bigint").alias("tx_seq"),
-                F.lit(None).cast("boolean").alias("tx_last"),
+                pair_id.alias("tx_id"), F.lit(None).cast("bigint").alias("tx_seq"),
+                F.when(pair_id.isNotNull(), op_code == "UPDATE_AFTER").alias("tx_last"),
                 event_time.alias("event_time"),
                 F.col("_types").alias("column_types"),
                 F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),

@@ -162,3 +162,16 @@ def test_dataworks_open_transaction_is_applied_by_the_run_that_ends_it(spark, tm
     report = json.loads((tmp_path / "lake/reports/dw/run=r2/merge.json").read_text())
     assert report["held"]["transactions"] == 0 and report["held"]["released_from"] == "held/dw/run=r1"
     assert state() == {1: 70, 2: 80}
+
+
+def test_a_dataworks_split_update_cut_by_the_snapshot_waits_for_its_after_half(spark):
+    # an UPDATE_BEFOR whose UPDATE_AFTER is not landed yet; a complete pair; a merged update
+    before_only = json.loads(dataworks("UPDATE_BEFOR", 30))
+    before_only["payload"]["before"] = {"dataColumn": {"id": 3, "balance": 7}}
+    pair_before = json.loads(dataworks("UPDATE_BEFOR", 20))
+    pair_before["payload"]["before"] = {"dataColumn": {"id": 2, "balance": 6}}
+    values = [json.dumps(pair_before), dataworks("UPDATE_AFTER", 20, {"id": 2, "balance": 60}),
+              dataworks("UPDATE_AFTER", 25, {"id": 1, "balance": 5}), json.dumps(before_only)]
+    applied, held = split(spark, "dataworks", raw_frame(spark, values))
+    assert held == [(0, 3, "DELETE", "id update 30")]
+    assert applied == [(0, 0, "DELETE"), (0, 1, "UPDATE"), (0, 2, "UPDATE")]
