@@ -348,13 +348,39 @@ def _op_rank() -> Column:
     return F.when(F.col("op") == C.DELETE, F.lit(1)).otherwise(F.lit(2))
 
 
+def _ended_by_later_changes(changes: DataFrame, open_ids: list[str]) -> set[str]:
+    """The transactions without their end marker that a later change has passed: a record of another
+    transaction (or of none) at a higher position, logged after the transaction's last record in the
+    same partition. Sources log transactions whole in commit order, so the transaction has ended; its
+    end marker is in a topic the pipeline does not land (Qlik's transactionLastEvent and SharePlex's
+    idx n/size count every table's changes of the transaction, Maxwell's commit is on the
+    transaction's last row, of whichever table). Without this it would be held for ever."""
+    if not open_ids:
+        return set()
+    lasts = (changes.where(F.col("tx_id").isin(*open_ids) & F.col("position").isNotNull())
+             .groupBy("tx_id", "topic", "partition")
+             .agg(F.max("offset").alias("_last_offset"), F.max("position").alias("_last_position")).collect())
+    if not lasts:
+        return set()
+    last = changes.sparkSession.createDataFrame(
+        [(r["tx_id"], r["topic"], r["partition"], r["_last_offset"], r["_last_position"]) for r in lasts],
+        "_open_tx string, topic string, partition int, _last_offset bigint, _last_position string")
+    later = (changes.select("tx_id", "topic", "partition", "offset", "position")
+             .join(F.broadcast(last), ["topic", "partition"])
+             .where((F.col("offset") > F.col("_last_offset")) & (F.col("position") > F.col("_last_position"))
+                    & ~F.col("tx_id").eqNullSafe(F.col("_open_tx")))
+             .select("_open_tx").distinct().collect())
+    return {r["_open_tx"] for r in later}
+
+
 def split_open_transactions(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(applied, held): the records of transactions still open at the end of the snapshot are held.
 
     Two ways a format marks transactions:
     - by id: records of one ``tx_id`` of which some say whether they end it (``tx_last``: Qlik
       transactionLastEvent, SharePlex idx n/size, Maxwell commit, a Debezium transaction topic's
-      BEGIN / END markers); the transaction is open while none of them is the end;
+      BEGIN / END markers); the transaction is open while none of them is the end and no later
+      change of its partition has passed it (_ended_by_later_changes);
     - by bracket: TX_BEGIN / TX_END markers without an id (DataWorks, DTS) enclose the records between
       them in their partition; the records of a partition from its last TX_BEGIN on are open while no
       TX_END follows it (a next TX_BEGIN closes the one before, as transactions do not interleave in a log).
@@ -367,6 +393,8 @@ def split_open_transactions(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
         .groupBy("tx_id").agg(F.max(F.col("tx_last").cast("int")).alias("ended"))
         .where(F.col("ended") == 0).select("tx_id").collect()
     )
+    candidates = [r["tx_id"] for r in by_id_rows]
+    open_ids = sorted(set(candidates) - _ended_by_later_changes(changes, candidates))
     bracket_rows = (
         changes.where(F.col("op").isin(C.TX_BEGIN, C.TX_END) & F.col("tx_id").isNull())
         .groupBy("topic", "partition").agg(
@@ -376,7 +404,6 @@ def split_open_transactions(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
                & (F.col("ended_at").isNull() | (F.col("ended_at") < F.col("open_from"))))
         .collect()
     )
-    open_ids = sorted(r["tx_id"] for r in by_id_rows)
     by_id = F.col("tx_id").isin(*open_ids) if open_ids else F.lit(False)
     open_from = None
     for r in bracket_rows:

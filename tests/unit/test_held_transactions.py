@@ -175,3 +175,17 @@ def test_a_dataworks_split_update_cut_by_the_snapshot_waits_for_its_after_half(s
     applied, held = split(spark, "dataworks", raw_frame(spark, values))
     assert held == [(0, 3, "DELETE", "id update 30")]
     assert applied == [(0, 0, "DELETE"), (0, 1, "UPDATE"), (0, 2, "UPDATE")]
+
+
+def test_a_transaction_whose_end_is_in_a_topic_not_landed_ends_when_a_later_one_passes_it(spark):
+    # T's last event is a change of a table whose topic this pipeline does not land; U commits after it.
+    # V, cut by the snapshot, stays held: nothing follows it.
+    t = [msg(1, "INSERT", {"id": 1, "balance": 10}, "T", 1, False)]
+    u = [msg(3, "UPDATE", {"id": 1, "balance": 11}, "U", 1, True)]
+    v = [msg(4, "UPDATE", {"id": 1, "balance": 12}, "V", 1, False)]
+    applied, held = split(spark, "qlik", raw_frame(spark, [json_metadata(ACCOUNTS), *t, *u, *v]))
+    assert held == [(0, 3, "UPDATE", "id V")]
+    assert applied == [(0, 1, "INSERT"), (0, 2, "UPDATE")]
+    # without U, T is held: its end may still come
+    applied, held = split(spark, "qlik", raw_frame(spark, [json_metadata(ACCOUNTS), *t]))
+    assert held == [(0, 1, "INSERT", "id T")] and applied == []
