@@ -23,6 +23,9 @@ SPARK_CONF = {
     "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     # event ids hash row images (maps) entry by entry in their order (jobs/decoders/common.py)
     "spark.sql.legacy.allowHashOnMapType": "true",
+    # column names come from the source as they are: "Name" and "NAME" are two columns (PostgreSQL
+    # quoted identifiers, case-sensitive collations), not one name twice
+    "spark.sql.caseSensitive": "true",
     "spark.sql.shuffle.partitions": os.environ.get("CDC_SHUFFLE_PARTITIONS", "8"),
     "spark.sql.adaptive.enabled": "true",
     # the decoders' expressions are many: generated code split into small methods, and a stage whose

@@ -52,3 +52,14 @@ def test_tables_whose_names_reduce_to_the_same_safe_form_stay_apart(spark, tmp_p
                for r in catalog.load_table(ident).scan().to_arrow().to_pylist()] for ident in tables]
     assert sorted(map(str, states)) == sorted(map(str, [
         [{"id": "1", "名前": "山田"}], [], [{"id": "1", "qty": "10"}], [{"id": "1", "qty": "99"}]]))
+
+
+def test_columns_whose_names_differ_only_in_case_are_two_columns(spark, tmp_path):
+    lake = tmp_path / "lake"
+    run(lake, "r1", write(tmp_path / "r1.jsonl", [
+        message("O.CASES", "ins", 100, {"id": "1", "Name": "mixed", "NAME": "upper"}),
+        message("O.CASES", "upd", 101, {"NAME": "upper2"}, {"id": "1"}),
+        message("O.OTHER", "ins", 102, {"id": "1", "v": "ok"}),
+    ]))
+    assert published_rows(lake, "p", "CASES") == [{"id": "1", "Name": "mixed", "NAME": "upper2"}]
+    assert published_rows(lake, "p", "OTHER") == [{"id": "1", "v": "ok"}]
