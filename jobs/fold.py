@@ -554,8 +554,8 @@ def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str]) -> Da
         F.struct(F.col("_move_pos").alias("position"), F.col("_move_offset").alias("offset"),
                  F.lit(0).alias("rank")),
         F.lit(MOVE), image, F.lit(None).cast("array<string>"), F.col("_move_pos"), F.col("_move_time"),
-        F.struct(F.concat(F.lit("moved "), F.col("_move_id")).alias("event_id"), F.col("_move_partition").alias("partition"),
-                 F.col("_move_offset").alias("offset")),
+        F.struct(F.concat(F.lit("moved "), F.col("_move_id")).alias("event_id"),
+                 F.col("_move_partition").alias("partition"), F.col("_move_offset").alias("offset")),
     )
     return arrivals.select(*[F.col("_to")[k].alias(k) for k in key_columns], event.alias("_cdc_e")) \
         .groupBy(*key_columns).agg(F.collect_list("_cdc_e").alias("_moved_in"))
