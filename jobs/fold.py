@@ -120,49 +120,6 @@ def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:
         info.load_start_position, info.cdc_before_position = r["s"], before.get(r["table_id"])
 
 
-# what a re-load without positions is placed at: just after its base position (a space sorts below
-# every character a position holds, so nothing the source logged after the base sorts before it)
-PLACED_LOAD_SUFFIX = " load"
-
-
-def _unpositioned_load_row() -> Column:
-    return F.col("op").isin(*C.ROW_OPS) & (F.col("phase") == C.FULL_LOAD) & F.col("position").isNull()
-
-
-def unpositioned_load_bases(changes: DataFrame) -> dict[str, str | None]:
-    """The tables with full-load rows without a position (Qlik REFRESH, DataWorks full sync), each with
-    the latest position of its own records logged before the first such row of their partition (None:
-    no positioned record of the table precedes the load in the run). Two small aggregates, the second
-    only when there are such rows."""
-    firsts = (changes.where(_unpositioned_load_row()).groupBy("table_id", "partition")
-              .agg(F.min("offset").alias("_first")).collect())
-    if not firsts:
-        return {}
-    spark = changes.sparkSession
-    first = spark.createDataFrame([(r["table_id"], r["partition"], r["_first"]) for r in firsts],
-                                  "table_id string, partition int, _first bigint")
-    before = dict(
-        (r["table_id"], r["p"]) for r in changes.where(F.col("position").isNotNull())
-        .select("table_id", "partition", "offset", "position")
-        .join(F.broadcast(first), ["table_id", "partition"])
-        .where(F.col("offset") < F.col("_first"))
-        .groupBy("table_id").agg(F.max("position").alias("p")).collect()
-    )
-    return {r["table_id"]: before.get(r["table_id"]) for r in firsts}
-
-
-def place_unpositioned_loads(changes: DataFrame, placed: dict[str, str]) -> DataFrame:
-    """Full-load rows without a position of the tables in ``placed`` take its position: a re-load
-    (the table has published state) reads the source as it is when it is sent, after every change
-    logged before it; placed there, it replaces the state as a positioned load does."""
-    if not placed:
-        return changes
-    position = F.element_at(F.create_map(*[x for t, p in placed.items() for x in (F.lit(t), F.lit(p))]),
-                            F.col("table_id"))
-    return changes.withColumn("position", F.when(_unpositioned_load_row(), F.coalesce(position, F.col("position")))
-                              .otherwise(F.col("position")))
-
-
 def load_start_after(changes: DataFrame, info: TableChanges, loaded_through: str) -> str | None:
     """The first full-load position of the table past ``loaded_through`` (and past the CDC events that
     precede the run's latest load): full-load rows at or before a load already applied are replays."""

@@ -71,7 +71,6 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     if held_rel:
         held.drop("held_transaction").write.mode("overwrite").parquet(lake.spark_path(held_rel))
     held.unpersist()
-    changes = fold.place_unpositioned_loads(changes, _re_load_positions(catalog, pipeline, changes))
     infos = fold.describe_changes(changes)
     every_load_end = max((i.every_load_end for i in infos.values() if i.every_load_end), default=None)
     if every_load_end:
@@ -169,10 +168,6 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             properties[publish.FULL_LOAD_POSITION_PROP] = load_position
         if truncate_position:
             properties[publish.TRUNCATE_POSITION_PROP] = truncate_position
-        last_position = max([p for p in (props.get(publish.LAST_POSITION_PROP), info.full_load_position,
-                                         info.cdc_max_position, info.truncate_position) if p], default=None)
-        if last_position:
-            properties[publish.LAST_POSITION_PROP] = last_position
         pending = load and not load["complete"]
         if pending or props.get(publish.PENDING_LOAD_PROP):
             properties[publish.PENDING_LOAD_PROP] = json.dumps(
@@ -241,19 +236,6 @@ def _bucketing(table, table_changes: DataFrame, typed_keys: dict[str, str], buck
     else:
         touched = None
     return publish.Bucketing(buckets, fold.key_bucket(typed_keys, buckets), touched)
-
-
-def _re_load_positions(catalog, pipeline: str, changes: DataFrame) -> dict[str, str]:
-    """Where each re-load without positions in the run goes: after the latest position its table had
-    in earlier runs and the table's records logged before it in this run. A table's first load is not
-    placed (without positions it predates every change: full-sync rows may interleave with changes)."""
-    placed = {}
-    for table_id, before in fold.unpositioned_load_bases(changes).items():
-        table = publish.load_table(catalog, pipeline, table_id)
-        earlier = table.properties.get(publish.LAST_POSITION_PROP) if table is not None else None
-        if earlier:
-            placed[table_id] = max(p for p in (earlier, before) if p) + fold.PLACED_LOAD_SUFFIX
-    return placed
 
 
 def complete_load(pending: str | None, info: fold.TableChanges) -> dict | None:

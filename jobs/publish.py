@@ -40,8 +40,6 @@ TRUNCATE_POSITION_PROP = "cdc.truncate-position"
 # where the table's tombstones (deleted keys and their positions) of this snapshot are: a Parquet
 # folder written before the commit and named in the same commit, so it changes atomically with the state
 TOMBSTONES_PROP = "cdc.tombstones"
-# the latest position of the table's records so far (where a later re-load without positions is placed)
-LAST_POSITION_PROP = "cdc.last-position"
 PENDING_LOAD_PROP = "cdc.pending-load"  # a full load not yet known complete: {"start", "end"} positions
 HISTORY_OF_PROP = "cdc.history-of"  # on an SCD2 history table: the table_id whose history it is
 BUCKETS_PROP = "cdc.buckets"  # a state table's number of key-hash buckets (fixed when the layout is made)

@@ -127,39 +127,3 @@ def test_the_end_of_a_snapshot_closes_the_load_of_a_table_read_in_an_earlier_run
     assert sorted(r["id"] for r in published_rows(lake, "p", "b")) == ["10", "11"]
     merge = json.loads((lake / "reports/p/run=r3/merge.json").read_text())
     assert merge["tables"]["d.public.a"]["full_load"]["complete"] is True
-
-
-def test_a_qlik_reload_without_positions_replaces_the_table(spark, tmp_path):
-    """Qlik REFRESH rows carry no changeSequence. The first load predates every change; a reload in a
-    later run reads the source as it is then: it overrides what changed before it (a key deleted
-    before is back), keys missing from it go once a change of the table follows, and the changes
-    after it apply over it."""
-    from scripts.qlik_messages import QlikColumn, QlikTable, change_sequence, headers, json_data, json_metadata
-
-    table = QlikTable("s", "reload", [QlikColumn("id", "INT4", 1), QlikColumn("v", "STRING")])
-
-    def change(op: str, n: int, row: dict, before: dict | None = None) -> str:
-        return json_data(table, row, headers(op, change_sequence("2026110112000000", n)), before)
-
-    def refresh(row: dict) -> str:
-        return json_data(table, row, headers("REFRESH"))
-
-    lake = tmp_path / "lake"
-
-    def run(run_id: str, lines: list[str]) -> dict:
-        raw = tmp_path / f"{run_id}.jsonl"
-        raw.write_text("\n".join(lines) + "\n")
-        assert cli.main(["run", "--format", "qlik", "--raw", str(raw), "--lake", str(lake), "--pipeline", "p",
-                         "--run-id", run_id]) == 0
-        return {r["id"]: r["v"] for r in published_rows(lake, "p", "reload")}
-
-    assert run("r1", [json_metadata(table), *[refresh({"id": i, "v": f"load1-{i}"}) for i in (1, 2, 3, 7)],
-                      change("INSERT", 1, {"id": 4, "v": "ins4"}),
-                      change("UPDATE", 2, {"id": 2, "v": "upd2"}, {"id": 2, "v": "load1-2"}),
-                      change("DELETE", 3, {"id": 7, "v": "load1-7"})]) == {
-        1: "load1-1", 2: "upd2", 3: "load1-3", 4: "ins4"}
-    # the reload, then a change: 3 and 4 are gone, 2 is the reload's, 7 (deleted before) is back
-    assert run("r2", [*[refresh({"id": i, "v": f"load2-{i}"}) for i in (1, 2, 5, 7)],
-                      change("INSERT", 4, {"id": 6, "v": "ins6"}),
-                      change("UPDATE", 5, {"id": 5, "v": "upd5"}, {"id": 5, "v": "load2-5"})]) == {
-        1: "load2-1", 2: "load2-2", 5: "upd5", 6: "ins6", 7: "load2-7"}
