@@ -1,7 +1,7 @@
 """Names from messages that the pipeline's own machinery also uses: key columns named like the fold's
-internal columns (``s``, ``e``, ``events``, ``partition``, ``event_id``), and table names whose safe
-forms are alike (non-ASCII names reduce to underscores). Each is an ordinary table; the expected
-states are written out by hand from the messages."""
+internal columns (``s``, ``e``, ``events``, ``partition``, ``event_id``), table names whose safe
+forms are alike (non-ASCII names reduce to underscores), and column names that differ only in case.
+Each is an ordinary table; the expected states are written out by hand from the messages."""
 from __future__ import annotations
 
 from pathlib import Path
