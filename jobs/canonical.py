@@ -102,7 +102,7 @@ def safe_part(part: str | None) -> str:
 
 # a made-safe part carries this many hex digits of its name's SHA-256, so that names that differ only
 # in what was replaced (販売.顧客 / 販売.注文, "Order Details" / Order_Details) stay different tables
-_NAME_HASH_DIGITS = 8
+NAME_HASH_DIGITS = 8
 
 
 def table_part(part: str | None) -> str:
@@ -111,7 +111,7 @@ def table_part(part: str | None) -> str:
     safe = safe_part(part)
     if part is None or part == "" or safe == part:
         return safe
-    return f"{safe}_{hashlib.sha256(part.encode('utf-8')).hexdigest()[:_NAME_HASH_DIGITS]}"
+    return f"{safe}_{hashlib.sha256(part.encode('utf-8')).hexdigest()[:NAME_HASH_DIGITS]}"
 
 
 def make_table_id(database: str | None, schema: str | None, table: str | None) -> str:
@@ -128,7 +128,7 @@ def table_part_col(part: Column) -> Column:
     """Spark twin of table_part (the hash only for the names that needed replacing)."""
     safe = safe_part_col(part)
     return F.when(part.isNull() | (part == "") | (safe == part), safe).otherwise(
-        F.concat(safe, F.lit("_"), F.substring(F.sha2(part, 256), 1, _NAME_HASH_DIGITS)))
+        F.concat(safe, F.lit("_"), F.substring(F.sha2(part, 256), 1, NAME_HASH_DIGITS)))
 
 
 def table_id_col(database: Column, schema: Column, table: Column) -> Column:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
-from jobs.canonical import MISSING_PART, table_part
+from jobs.canonical import MISSING_PART, NAME_HASH_DIGITS, safe_part, table_part
 
 log = logging.getLogger(__name__)
+# a table-id part made safe: its safe form, then _ and the hash of the name (jobs.canonical.table_part)
+_HASHED = re.compile(rf"(.*)_[0-9a-f]{{{NAME_HASH_DIGITS}}}")
 
 MATCH, MISMATCH, UNKNOWN = "match", "mismatch", "unknown"
 BALANCE_KEYS = ("landed", "decoded", "quarantined", "ignored")
@@ -182,11 +185,15 @@ class _SourceTables:
 
 
 def _pick(id_part: str, names: list[str], what: str) -> str | None:
-    """The one source name an id part stands for: exact, then made-safe, then case-insensitive."""
+    """The one source name an id part stands for: exact, then made-safe, then case-insensitive (for a
+    name that needed replacing, its safe form without the hash: the hash is of the name as the
+    messages spelt it, which a case-insensitive source may spell otherwise)."""
+    unhashed = _HASHED.fullmatch(id_part)
     for same in (
         lambda n: n == id_part,
         lambda n: table_part(n) == id_part,
         lambda n: table_part(n).lower() == id_part.lower(),
+        lambda n: bool(unhashed) and safe_part(n) != n and safe_part(n).lower() == unhashed.group(1).lower(),
     ):
         hits = [n for n in names if same(n)]
         if len(hits) == 1:

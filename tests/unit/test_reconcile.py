@@ -184,3 +184,15 @@ def test_balance_problems_names_total_table_and_sum():
 def test_balance_problems_missing_counts():
     problems = balance_problems({"total": {"landed": 1, "decoded": 1}, "tables": {}})
     assert problems == ["counts in total lack quarantined, ignored"]
+
+
+def test_sql_counts_find_a_made_safe_name_spelt_in_another_case(tmp_path):
+    # the messages spell the name as the tool saw it; a case-insensitive source lists it its own way
+    path = tmp_path / "ci.db"
+    con = sqlite3.connect(path)
+    con.execute('CREATE TABLE "Order Details" (id INTEGER PRIMARY KEY)')
+    con.executemany('INSERT INTO "Order Details" VALUES (?)', [(i,) for i in range(4)])
+    con.commit()
+    con.close()
+    spelt_otherwise = make_table_id("shop", None, "ORDER DETAILS")
+    assert load_source_counts(f"sqlite:///{path}", [spelt_otherwise]) == {spelt_otherwise: 4}
