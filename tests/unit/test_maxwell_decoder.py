@@ -180,3 +180,49 @@ def test_stream_folds_to_expected_state(spark, tmp_path):
     decode_report = json.loads((lake / "reports/mx/run=r1/decode.json").read_text())
     assert decode_report["total"]["quarantined"] == 1 and decode_report["total"]["ignored"] == 2
     assert decode_report["balanced"]
+
+
+def test_a_positioned_bootstrap_replaces_its_table(spark, tmp_path):
+    """With output_binlog_position, a bootstrap's rows and its end carry the binlog position of the
+    bootstrap's request, and the bootstrap-complete marks the load complete: keys absent from it go
+    (their deletes never reached the stream), in the run of the bootstrap and in a later one. Without a
+    position the markers stay ignored and the bootstrap upserts."""
+    def cdc(i, v, pos):
+        return _mx("insert", {"id": i, "v": v}, position=pos, commit=True)
+
+    def bootstrap(pos, end_pos, rows):
+        return [_mx("bootstrap-start", None, position=pos),
+                *[_mx("bootstrap-insert", r, position=pos) for r in rows],
+                _mx("bootstrap-complete", None, position=end_pos)]
+
+    run1 = [cdc(1, "a", "binlog.000001:100"), cdc(2, "b", "binlog.000001:200"), cdc(3, "c", "binlog.000001:300"),
+            *bootstrap("binlog.000001:400", "binlog.000001:900", [{"id": 1, "v": "a"}, {"id": 2, "v": "b2"}]),
+            cdc(4, "d", "binlog.000001:500")]  # changed while the bootstrap ran: applied after it
+    run2 = [*bootstrap("binlog.000002:100", "binlog.000002:300", [{"id": 2, "v": "b3"}, {"id": 4, "v": "d"}])]
+    records, _, counts = decode(raw_frame(spark, run1), DecodeOptions(primary_keys={"items": ("id",)}))
+    ends = [r for r in records if r["op"] == "LOAD_END"]
+    assert [(e["phase"], e["after"], e["position"][:41]) for e in ends] == [
+        ("FULL_LOAD", {"scope": "table"}, "00000000000000000001.00000000000000000900")]
+    assert counts["ignored_reasons"] == {"bootstrap marker": 1}, "the start is no record"
+
+    lake, offset = tmp_path / "lake", 0
+    for run_id, values in (("r1", run1), ("r2", run2)):
+        folder = tmp_path / run_id
+        (folder).mkdir()
+        rows = [(None, v.encode(), "maxwell", 0, offset + i, datetime(2026, 11, 1, tzinfo=timezone.utc), 0, None)
+                for i, v in enumerate(values)]
+        offset += len(values)
+        spark.createDataFrame(rows, KAFKA_SCHEMA).coalesce(1).write.parquet(str(folder / "raw"))
+        assert cli.main(["run", "--format", "maxwell", "--raw", str(folder / "raw"), "--lake", str(lake),
+                         "--pipeline", "mx", "--run-id", run_id, "--primary-keys", "items=id"]) == 0
+        table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "mx", "shop._.items")
+        state = sorted((r["id"], r["v"]) for r in table.scan().to_arrow().select(["id", "v"]).to_pylist())
+        if run_id == "r1":
+            assert state == [("1", "a"), ("2", "b2"), ("4", "d")], "3 was not in the bootstrap"
+    assert state == [("2", "b3"), ("4", "d")], "the second bootstrap replaces the first's rows"
+
+    # without positions the same messages upsert only
+    unpositioned = [json.dumps({k: v for k, v in json.loads(m).items() if k != "position"}) for m in run2]
+    records, _, counts = decode(raw_frame(spark, unpositioned), DecodeOptions(primary_keys={"items": ("id",)}))
+    assert [r["op"] for r in records] == ["SNAPSHOT", "SNAPSHOT"]
+    assert counts["ignored_reasons"] == {"bootstrap marker": 2}
