@@ -18,7 +18,9 @@ counting are Spark SQL, as in the other decoders.
 - Key: --primary-keys, else ``tags['pk_uk_info']`` (``{"PRIMARY":["id"]}``; the first unique key when
   there is no PRIMARY), else the whole row. An UPDATE that changes the key is a DELETE of the old key
   plus an INSERT (with the before image, so that a column DTS did not capture moves with the row).
-- Values are typed by their union branch: Integer -> bigint, Character -> string decoded with its
+- Values are typed by their union branch: Integer -> bigint (its ``precision`` is the byte width, as DTS's
+  SDK reads it, and says nothing of the sign: a BIGINT UNSIGNED of 2^63 or more cannot be held, and is
+  reported as unconverted by the merge), Character -> string decoded with its
   ``charset`` (MySQL names: latin1 is cp1252 with MySQL's mapping of its five undefined bytes;
   ``binary`` stays bytes), Decimal -> decimal(precision,scale), Float -> double, Timestamp (epoch
   seconds + ``millis``, which holds microseconds) -> timestamp (a MySQL source's zero TIMESTAMP, stored
