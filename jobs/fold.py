@@ -479,13 +479,18 @@ def key_moves(ev: DataFrame, key_columns: list[str], types: dict[str, str]) -> D
     (the new key, typed), and the move's key map, order and identity."""
     old, new = _old_and_new_key(key_columns, types)
     changed = reduce(operator.or_, [~old[k].eqNullSafe(new[k]) for k in key_columns])
-    return ev.where(_partial_with_before() & changed).select(
+    moves = ev.where(_partial_with_before() & changed).select(
         *[old[k].alias(k) for k in key_columns],
         F.struct(*[new[k].alias(k) for k in key_columns]).alias("_to"),
         F.col("key").alias("_to_key"), F.col("position").alias("_move_pos"), F.col("offset").alias("_move_offset"),
         F.col("event_id").alias("_move_id"), F.col("partition").alias("_move_partition"),
         F.col("event_time").alias("_move_time"),
     )
+    # a redelivered move counts once, as its first copy: a later copy would carry the row again, over
+    # the image the first copy's update merged (the old key's delete at the move's position does not
+    # remove the row a move carries, _moved_in)
+    first = F.min_by(F.struct(*moves.columns), F.col("_move_offset"))
+    return moves.groupBy("_move_id").agg(first.alias("_m")).select("_m.*")
 
 
 def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str]) -> DataFrame:
@@ -496,9 +501,13 @@ def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str]) -> Da
         "m._to", "m._to_key", "m._move_pos", "m._move_offset", "m._move_id", "m._move_partition",
         "m._move_time", "j._cdc_events", "j._prior_row", "j._prior_pos",
     )
+    # the move's delete of the old key is in the same message (same offset, ranked first), or, where a
+    # decoder sends a key change as two messages (Debezium's delete + create), in another message at the
+    # same position: neither has removed the row the move carries
     before_move = F.expr(f"""
         aggregate(
           filter(_cdc_events, e -> e.o < named_struct('position', _move_pos, 'offset', _move_offset, 'rank', 1)
+                              AND NOT (e.op = 'DELETE' AND coalesce(e.position = _move_pos, false))
                               AND ({_APPLIES})),
           named_struct('row', _prior_row),
           (acc, e) -> named_struct('row', {_ROW_AFTER})).row""")

@@ -14,6 +14,8 @@ Schema change events (the connector's schema change topic, landed with the data 
 block, ``ddl`` and ``tableChanges``, no op) are DDL records of their table, keeping both.
 A snapshot's end (``snapshot`` = ``last``: the whole snapshot; ``last_in_data_collection``: the
 table's) is kept as a LOAD_END marker beside the row, so that the load is complete in the same run.
+A primary-key change is a delete and a create; a create that lacks an unchanged TOAST value carries its
+old key (the ``__debezium.oldkey`` header) as its before image, so that the fold moves the old key's row.
 """
 from __future__ import annotations
 
@@ -257,6 +259,13 @@ def _key_from_message_key(key: Column, parsed: Column) -> Column:
     return F.when(key.isNull(), F.lit(None).cast(_MAP)).when(enveloped, inner).otherwise(parsed)
 
 
+def _old_key_header() -> Column:
+    """The ``__debezium.oldkey`` header of a key change's create (the row's previous key, as the message
+    key is written: bare or beside its schema), as a map; else null."""
+    header = F.get(F.filter("headers", lambda h: h["key"] == "__debezium.oldkey"), 0)["value"]
+    return _key_from_message_key(header, parse_message_key(header))
+
+
 def _convert_image(image_column: str, specs_by_hash: dict[str, dict[str, ColumnSpec]]) -> Column:
     """Apply each schema's per-column conversions to a row image (values stay canonical strings).
 
@@ -392,6 +401,7 @@ class DebeziumDecoder:
             ),
             "_position": F.when(~is_flat, _source_position(src)),
             "_kafka_key": _key_from_message_key(F.col("key"), F.col("_key_parsed")),
+            "_old_key_header": F.when((env["op"] == "c") & F.col("headers").isNotNull(), _old_key_header()),
         })
 
         # 2. typed values (Debezium logical types) and the canonical op / phase
@@ -399,6 +409,7 @@ class DebeziumDecoder:
         op_code = F.col("_op_code")
         op_map = F.create_map(*[x for k, v in _OPS.items() for x in (F.lit(k), F.lit(v))])
         df = df.withColumns({
+            "_old_key_c": _convert_image("_old_key_header", specs_by_hash),
             "_before_c": _convert_image("_before", specs_by_hash),
             "_after_c": _convert_image("_after", specs_by_hash),
             "_op": F.when(is_change, F.lit(C.DDL))
@@ -500,6 +511,11 @@ class DebeziumDecoder:
             .when(op == C.TRUNCATE, F.array(record(op, no_map, no_map, no_map, no_present)))
             .when(op == C.MESSAGE, F.array(record(op, no_map, no_map, message_detail, no_present)))
             .when(op == C.DDL, F.array(record(op, no_map, no_map, change_detail, no_present)))
+            # a key change's create whose image lacks unchanged TOAST values: its before image is the
+            # old key (the __debezium.oldkey header), so that the fold moves the old key's row to the new
+            # key first and the image merges over it
+            .when(~keyless & (op == C.INSERT) & F.col("_present").isNotNull() & F.col("_old_key_c").isNotNull(),
+                  F.array(record(op, F.col("_key"), F.col("_old_key_c"), clean, F.col("_present"))))
             .when(~keyless, F.array(record(op, F.col("_key"), before, clean, F.col("_present"))))
             # no key anywhere: the whole row is its identity (a keyless table), so an update is a
             # delete of the old row and an insert of the new one

@@ -453,3 +453,19 @@ def test_seatunnel_typed_connector_samples_decode(spark, shared_dir, name):
     if "postgresql" in name:
         # the sample's lsn -9223372036854776000 is a long rounded by a JSON writer; as unsigned 64-bit:
         assert r["position"] == "09223372036854775616.09223372036854775616"
+
+
+def test_a_key_changes_create_without_its_toast_value_carries_the_old_key(spark):
+    """Only a create whose image lacks an unchanged TOAST value needs the old key's row: its before image is
+    the ``__debezium.oldkey`` header (bare or with its schema). A full create keeps no before image."""
+    src = {"connector": "postgresql", "db": "d", "schema": "s", "table": "t", "lsn": 9}
+    partial = json.dumps({"op": "c", "after": {"id": 2, "body": "__debezium_unavailable_value"}, "source": src})
+    full = json.dumps({"op": "c", "after": {"id": 3, "body": "b"}, "source": src})
+    old_keys = ['{"id": 1}', '{"schema": {"type": "struct"}, "payload": {"id": 1}}', '{"id": 1}']
+    headers = {i: [{"key": "__debezium.oldkey", "value": k.encode()}] for i, k in enumerate(old_keys)}
+    records, quarantine, _ = decode(raw_frame(spark, [partial, partial, full], keys=['{"id": 2}'] * 2 + ['{"id": 3}'],
+                                              headers=headers))
+    assert quarantine == []
+    assert [(r["op"], r["key"], r["before"], r["present_columns"]) for r in records] == [
+        ("INSERT", {"id": "2"}, {"id": "1"}, ["id"]), ("INSERT", {"id": "2"}, {"id": "1"}, ["id"]),
+        ("INSERT", {"id": "3"}, None, None)]
