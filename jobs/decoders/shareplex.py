@@ -17,8 +17,11 @@ exact value (``12345678901234567890.12``; ``1.50`` reads ``1.5``).
   ``before`` holds other key values than its ``key``): the new key starts from the old key's row as
   it was just before the move, and the partial image merges over it.
 - op ``del``/``DELETE``: ``data`` is the old row (``key`` where sent overlays it).
-- op ``truncate``/``TRUNCATE``: TRUNCATE of the table; ``DROP COLUMN``: recorded as DDL;
-  ``UPDATE BEFORE`` is ignored (counted): its ``UPDATE AFTER`` carries the change.
+- op ``truncate``/``TRUNCATE``: TRUNCATE of the table; ``DROP COLUMN``: recorded as DDL.
+- ``UPDATE BEFORE`` + ``UPDATE AFTER``: an update sent as its two images, the BEFORE at ``seq`` n and
+  the AFTER at n + 1 of the same transaction. The BEFORE is ignored (counted), and its ``data`` is the
+  AFTER's ``key`` where the AFTER has none: the AFTER is then an update of the row the BEFORE names,
+  a key change included. A run looks for such pairs only when a message says ``UPDATE BEFORE``.
 - Key rule (the messages never name the primary key), in this order:
   1. ``--primary-keys`` for the table (``configured_key``);
   2. updates and deletes: the columns of ``key``;
@@ -70,23 +73,62 @@ def _overlay(base: Column, top: Column) -> Column:
     return F.map_concat(_without(base, top), top)
 
 
+def _op_name(meta: Column) -> Column:
+    return F.lower(F.trim(meta["op"]))
+
+
+def _sequence(meta: Column) -> Column:
+    """The operation's number in its transaction: ``seq``, else the n of ``idx`` "n/size"."""
+    idx = F.regexp_extract(meta["idx"], r"^\s*(\d+)\s*/\s*(\d+)\s*$", 1)
+    return F.coalesce(meta["seq"].try_cast("bigint"), F.nullif(idx, F.lit("")).try_cast("bigint"))
+
+
+def _with_paired_before_images(parsed: DataFrame) -> DataFrame:
+    """``parsed`` with ``_paired_before``: on an UPDATE AFTER, the ``data`` of the UPDATE BEFORE just
+    before it in its transaction (same table and ``trans``, ``seq`` one less); else null. Redelivered
+    BEFOREs count once."""
+    meta = F.col("j")["meta"]
+    befores = (
+        parsed.where(_op_name(meta) == "update before")
+        .select(meta["table"].alias("_b_table"), meta["trans"].alias("_b_trans"),
+                (_sequence(meta) + 1).alias("_b_seq"), F.col("_data_image").alias("_paired_before"))
+        .where(F.col("_b_trans").isNotNull() & F.col("_b_seq").isNotNull())
+        .dropDuplicates(["_b_table", "_b_trans", "_b_seq"])
+    )
+    is_after = _op_name(meta) == "update after"
+    return parsed.join(
+        befores,
+        is_after & (meta["table"] == F.col("_b_table")) & (meta["trans"] == F.col("_b_trans"))
+        & (_sequence(meta) == F.col("_b_seq")),
+        "left",
+    ).drop("_b_table", "_b_trans", "_b_seq")
+
+
 class SharePlexDecoder:
     name = "shareplex"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         images = {"_data_image": "data", "_key_image": "key"}  # new column: field of the value
-        return self._outcomes(parse_with_exact_images(raw, _VALUE_SCHEMA, images), options)
+        parsed = parse_with_exact_images(raw, _VALUE_SCHEMA, images)
+        text = F.col("value").cast("string")
+        if raw.where(text.contains("UPDATE BEFORE") | text.contains("update before")).limit(1).count():
+            parsed = _with_paired_before_images(parsed)
+        else:
+            parsed = parsed.withColumn("_paired_before", F.lit(None).cast(_MAP))
+        return self._outcomes(parsed, options)
 
     def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
         # Built in steps of named columns so that each non-trivial expression is evaluated once.
-        j, data_image, key_image = F.col("j"), F.col("_data_image"), F.col("_key_image")
+        j, data_image = F.col("j"), F.col("_data_image")
+        # an UPDATE AFTER without ``key``: its UPDATE BEFORE's image names the row
+        key_image = F.coalesce(F.col("_key_image"), F.col("_paired_before"))
         meta = j["meta"]
-        op_name = F.lower(F.trim(meta["op"]))
+        op_name = _op_name(meta)
         owner_table = F.split(meta["table"], r"\.", 2)
         has_owner = F.size(owner_table) == 2
         idx = F.regexp_extract(meta["idx"], r"^\s*(\d+)\s*/\s*(\d+)\s*$", 1)
         idx_size = F.regexp_extract(meta["idx"], r"^\s*(\d+)\s*/\s*(\d+)\s*$", 2)
-        seq = F.coalesce(meta["seq"].try_cast("bigint"), F.nullif(idx, F.lit("")).try_cast("bigint"))
+        seq = _sequence(meta)
         size = F.coalesce(meta["size"].try_cast("bigint"), F.nullif(idx_size, F.lit("")).try_cast("bigint"))
         scn = pad_unsigned(meta["scn"])
         data, key = F.coalesce(data_image, _empty_map()), F.coalesce(key_image, _empty_map())

@@ -263,3 +263,43 @@ def test_registered_and_importable_without_a_spark_session():
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "shareplex" in done.stdout.split()
+
+
+def test_an_update_sent_as_before_and_after_images(spark, tmp_path):
+    """DTS lists UPDATE BEFORE and UPDATE AFTER among SharePlex's ops: one update as its two images, the
+    BEFORE at seq n, the AFTER at n + 1 of the transaction, neither with a ``key`` block. The AFTER updates
+    the row the BEFORE names: a key change removes the old key's row (with --primary-keys and without:
+    then the whole row is the key). A redelivered BEFORE counts once; an AFTER without its BEFORE still
+    needs --primary-keys."""
+    t = "O.SP_BA"
+    row = {"ID": 2, "NAME": "b", "CITY": "x"}
+    values = [
+        _sp("ins", table=t, data={"ID": 1, "NAME": "a", "CITY": "y"}, scn="100", trans="1.0.1"),
+        _sp("ins", table=t, data=row, scn="100", seq=1, trans="1.0.2"),
+        _sp("UPDATE BEFORE", table=t, data=row, scn="200", seq=1, size=4, trans="1.0.3"),
+        _sp("UPDATE AFTER", table=t, data={**row, "ID": 20}, scn="200", seq=2, size=4, trans="1.0.3"),
+        _sp("UPDATE BEFORE", table=t, data=row, scn="200", seq=1, size=4, trans="1.0.3"),  # redelivered
+        _sp("UPDATE BEFORE", table=t, data={"ID": 1, "NAME": "a", "CITY": "y"}, scn="200", seq=3, size=4,
+            trans="1.0.3"),
+        _sp("UPDATE AFTER", table=t, data={"ID": 1, "NAME": "a2", "CITY": "y"}, scn="200", seq=4, size=4,
+            trans="1.0.3"),
+        _sp("UPDATE AFTER", table=t, data={"ID": 7, "NAME": "z"}, scn="300", trans="1.0.4"),  # no BEFORE
+    ]
+    records, quarantine, counts = decode(spark, values, DecodeOptions(primary_keys={"SP_BA": ("ID",)}))
+    assert quarantine == []
+    assert [(r["op"], r["key"]) for r in records if r["offset"] in (3, 6)] == [
+        ("DELETE", {"ID": "2"}), ("UPDATE", {"ID": "20"}), ("UPDATE", {"ID": "1"})]
+    assert counts["ignored_reasons"] == {"update before image (its UPDATE AFTER carries the change)": 3}
+    _, quarantine, _ = decode(spark, values)
+    assert [(q["offset"], q["reason"]) for q in quarantine] == [
+        (7, "update has no 'key' (the before image's key columns): give --primary-keys")]
+
+    for args in ([], ["--primary-keys", "SP_BA=ID"]):
+        lake = tmp_path / f"lake{len(args)}"
+        raw = tmp_path / "sp_ba.jsonl"
+        raw.write_text("\n".join(values[:-1]) + "\n", encoding="utf-8")
+        assert cli.main(["run", "--format", "shareplex", "--raw", str(raw), "--lake", str(lake), "--pipeline", "sp",
+                         "--run-id", "r1", *args]) == 0
+        table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "sp", "_.O.SP_BA")
+        state = sorted(table.scan().to_arrow().select(["ID", "NAME", "CITY"]).to_pylist(), key=lambda r: r["ID"])
+        assert state == [{"ID": "1", "NAME": "a2", "CITY": "y"}, {"ID": "20", "NAME": "b", "CITY": "x"}], args
