@@ -103,15 +103,18 @@ def safe_part(part: str | None) -> str:
 # a made-safe part carries this many hex digits of its name's SHA-256, so that names that differ only
 # in what was replaced (販売.顧客 / 販売.注文, "Order Details" / Order_Details) stay different tables
 NAME_HASH_DIGITS = 8
+# a longer part is cut to this many characters before its hash: a table id (three parts) is one folder
+# name of the change records (``table=<id>``), which file systems bound to 255 bytes
+MAX_PART_CHARS = 64
 
 
 def table_part(part: str | None) -> str:
-    """One part of a table id: the name itself where it is safe, else its safe form and a short hash
-    of the name (Python twin of table_part_col)."""
+    """One part of a table id: the name itself where it is safe and short, else its safe form (cut to
+    MAX_PART_CHARS) and a short hash of the name (Python twin of table_part_col)."""
     safe = safe_part(part)
-    if part is None or part == "" or safe == part:
+    if part is None or part == "" or (safe == part and len(part) <= MAX_PART_CHARS):
         return safe
-    return f"{safe}_{hashlib.sha256(part.encode('utf-8')).hexdigest()[:NAME_HASH_DIGITS]}"
+    return f"{safe[:MAX_PART_CHARS]}_{hashlib.sha256(part.encode('utf-8')).hexdigest()[:NAME_HASH_DIGITS]}"
 
 
 def make_table_id(database: str | None, schema: str | None, table: str | None) -> str:
@@ -125,19 +128,36 @@ def safe_part_col(part: Column) -> Column:
 
 
 def table_part_col(part: Column) -> Column:
-    """Spark twin of table_part (the hash only for the names that needed replacing)."""
+    """Spark twin of table_part (the hash only for the names that needed replacing or cutting)."""
     safe = safe_part_col(part)
-    return F.when(part.isNull() | (part == "") | (safe == part), safe).otherwise(
-        F.concat(safe, F.lit("_"), F.substring(F.sha2(part, 256), 1, NAME_HASH_DIGITS)))
+    return F.when(part.isNull() | (part == "") | ((safe == part) & (F.length(part) <= MAX_PART_CHARS)), safe).otherwise(
+        F.concat(F.substring(safe, 1, MAX_PART_CHARS), F.lit("_"), F.substring(F.sha2(part, 256), 1, NAME_HASH_DIGITS)))
 
 
 def table_id_col(database: Column, schema: Column, table: Column) -> Column:
     return F.concat_ws(".", table_part_col(database), table_part_col(schema), table_part_col(table))
 
 
-def iceberg_table_name(table_id: str) -> str:
-    """Iceberg table names may not hold dots (pyiceberg splits identifiers on them)."""
+# a table-id part that cannot be told from the ``__`` joining the parts of an Iceberg table name
+_CLEAN_PART = re.compile(r"[A-Za-z0-9$-]+(_[A-Za-z0-9$-]+)*")
+
+
+def joined_table_name(table_id: str) -> str:
+    """The table id's parts joined by ``__`` (Iceberg table names may not hold dots: pyiceberg splits
+    identifiers on them). Not one-to-one: ``a__b.c.d`` and ``a.b__c.d`` join alike."""
     return "__".join(safe_part(p) for p in table_id.split("."))
+
+
+def iceberg_table_name(table_id: str) -> str:
+    """The Iceberg table name of a table id: its parts joined by ``__`` where every part is clean (no
+    ``__``, no leading or trailing ``_``; or the missing part ``_``), so that the join reads back one
+    way only; else that join, ``__`` and a short hash of the id, so that ``a__b.c.d`` and ``a.b__c.d``,
+    or a source table ``orders__history`` and the history table of ``orders``, stay apart."""
+    parts = table_id.split(".")
+    joined = joined_table_name(table_id)
+    if all(p == MISSING_PART or _CLEAN_PART.fullmatch(p) for p in parts):
+        return joined
+    return f"{joined}__{hashlib.sha256(table_id.encode('utf-8')).hexdigest()[:NAME_HASH_DIGITS]}"
 
 
 def last_part(table_id: str) -> str:

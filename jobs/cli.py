@@ -86,8 +86,18 @@ def _reconcile_args(p: argparse.ArgumentParser) -> None:
 def _alert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alert-to", action="append", default=[], metavar="ADDR",
                    help="data-quality alert recipient; repeatable (SMTP from connection smtp_default or SMTP_* env)")
-    p.add_argument("--quarantine-threshold", type=float, default=0.0, metavar="FRACTION",
+    p.add_argument("--quarantine-threshold", type=_fraction, default=0.0, metavar="FRACTION",
                    help="alert when quarantined/landed exceeds this fraction (default 0: any quarantined message)")
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction between 0 and 1")
+    return value
 
 
 def _as_of(text: str):
@@ -188,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             alert = stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
             ctx.write_report("run.json", {"timings_s": ctx.timings, "alert_sent": alert.get("sent")})
             _print_summary(ctx, alert)
+            return _alert_exit(alert)
         elif args.command == "decode":
             stages.run_decode(spark, ctx, args.format, args.raw, options)
         elif args.command == "merge":
@@ -197,10 +208,22 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "reconcile":
             stages.run_reconcile(ctx, args.source_counts)
         elif args.command == "alert":
-            stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
+            return _alert_exit(stages.run_alert(ctx, args.alert_to, args.quarantine_threshold))
     except Exception as exc:  # noqa: BLE001 - one clear line; the traceback is in the Spark log
         print(f"error: {args.command} failed: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
         raise
+    return 0
+
+
+# the run is published, but the data-quality alert it owed could not be sent (as the Airflow task,
+# which fails with AlertNotSent): a scheduler sees it and can retry the alert alone
+ALERT_NOT_SENT = 3
+
+
+def _alert_exit(alert: dict) -> int:
+    if alert.get("error"):
+        print(f"error: data-quality alert not sent: {alert['error']}", file=sys.stderr)
+        return ALERT_NOT_SENT
     return 0
 
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.canonical import iceberg_table_name
+from jobs.canonical import iceberg_table_name, joined_table_name
 from jobs.lake import Lake
 
 RUN_ID_PROP = "cdc.run-id"
@@ -119,12 +119,23 @@ def ensure_namespace(catalog, pipeline: str) -> None:
 
 
 def load_table(catalog, pipeline: str, table_id: str):
+    """The state table of ``table_id``, or None. A table published before names were made one-to-one
+    (jobs.canonical.iceberg_table_name) keeps its joined name: it is found there when it says it holds
+    this table id."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    try:
-        return catalog.load_table((pipeline, iceberg_table_name(table_id)))
-    except NoSuchTableError:
-        return None
+    name, joined = iceberg_table_name(table_id), joined_table_name(table_id)
+    for candidate in dict.fromkeys((name, joined)):
+        try:
+            table = catalog.load_table((pipeline, candidate))
+        except NoSuchTableError:
+            continue
+        held = table.properties.get(TABLE_ID_PROP)
+        if held == table_id or (held is None and candidate == name):
+            return table
+        if candidate == name:
+            raise ValueError(f"state table {pipeline}.{name} holds table {held!r}, not {table_id!r}")
+    return None
 
 
 def published_by(table, run_id: str) -> int | None:
@@ -367,8 +378,8 @@ def publish_state(
     from jobs.row_delta import RowDelta
 
     ensure_namespace(catalog, pipeline)
-    name = iceberg_table_name(table_id)
     table = load_table(catalog, pipeline, table_id)
+    name = table.name()[-1] if table is not None else iceberg_table_name(table_id)
     touched = bucketing.touched if bucketing is not None else None
     if touched is not None and not is_bucketed(table):
         raise ValueError(f"{table_id}: a state of some buckets only, for a table that is not bucketed")

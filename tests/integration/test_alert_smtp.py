@@ -288,3 +288,32 @@ def test_quarantine_threshold_and_balance_reasons():
     # a suite that failed without a failed result (it could not run) is still a reason
     failed_suite = {"suites": [{"suite": "s", "table": "t", "success": False, "results": [], "error": "boom"}]}
     assert [r["expectation"] for r in alert_reasons(failed_suite, [], {}, 0.0)] == ["(suite failed)"]
+
+
+def test_cli_exits_3_when_an_owed_alert_is_not_sent_and_refuses_a_threshold_outside_0_1(monkeypatch, tmp_path,
+                                                                                         capsys):
+    """As the Airflow task fails with AlertNotSent, the CLI's ``alert`` (and ``run``) exits 3 when problems
+    were found for recipients and the email could not go, so that cron or another scheduler sees it; the
+    reports stay as written."""
+    from jobs import cli
+    from jobs.lake import Lake
+    from jobs.stages import RunContext
+
+    lake = tmp_path / "lake"
+    ctx = RunContext(Lake.at(str(lake)), "shop", "r1")
+    validation, reconciliation, decode = _failing_reports()
+    ctx.write_report("validation.json", validation)
+    ctx.write_report("reconciliation.json", {"tables": reconciliation})
+    ctx.write_report("decode.json", decode)
+    monkeypatch.setenv("SMTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("SMTP_PORT", str(_free_port()))  # nothing listens there
+    monkeypatch.setenv("SMTP_TIMEOUT", "5")
+    argv = ["alert", "--lake", str(lake), "--pipeline", "shop", "--run-id", "r1", "--alert-to", RECIPIENTS[0]]
+    assert cli.main(argv) == cli.ALERT_NOT_SENT == 3
+    assert "alert not sent" in capsys.readouterr().err
+    assert "ConnectionRefusedError" in ctx.read_report("alert.json")["error"]
+    # no recipients: nothing was owed, nothing failed
+    assert cli.main(argv[:-2]) == 0
+    with pytest.raises(SystemExit) as usage:
+        cli.main([*argv, "--quarantine-threshold", "-5"])
+    assert usage.value.code == 2 and "not a fraction between 0 and 1" in capsys.readouterr().err

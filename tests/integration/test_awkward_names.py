@@ -1,14 +1,16 @@
 """Names from messages that the pipeline's own machinery also uses: key columns named like the fold's
 internal columns (``s``, ``e``, ``events``, ``partition``, ``event_id``), table names whose safe
-forms are alike (non-ASCII names reduce to underscores), and column names that differ only in case.
-Each is an ordinary table; the expected states are written out by hand from the messages."""
+forms are alike (non-ASCII names reduce to underscores), table names whose parts hold the ``__`` that
+joins them into an Iceberg name, a table name longer than a folder name may be, and column names that
+differ only in case. Each is an ordinary table; the expected states are written out by hand from the
+messages."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from jobs import publish
+from jobs import canonical, cli, publish
 from jobs.lake import Lake
 from tests.integration.test_key_blocks import message, run, write
 from tests.integration.test_workload_replay import published_rows
@@ -63,3 +65,58 @@ def test_columns_whose_names_differ_only_in_case_are_two_columns(spark, tmp_path
     ]))
     assert published_rows(lake, "p", "CASES") == [{"id": "1", "Name": "mixed", "NAME": "upper2"}]
     assert published_rows(lake, "p", "OTHER") == [{"id": "1", "v": "ok"}]
+
+
+def _states(lake: Path) -> dict[str, list[dict]]:
+    """Each Iceberg table of the pipeline: the table id it holds -> its rows (without _cdc_ columns)."""
+    catalog = publish.open_catalog(Lake.at(str(lake)))
+    out = {}
+    for ident in catalog.list_tables("p"):
+        table = catalog.load_table(ident)
+        out[table.properties[publish.TABLE_ID_PROP]] = sorted(
+            ({k: v for k, v in r.items() if not k.startswith("_cdc_")} for r in table.scan().to_arrow().to_pylist()),
+            key=str)
+    return out
+
+
+def test_table_names_holding_the_iceberg_names_separator_stay_apart(spark, tmp_path):
+    """``A__B.T`` and ``A.B__T`` join into one Iceberg name, as does a source table ``ORDERS__history``
+    with the history table of ``ORDERS``; a 300-character table name is longer than a folder name."""
+    lake = tmp_path / "lake"
+    long_name = "L" * 300
+    raw = write(tmp_path / "r1.jsonl", [
+        message("A__B.T", "ins", 100, {"id": "1", "v": "ab"}),
+        message("A.B__T", "ins", 101, {"id": "1", "v": "a"}),
+        message("A.B__T", "ins", 102, {"id": "2", "v": "a"}),
+        message("O.ORDERS", "ins", 103, {"id": "1", "v": "order"}),
+        message("O.ORDERS__history", "ins", 104, {"id": "7", "v": "a source table"}),
+        message(f"O.{long_name}", "ins", 105, {"id": "1", "v": "long"}),
+    ])
+    assert cli.main(["run", "--format", "shareplex", "--raw", str(raw), "--lake", str(lake), "--pipeline", "p",
+                     "--run-id", "r1", "--history"]) == 0
+    states = _states(lake)
+    long_id = canonical.make_table_id(None, "O", long_name)
+    assert len(long_id) < 100
+    assert {t: [{k: r[k] for k in ("id", "v")} for r in rows_] for t, rows_ in states.items()} == {
+        "_.A__B.T": [{"id": "1", "v": "ab"}], "_.A__B.T.history": [{"id": "1", "v": "ab"}],
+        "_.A.B__T": [{"id": "1", "v": "a"}, {"id": "2", "v": "a"}],
+        "_.A.B__T.history": [{"id": "1", "v": "a"}, {"id": "2", "v": "a"}],
+        "_.O.ORDERS": [{"id": "1", "v": "order"}], "_.O.ORDERS.history": [{"id": "1", "v": "order"}],
+        "_.O.ORDERS__history": [{"id": "7", "v": "a source table"}],
+        "_.O.ORDERS__history.history": [{"id": "7", "v": "a source table"}],
+        long_id: [{"id": "1", "v": "long"}], f"{long_id}.history": [{"id": "1", "v": "long"}],
+    }
+
+
+def test_a_table_published_under_its_joined_name_is_still_found(spark, tmp_path, monkeypatch):
+    """A lake whose tables were named by the plain ``__`` join (before names were made one-to-one) keeps
+    its tables: a later run finds ``A__B.T``'s table under the old name, through the table id it holds."""
+    lake = tmp_path / "lake"
+    with monkeypatch.context() as patched:
+        patched.setattr(publish, "iceberg_table_name", canonical.joined_table_name)
+        run(lake, "r1", write(tmp_path / "r1.jsonl", [message("A__B.T", "ins", 100, {"id": "1", "v": "a"})]))
+    catalog = publish.open_catalog(Lake.at(str(lake)))
+    assert [i[-1] for i in catalog.list_tables("p")] == ["___A__B__T"]
+    run(lake, "r2", write(tmp_path / "r2.jsonl", [message("A__B.T", "upd", 200, {"v": "b"}, {"id": "1"})]))
+    assert [i[-1] for i in catalog.list_tables("p")] == ["___A__B__T"]
+    assert [{k: r[k] for k in ("id", "v")} for r in _states(lake)["_.A__B.T"]] == [{"id": "1", "v": "b"}]

@@ -6,7 +6,8 @@ from jobs.canonical import iceberg_table_name, make_table_id, table_id_col
 from jobs.lake import Lake, LakeError, check_name
 from jobs.sql import sql_ident, sql_str
 
-HOSTILE = ["../../etc", "a/b", "x\x00y", "..", "", None, "t\nname", "we'ird`", "ü-table", "販売 表"]
+HOSTILE = ["../../etc", "a/b", "x\x00y", "..", "", None, "t\nname", "we'ird`", "ü-table", "販売 表", "L" * 300,
+           "表" * 100]
 
 
 @pytest.mark.parametrize("part", HOSTILE)
@@ -16,6 +17,9 @@ def test_table_id_parts_are_path_and_identifier_safe(part):
     assert len(table_id.split(".")) == 3
     assert all(c.isalnum() or c in "._$-" for c in table_id)
     assert "." not in iceberg_table_name(table_id)
+    # one folder name of the change records (table=<id>), and the history table's name, fit 255 bytes
+    assert len(f"table={table_id}".encode()) <= 255
+    assert len(iceberg_table_name(f"{table_id}.history").encode()) <= 255
 
 
 def test_spark_and_python_table_ids_agree(spark):
@@ -31,6 +35,21 @@ def test_names_made_safe_stay_apart_and_safe_names_stay_as_they_are():
     assert make_table_id("s", "dbo", "Order Details") != make_table_id("s", "dbo", "Order_Details")
     assert make_table_id("inventory", "public", "Order_Details-2$") == "inventory.public.Order_Details-2$"
     assert make_table_id(None, "", "t") == "_._.t"
+    # long names are cut, and keep apart by their hash
+    assert make_table_id("d", "s", "L" * 300) != make_table_id("d", "s", "L" * 301)
+
+
+def test_iceberg_table_names_are_one_to_one():
+    """Joined by ``__``, ``a__b.c.d`` and ``a.b__c.d`` would be one table, and a source table
+    ``orders__history`` would be the history table of ``orders``: such ids carry their hash. Ids of
+    clean parts keep the joined name tables were published under."""
+    ids = ["shop.public__x.t", "shop__public.x.t", "shop.public.x__t", "shop.public.orders__history",
+           "shop.public.orders.history", "a_.b.c", "a._b.c", "_._.t", "_.__a.t", "x.___.t", "x._.t"]
+    names = [iceberg_table_name(i) for i in ids]
+    assert len(set(names)) == len(names), names
+    assert iceberg_table_name("shop.public.orders") == "shop__public__orders"
+    assert iceberg_table_name("shop.public.orders.history") == "shop__public__orders__history"
+    assert iceberg_table_name("_._.t") == "______t"
 
 
 def test_lake_paths_never_leave_the_root(tmp_path):
