@@ -84,8 +84,9 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         table = publish.load_table(catalog, pipeline, table_id)
         done = publish.published_by(table, run_id)
         if done is not None:
+            # the rows of the snapshot this run committed, not of a later run's
             tables[table_id] = {"already_published": True, "snapshot_id": done,
-                                "state_rows": publish.snapshot_record_count(table)}
+                                "state_rows": publish.snapshot_record_count(table, done)}
             continue
 
         prior_columns = publish.table_columns(table) if table is not None else {}

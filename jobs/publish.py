@@ -513,8 +513,11 @@ def _live_records(snapshot) -> int:
     return int(summary.get("total-records", 0)) - int(summary.get("total-position-deletes", 0))
 
 
-def snapshot_record_count(table) -> int:
-    return _live_records(table.current_snapshot() if table is not None else None)
+def snapshot_record_count(table, snapshot_id: int | None = None) -> int:
+    """The rows of the table's current snapshot, or of the snapshot ``snapshot_id``."""
+    if table is None:
+        return 0
+    return _live_records(table.current_snapshot() if snapshot_id is None else table.snapshot_by_id(snapshot_id))
 
 
 def key_columns_of(table) -> list[str] | None:

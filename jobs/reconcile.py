@@ -73,21 +73,27 @@ def _json_counts(path: str, table_ids: list[str]) -> dict[str, int | None]:
     return out
 
 
-def _key_matches(key: str, table_id: str) -> bool:
-    """A counts key names a table id by its full id, ``schema.table`` or the table name alone."""
+def _key_matches(key: str, table_id: str, fold_case: bool = False) -> bool:
+    """A counts key names a table id by its full id, ``schema.table`` or the table name alone; with
+    ``fold_case``, in any case (as a case-insensitive source, or a person typing the file, spells it)."""
     if key == table_id:
         return True
     id_parts = table_id.split(".")
     key_parts = key.split(".")
     if len(key_parts) > len(id_parts):
         return False
-    return [table_part(p) for p in key_parts] == id_parts[-len(key_parts):]
+    mine, theirs = [table_part(p) for p in key_parts], id_parts[-len(key_parts):]
+    if fold_case:
+        return [p.lower() for p in mine] == [p.lower() for p in theirs]
+    return mine == theirs
 
 
 def _keys_for(table_id: str, listed: dict[str, Any]) -> list[str]:
     if table_id in listed:  # the full id always wins over shorter names
         return [table_id]
-    candidates = [key for key in listed if _key_matches(key, table_id)]
+    # names as the table id spells them, else in another case (the SQL source is matched so too)
+    candidates = ([key for key in listed if _key_matches(key, table_id)]
+                  or [key for key in listed if _key_matches(key, table_id, fold_case=True)])
     if len(candidates) > 1:  # prefer the most specific spelling (schema.table over table)
         most = max(len(k.split(".")) for k in candidates)
         candidates = [k for k in candidates if len(k.split(".")) == most]
@@ -95,7 +101,7 @@ def _keys_for(table_id: str, listed: dict[str, Any]) -> list[str]:
 
 
 def _matches_any(key: str, table_ids: list[str]) -> bool:
-    return any(_key_matches(key, tid) for tid in table_ids)
+    return any(_key_matches(key, tid, fold_case=True) for tid in table_ids)
 
 
 def _sql_counts(url_text: str, table_ids: list[str]) -> dict[str, int | None]:

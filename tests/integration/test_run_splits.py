@@ -75,6 +75,17 @@ def test_rerunning_a_run_reproduces_its_reports(spark, tmp_path):
     assert all(t.get("already_published") for t in merge["tables"].values())
     assert_state_equals_source(sim, tmp_path / "lake2", "wl", with_schema=False)
 
+    # re-running the earlier run reports the rows of the snapshots it committed, not the later run's
+    first = tmp_path / "lake2/reports/wl" / f"run={ids[0]}/merge.json"
+    published = {t: (r["snapshot_id"], r["state_rows"]) for t, r in json.loads(first.read_text())["tables"].items()}
+    assert cli.main(["run", "--format", "debezium", "--raw", str(tmp_path / "raw2-0"), "--lake",
+                     str(tmp_path / "lake2"), "--pipeline", "wl", "--run-id", ids[0]]) == 0
+    again = json.loads(first.read_text())["tables"]
+    assert all(r["already_published"] for r in again.values())
+    assert {t: (r["snapshot_id"], r["state_rows"]) for t, r in again.items()} == published
+    later = {t: r["state_rows"] for t, r in merge["tables"].items()}
+    assert any(later[t] != rows for t, (_, rows) in published.items()), "the runs' states differ in size"
+
 
 def test_backfills_equal_a_clean_sequential_run(spark, tmp_path):
     """Interval 1 is missed, interval 2 runs, interval 1 is backfilled, interval 2 re-runs; then the

@@ -111,6 +111,15 @@ def test_json_counts_full_id_wins_and_ambiguous_last_part_is_unknown(tmp_path):
     assert counts == {"shop.b.orders": 5}  # schema.table is more specific than table
 
 
+def test_json_counts_match_names_in_another_case_when_none_matches_exactly(tmp_path):
+    """As the SQL source is matched: a file listing ``Customers`` or ``ORDERS`` names the lake's
+    ``customers`` and ``orders`` (and they are not reported as source-only tables); the exact spelling
+    wins where both are listed."""
+    spec = _counts_file(tmp_path, {"shop.public.Customers": 2, "ORDERS": 1, "items": 3, "ITEMS": 9})
+    counts = load_source_counts(spec, ["shop.public.customers", "shop.public.orders", "shop.public.items"])
+    assert counts == {"shop.public.customers": 2, "shop.public.orders": 1, "shop.public.items": 3}
+
+
 def test_json_counts_key_made_safe_like_table_ids(tmp_path):
     spec = _counts_file(tmp_path, {WEIRD: 3})
     assert load_source_counts(spec, [make_table_id("shop", None, WEIRD)]) == {make_table_id("shop", None, WEIRD): 3}
