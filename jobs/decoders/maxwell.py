@@ -5,9 +5,7 @@ Decoded in Spark SQL: one ``from_json``, row images read as variants so that a D
 Maxwell sends as a JSON number, keeps its digits (common.exact_image_text); no UDF, nothing collected.
 
 - type insert / update / delete are CDC; bootstrap-insert is the full load (phase FULL_LOAD, op
-  SNAPSHOT); a positioned bootstrap-complete ends its table's load (a LOAD_END marker: the bootstrap
-  then replaces the table, jobs.fold); bootstrap-start, a bootstrap-complete without a position (a
-  load without positions only upserts) and heartbeat rows are ignored (and counted);
+  SNAPSHOT); bootstrap-start / bootstrap-complete and heartbeat rows are ignored (and counted);
   table-* / database-* schema changes (output_ddl) are recorded as op DDL (statement in
   ``after['ddl']``).
 - An update's before image is ``data`` overlaid with ``old`` (the changed columns' old values); a
@@ -29,7 +27,7 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import (EXACT_IMAGE, configured_key, event_id, marker_record, outcome, pad_unsigned,
+from jobs.decoders.common import (EXACT_IMAGE, configured_key, event_id, outcome, pad_unsigned,
                                   parse_with_exact_images)
 
 _MAP = "map<string,string>"
@@ -114,14 +112,10 @@ class MaxwellDecoder:
         keyless = key_cols.isNull() & ~has_configured
         empty = F.col("value").isNull() | (F.length("value") == 0)
         ignored = F.create_map(*[x for k, v in _IGNORED_TYPES.items() for x in (F.lit(k), F.lit(v))])
-        # Maxwell gives a bootstrap's rows and its end the binlog position of the bootstrap's request:
-        # with positions, the end marks the table's load complete
-        ends_load = (msg_type == "bootstrap-complete") & F.col("_position").isNotNull()
         reason = (
             F.when(empty, F.lit("tombstone"))
             .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))
             .when(msg_type.isNull(), F.lit("not a Maxwell message: no 'type'"))
-            .when(ends_load & has_table, F.lit(None))
             .when(F.element_at(ignored, msg_type).isNotNull(), F.element_at(ignored, msg_type))
             .when(~msg_type.isin(*_ROW_TYPES, *_DDL_TYPES),
                   F.concat(F.lit("unknown operation type '"), j["type"], F.lit("'")))
@@ -159,11 +153,8 @@ class MaxwellDecoder:
         k_new, k_old = F.coalesce(F.col("_new_key"), after), F.coalesce(F.col("_old_key"), before)
         # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
         key_changed = before.isNotNull() & ~F.coalesce(F.to_json(k_old) == F.to_json(k_new), F.lit(False))
-        load_end = marker_record(self.name, table_id, C.LOAD_END, C.FULL_LOAD, position, F.lit(None), F.lit(None),
-                                 F.lit(None), event_time, F.create_map(F.lit("scope"), F.lit("table")))
         records = (
-            F.when(ends_load, F.array(load_end))
-            .when(msg_type == "bootstrap-insert", F.array(record(F.lit(C.SNAPSHOT), load, k_new, no_map, after)))
+            F.when(msg_type == "bootstrap-insert", F.array(record(F.lit(C.SNAPSHOT), load, k_new, no_map, after)))
             .when(msg_type == "insert", F.array(record(F.lit(C.INSERT), cdc, k_new, no_map, after)))
             .when((msg_type == "update") & key_changed,
                   F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map),
