@@ -103,22 +103,47 @@ def safe_part(part: str | None) -> str:
 # a made-safe part carries this many hex digits of its name's SHA-256, so that names that differ only
 # in what was replaced (販売.顧客 / 販売.注文, "Order Details" / Order_Details) stay different tables
 NAME_HASH_DIGITS = 8
-# a longer part is cut to this many characters before its hash: a table id (three parts) is one folder
-# name of the change records (``table=<id>``), which file systems bound to 255 bytes
+# A table id is one folder name of the change records (``table=<id>``) and, joined, of its Iceberg
+# tables (``<name>__history`` and a hash), which file systems bound to 255 bytes: an id longer than
+# MAX_ID_CHARS has each part longer than MAX_PART_CHARS cut to that many characters and a hash. Ids up
+# to MAX_ID_CHARS keep the names they always had.
+MAX_ID_CHARS = 234
 MAX_PART_CHARS = 64
 
 
+def _name_hash(part: str) -> str:
+    return hashlib.sha256(part.encode("utf-8")).hexdigest()[:NAME_HASH_DIGITS]
+
+
 def table_part(part: str | None) -> str:
-    """One part of a table id: the name itself where it is safe and short, else its safe form (cut to
-    MAX_PART_CHARS) and a short hash of the name (Python twin of table_part_col)."""
+    """One part of a table id: the name itself where it is safe, else its safe form and a short hash
+    of the name (Python twin of table_part_col)."""
     safe = safe_part(part)
-    if part is None or part == "" or (safe == part and len(part) <= MAX_PART_CHARS):
+    if part is None or part == "" or safe == part:
         return safe
-    return f"{safe[:MAX_PART_CHARS]}_{hashlib.sha256(part.encode('utf-8')).hexdigest()[:NAME_HASH_DIGITS]}"
+    return f"{safe}_{_name_hash(part)}"
+
+
+def short_table_part(part: str | None) -> str:
+    """A part of a table id too long for a folder name: table_part, cut to MAX_PART_CHARS and a hash
+    where longer (Python twin of short_table_part_col)."""
+    whole = table_part(part)
+    if len(whole) <= MAX_PART_CHARS:
+        return whole
+    return f"{safe_part(part)[:MAX_PART_CHARS]}_{_name_hash(part)}"
+
+
+def table_id_forms(parts: list[str | None]) -> tuple[str, ...]:
+    """What some parts of a name (``table``, ``schema.table``, ...) may stand as in a table id: their
+    table_part forms, and their cut forms when the id was too long."""
+    return tuple(dict.fromkeys((".".join(table_part(p) for p in parts), ".".join(short_table_part(p) for p in parts))))
 
 
 def make_table_id(database: str | None, schema: str | None, table: str | None) -> str:
-    return ".".join(table_part(p) for p in (database, schema, table))
+    whole = ".".join(table_part(p) for p in (database, schema, table))
+    if len(whole) <= MAX_ID_CHARS:
+        return whole
+    return ".".join(short_table_part(p) for p in (database, schema, table))
 
 
 def safe_part_col(part: Column) -> Column:
@@ -127,15 +152,29 @@ def safe_part_col(part: Column) -> Column:
     return F.when(part.isNull() | (part == ""), F.lit(MISSING_PART)).otherwise(cleaned)
 
 
+def _name_hash_col(part: Column) -> Column:
+    return F.substring(F.sha2(part, 256), 1, NAME_HASH_DIGITS)
+
+
 def table_part_col(part: Column) -> Column:
-    """Spark twin of table_part (the hash only for the names that needed replacing or cutting)."""
+    """Spark twin of table_part (the hash only for the names that needed replacing)."""
     safe = safe_part_col(part)
-    return F.when(part.isNull() | (part == "") | ((safe == part) & (F.length(part) <= MAX_PART_CHARS)), safe).otherwise(
-        F.concat(F.substring(safe, 1, MAX_PART_CHARS), F.lit("_"), F.substring(F.sha2(part, 256), 1, NAME_HASH_DIGITS)))
+    return F.when(part.isNull() | (part == "") | (safe == part), safe).otherwise(
+        F.concat(safe, F.lit("_"), _name_hash_col(part)))
+
+
+def short_table_part_col(part: Column) -> Column:
+    """Spark twin of short_table_part."""
+    whole = table_part_col(part)
+    return F.when(F.length(whole) <= MAX_PART_CHARS, whole).otherwise(
+        F.concat(F.substring(safe_part_col(part), 1, MAX_PART_CHARS), F.lit("_"), _name_hash_col(part)))
 
 
 def table_id_col(database: Column, schema: Column, table: Column) -> Column:
-    return F.concat_ws(".", table_part_col(database), table_part_col(schema), table_part_col(table))
+    """Spark twin of make_table_id."""
+    whole = F.concat_ws(".", table_part_col(database), table_part_col(schema), table_part_col(table))
+    return F.when(F.length(whole) <= MAX_ID_CHARS, whole).otherwise(F.concat_ws(
+        ".", short_table_part_col(database), short_table_part_col(schema), short_table_part_col(table)))
 
 
 # a table-id part that cannot be told from the ``__`` joining the parts of an Iceberg table name
@@ -157,7 +196,13 @@ def iceberg_table_name(table_id: str) -> str:
     joined = joined_table_name(table_id)
     if all(p == MISSING_PART or _CLEAN_PART.fullmatch(p) for p in parts):
         return joined
-    return f"{joined}__{hashlib.sha256(table_id.encode('utf-8')).hexdigest()[:NAME_HASH_DIGITS]}"
+    return hashed_table_name(table_id)
+
+
+def hashed_table_name(table_id: str) -> str:
+    """The joined name, ``__`` and a short hash of the id: one ``__`` part more than the id's joined
+    name, ending in hex digits, so never the name of a clean id nor of a history table (``history``)."""
+    return f"{joined_table_name(table_id)}__{_name_hash(table_id)}"
 
 
 def last_part(table_id: str) -> str:

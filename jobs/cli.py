@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from jobs.canonical import table_part
+from jobs.canonical import table_id_forms
 from jobs.decoders import DecodeOptions, available_formats
 from jobs.lake import Lake, LakeError, check_name
 from jobs.raw import RawInputError, expand
@@ -32,7 +32,8 @@ def _primary_keys(values: list[str]) -> dict[str, tuple[str, ...]]:
         if not sep or not table.strip() or not columns:
             raise UsageError(f"--primary-keys {item!r}: expected TABLE=COL[,COL...]")
         # named as in the source or as in the table id: each part in its table-id form (jobs.canonical)
-        out[".".join(table_part(p) for p in table.strip().split("."))] = columns
+        for form in table_id_forms(table.strip().split(".")):
+            out[form] = columns
     return out
 
 

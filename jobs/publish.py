@@ -29,7 +29,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.canonical import iceberg_table_name, joined_table_name
+from jobs.canonical import hashed_table_name, iceberg_table_name, joined_table_name
 from jobs.lake import Lake
 
 RUN_ID_PROP = "cdc.run-id"
@@ -118,24 +118,36 @@ def ensure_namespace(catalog, pipeline: str) -> None:
         pass
 
 
+def _table_names(table_id: str) -> tuple[str, ...]:
+    """Where the table of ``table_id`` may be: its name (jobs.canonical.iceberg_table_name); the plain
+    join of its parts, under which tables were published before names were made one-to-one; its hashed
+    name, taken when another table already held its name."""
+    return tuple(dict.fromkeys((iceberg_table_name(table_id), joined_table_name(table_id),
+                                hashed_table_name(table_id))))
+
+
 def load_table(catalog, pipeline: str, table_id: str):
-    """The state table of ``table_id``, or None. A table published before names were made one-to-one
-    (jobs.canonical.iceberg_table_name) keeps its joined name: it is found there when it says it holds
-    this table id."""
+    """The state table of ``table_id``, or None: the table under one of its names that says it holds
+    this table id (a table without the property, under its own name)."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    name, joined = iceberg_table_name(table_id), joined_table_name(table_id)
-    for candidate in dict.fromkeys((name, joined)):
+    names = _table_names(table_id)
+    for candidate in names:
         try:
             table = catalog.load_table((pipeline, candidate))
         except NoSuchTableError:
             continue
         held = table.properties.get(TABLE_ID_PROP)
-        if held == table_id or (held is None and candidate == name):
+        if held == table_id or (held is None and candidate == names[0]):
             return table
-        if candidate == name:
-            raise ValueError(f"state table {pipeline}.{name} holds table {held!r}, not {table_id!r}")
     return None
+
+
+def _free_table_name(catalog, pipeline: str, table_id: str) -> str:
+    """The name a new table of ``table_id`` is created under: its own, unless a table of another id
+    published before names were made one-to-one holds it (then its hashed name)."""
+    name = iceberg_table_name(table_id)
+    return hashed_table_name(table_id) if catalog.table_exists((pipeline, name)) else name
 
 
 def published_by(table, run_id: str) -> int | None:
@@ -379,7 +391,7 @@ def publish_state(
 
     ensure_namespace(catalog, pipeline)
     table = load_table(catalog, pipeline, table_id)
-    name = table.name()[-1] if table is not None else iceberg_table_name(table_id)
+    name = table.name()[-1] if table is not None else _free_table_name(catalog, pipeline, table_id)
     touched = bucketing.touched if bucketing is not None else None
     if touched is not None and not is_bucketed(table):
         raise ValueError(f"{table_id}: a state of some buckets only, for a table that is not bucketed")

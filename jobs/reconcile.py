@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from jobs.canonical import MISSING_PART, NAME_HASH_DIGITS, safe_part, table_part
+from jobs.canonical import MAX_PART_CHARS, MISSING_PART, NAME_HASH_DIGITS, safe_part, short_table_part, table_part
 
 log = logging.getLogger(__name__)
 # a table-id part made safe: its safe form, then _ and the hash of the name (jobs.canonical.table_part)
@@ -82,10 +82,25 @@ def _key_matches(key: str, table_id: str, fold_case: bool = False) -> bool:
     key_parts = key.split(".")
     if len(key_parts) > len(id_parts):
         return False
-    mine, theirs = [table_part(p) for p in key_parts], id_parts[-len(key_parts):]
-    if fold_case:
-        return [p.lower() for p in mine] == [p.lower() for p in theirs]
-    return mine == theirs
+    same = _same_in_any_case if fold_case else _same_part
+    return all(same(name, part) for name, part in zip(key_parts, id_parts[-len(key_parts):]))
+
+
+def _same_part(name: str, id_part: str) -> bool:
+    """A source name stands as this id part: in its table-id form, or cut (an id too long, canonical)."""
+    return id_part in (table_part(name), short_table_part(name))
+
+
+def _same_in_any_case(name: str, id_part: str) -> bool:
+    """_same_part in any case; for a name that needed replacing or cutting, its safe form without the
+    hash (the hash is of the name as the messages spelt it, which a case-insensitive source may spell
+    otherwise)."""
+    if id_part.lower() in (table_part(name).lower(), short_table_part(name).lower()):
+        return True
+    unhashed = _HASHED.fullmatch(id_part)
+    if not unhashed or (safe_part(name) == name and len(name) <= MAX_PART_CHARS):
+        return False
+    return unhashed.group(1).lower() in (safe_part(name).lower(), safe_part(name)[:MAX_PART_CHARS].lower())
 
 
 def _keys_for(table_id: str, listed: dict[str, Any]) -> list[str]:
@@ -194,12 +209,10 @@ def _pick(id_part: str, names: list[str], what: str) -> str | None:
     """The one source name an id part stands for: exact, then made-safe, then case-insensitive (for a
     name that needed replacing, its safe form without the hash: the hash is of the name as the
     messages spelt it, which a case-insensitive source may spell otherwise)."""
-    unhashed = _HASHED.fullmatch(id_part)
     for same in (
         lambda n: n == id_part,
-        lambda n: table_part(n) == id_part,
-        lambda n: table_part(n).lower() == id_part.lower(),
-        lambda n: bool(unhashed) and safe_part(n) != n and safe_part(n).lower() == unhashed.group(1).lower(),
+        lambda n: _same_part(n, id_part),
+        lambda n: _same_in_any_case(n, id_part),
     ):
         hits = [n for n in names if same(n)]
         if len(hits) == 1:

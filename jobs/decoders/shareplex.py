@@ -21,7 +21,9 @@ exact value (``12345678901234567890.12``; ``1.50`` reads ``1.5``).
 - ``UPDATE BEFORE`` + ``UPDATE AFTER``: an update sent as its two images, the BEFORE at ``seq`` n and
   the AFTER at n + 1 of the same transaction. The BEFORE is ignored (counted), and its ``data`` is the
   AFTER's ``key`` where the AFTER has none: the AFTER is then an update of the row the BEFORE names,
-  a key change included. A run looks for such pairs only when a message says ``UPDATE BEFORE``.
+  a key change included. A run looks for such pairs only when a message says ``UPDATE BEFORE``, and
+  within its own snapshot: a pair cut by the end of a run is not joined (its AFTER is then an update
+  of its own key, or quarantined without --primary-keys).
 - Key rule (the messages never name the primary key), in this order:
   1. ``--primary-keys`` for the table (``configured_key``);
   2. updates and deletes: the columns of ``key``;
@@ -111,7 +113,8 @@ class SharePlexDecoder:
         images = {"_data_image": "data", "_key_image": "key"}  # new column: field of the value
         parsed = parse_with_exact_images(raw, _VALUE_SCHEMA, images)
         text = F.col("value").cast("string")
-        if raw.where(text.contains("UPDATE BEFORE") | text.contains("update before")).limit(1).count():
+        # the op is read in any case (and trimmed), so is the look for it
+        if raw.where(text.rlike(r"(?i)update\s+before")).limit(1).count():
             parsed = _with_paired_before_images(parsed)
         else:
             parsed = parsed.withColumn("_paired_before", F.lit(None).cast(_MAP))

@@ -110,13 +110,27 @@ def test_table_names_holding_the_iceberg_names_separator_stay_apart(spark, tmp_p
 
 def test_a_table_published_under_its_joined_name_is_still_found(spark, tmp_path, monkeypatch):
     """A lake whose tables were named by the plain ``__`` join (before names were made one-to-one) keeps
-    its tables: a later run finds ``A__B.T``'s table under the old name, through the table id it holds."""
+    its tables: a later run finds ``A__B.T``'s table under the old name, through the table id it holds;
+    and ``ORDERS__history``, published under the name the history table of ``ORDERS`` now has, keeps
+    it: that history table takes its hashed name."""
     lake = tmp_path / "lake"
     with monkeypatch.context() as patched:
         patched.setattr(publish, "iceberg_table_name", canonical.joined_table_name)
-        run(lake, "r1", write(tmp_path / "r1.jsonl", [message("A__B.T", "ins", 100, {"id": "1", "v": "a"})]))
+        run(lake, "r1", write(tmp_path / "r1.jsonl", [
+            message("A__B.T", "ins", 100, {"id": "1", "v": "a"}),
+            message("O.ORDERS__history", "ins", 101, {"id": "7", "v": "a source table"})]))
     catalog = publish.open_catalog(Lake.at(str(lake)))
-    assert [i[-1] for i in catalog.list_tables("p")] == ["___A__B__T"]
-    run(lake, "r2", write(tmp_path / "r2.jsonl", [message("A__B.T", "upd", 200, {"v": "b"}, {"id": "1"})]))
-    assert [i[-1] for i in catalog.list_tables("p")] == ["___A__B__T"]
-    assert [{k: r[k] for k in ("id", "v")} for r in _states(lake)["_.A__B.T"]] == [{"id": "1", "v": "b"}]
+    legacy = {"___A__B__T", "___O__ORDERS__history"}
+    assert {i[-1] for i in catalog.list_tables("p")} == legacy
+    raw = write(tmp_path / "r2.jsonl", [
+        message("A__B.T", "upd", 200, {"v": "b"}, {"id": "1"}),
+        message("O.ORDERS__history", "upd", 201, {"v": "still a source table"}, {"id": "7"}),
+        message("O.ORDERS", "ins", 202, {"id": "1", "v": "order"})])
+    assert cli.main(["run", "--format", "shareplex", "--raw", str(raw), "--lake", str(lake), "--pipeline", "p",
+                     "--run-id", "r2", "--history"]) == 0
+    names = {i[-1] for i in catalog.list_tables("p")}
+    assert legacy < names and canonical.hashed_table_name("_.O.ORDERS.history") in names
+    states = {t: [{k: r[k] for k in ("id", "v")} for r in rows_] for t, rows_ in _states(lake).items()}
+    assert states["_.A__B.T"] == [{"id": "1", "v": "b"}]
+    assert states["_.O.ORDERS__history"] == [{"id": "7", "v": "still a source table"}]
+    assert states["_.O.ORDERS"] == states["_.O.ORDERS.history"] == [{"id": "1", "v": "order"}]

@@ -35,8 +35,9 @@ def test_names_made_safe_stay_apart_and_safe_names_stay_as_they_are():
     assert make_table_id("s", "dbo", "Order Details") != make_table_id("s", "dbo", "Order_Details")
     assert make_table_id("inventory", "public", "Order_Details-2$") == "inventory.public.Order_Details-2$"
     assert make_table_id(None, "", "t") == "_._.t"
-    # long names are cut, and keep apart by their hash
+    # ids too long for a folder name are cut, and keep apart by their hash; shorter ones keep their names
     assert make_table_id("d", "s", "L" * 300) != make_table_id("d", "s", "L" * 301)
+    assert make_table_id("d", "s", "L" * 200) == "d.s." + "L" * 200
 
 
 def test_iceberg_table_names_are_one_to_one():
@@ -74,3 +75,13 @@ def test_lake_uris(tmp_path):
 def test_sql_quoting():
     assert sql_str("it's \\ here") == "'it\\'s \\\\ here'"
     assert sql_ident("a`b") == "`a``b`"
+
+
+def test_primary_keys_name_a_table_by_its_source_name_even_when_its_id_is_cut():
+    from jobs.cli import _primary_keys
+
+    long_name = "T" * 240
+    keys = _primary_keys([f"{long_name}=id", "shop.public.orders=a,b"])
+    cut_last_part = make_table_id("shop", None, long_name).rsplit(".", 1)[-1]
+    assert keys[cut_last_part] == ("id",) and keys[long_name] == ("id",)
+    assert keys["shop.public.orders"] == ("a", "b")

@@ -205,3 +205,21 @@ def test_sql_counts_find_a_made_safe_name_spelt_in_another_case(tmp_path):
     con.close()
     spelt_otherwise = make_table_id("shop", None, "ORDER DETAILS")
     assert load_source_counts(f"sqlite:///{path}", [spelt_otherwise]) == {spelt_otherwise: 4}
+
+
+def test_counts_find_names_made_safe_or_cut_in_either_source(tmp_path):
+    """A name that needed replacing, spelt in another case by a counts file, and a name so long that its
+    table id was cut, in a counts file and in a SQL source, are all found."""
+    long_name = "T" * 240
+    ids = [make_table_id("shop", None, "ORDER DETAILS"), make_table_id("shop", None, long_name)]
+    assert ids[1] != f"shop._.{long_name}", "an id too long for a folder name is cut"
+    spec = _counts_file(tmp_path, {"order details": 5, long_name: 7})
+    assert load_source_counts(spec, ids) == {ids[0]: 5, ids[1]: 7}
+
+    path = tmp_path / "long.db"
+    con = sqlite3.connect(path)
+    con.execute(f'CREATE TABLE "{long_name}" (id INTEGER PRIMARY KEY)')
+    con.executemany(f'INSERT INTO "{long_name}" VALUES (?)', [(i,) for i in range(3)])
+    con.commit()
+    con.close()
+    assert load_source_counts(f"sqlite:///{path}", [ids[1]]) == {ids[1]: 3}

@@ -293,6 +293,12 @@ def test_an_update_sent_as_before_and_after_images(spark, tmp_path):
     _, quarantine, _ = decode(spark, values)
     assert [(q["offset"], q["reason"]) for q in quarantine] == [
         (7, "update has no 'key' (the before image's key columns): give --primary-keys")]
+    # the op in any case, as everywhere else
+    mixed = [values[1], values[2].replace("UPDATE BEFORE", "Update Before"),
+             values[3].replace("UPDATE AFTER", "Update After")]
+    records, _, _ = decode(spark, mixed, DecodeOptions(primary_keys={"SP_BA": ("ID",)}))
+    assert [(r["op"], r["key"]) for r in records if r["offset"] == 2] == [
+        ("DELETE", {"ID": "2"}), ("UPDATE", {"ID": "20"})]
 
     for args in ([], ["--primary-keys", "SP_BA=ID"]):
         lake = tmp_path / f"lake{len(args)}"
