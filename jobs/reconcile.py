@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from jobs.canonical import MAX_PART_CHARS, MISSING_PART, NAME_HASH_DIGITS, safe_part, short_table_part, table_part
+from jobs.canonical import MAX_PART_CHARS, MISSING_PART, NAME_HASH_DIGITS, safe_part, table_id_forms
 
 log = logging.getLogger(__name__)
 # a table-id part made safe: its safe form, then _ and the hash of the name (jobs.canonical.table_part)
@@ -88,14 +88,14 @@ def _key_matches(key: str, table_id: str, fold_case: bool = False) -> bool:
 
 def _same_part(name: str, id_part: str) -> bool:
     """A source name stands as this id part: in its table-id form, or cut (an id too long, canonical)."""
-    return id_part in (table_part(name), short_table_part(name))
+    return id_part in table_id_forms([name])
 
 
 def _same_in_any_case(name: str, id_part: str) -> bool:
     """_same_part in any case; for a name that needed replacing or cutting, its safe form without the
     hash (the hash is of the name as the messages spelt it, which a case-insensitive source may spell
     otherwise)."""
-    if id_part.lower() in (table_part(name).lower(), short_table_part(name).lower()):
+    if id_part.lower() in (form.lower() for form in table_id_forms([name])):
         return True
     unhashed = _HASHED.fullmatch(id_part)
     if not unhashed or (safe_part(name) == name and len(name) <= MAX_PART_CHARS):

@@ -79,9 +79,14 @@ def _op_name(meta: Column) -> Column:
     return F.lower(F.trim(meta["op"]))
 
 
+def _idx_part(meta: Column, group: int) -> Column:
+    """A number of ``idx`` "n/size": group 1 the operation's, 2 the transaction's size; '' if none."""
+    return F.regexp_extract(meta["idx"], r"^\s*(\d+)\s*/\s*(\d+)\s*$", group)
+
+
 def _sequence(meta: Column) -> Column:
     """The operation's number in its transaction: ``seq``, else the n of ``idx`` "n/size"."""
-    idx = F.regexp_extract(meta["idx"], r"^\s*(\d+)\s*/\s*(\d+)\s*$", 1)
+    idx = _idx_part(meta, 1)
     return F.coalesce(meta["seq"].try_cast("bigint"), F.nullif(idx, F.lit("")).try_cast("bigint"))
 
 
@@ -129,8 +134,7 @@ class SharePlexDecoder:
         op_name = _op_name(meta)
         owner_table = F.split(meta["table"], r"\.", 2)
         has_owner = F.size(owner_table) == 2
-        idx = F.regexp_extract(meta["idx"], r"^\s*(\d+)\s*/\s*(\d+)\s*$", 1)
-        idx_size = F.regexp_extract(meta["idx"], r"^\s*(\d+)\s*/\s*(\d+)\s*$", 2)
+        idx, idx_size = _idx_part(meta, 1), _idx_part(meta, 2)
         seq = _sequence(meta)
         size = F.coalesce(meta["size"].try_cast("bigint"), F.nullif(idx_size, F.lit("")).try_cast("bigint"))
         scn = pad_unsigned(meta["scn"])
