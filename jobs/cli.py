@@ -11,13 +11,14 @@ and alerted, not crashes); 2 with one clear line for unusable arguments; 1 when 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from jobs.canonical import table_id_forms
 from jobs.decoders import DecodeOptions, available_formats
 from jobs.lake import Lake, LakeError, check_name
-from jobs.raw import RawInputError, expand
+from jobs.raw import RawInputError, expand, parquet_files
 
 
 class UsageError(ValueError):
@@ -154,10 +155,15 @@ def _check(args: argparse.Namespace) -> Lake:
         for path in expand(raw):
             if "://" not in path and not Path(path).exists():
                 raise UsageError(f"--raw {path}: no such file or directory")
+            if path.startswith(("s3://", "s3a://")) or Path(path).is_dir():
+                parquet_files(path if "://" not in path else "s3://" + path.split("://", 1)[1])  # landings complete
     counts = getattr(args, "source_counts", None)
     if counts and "://" not in counts and not Path(counts).is_file():
         raise UsageError(f"--source-counts {counts}: neither a SQLAlchemy URL nor an existing JSON file")
     lake = Lake.at(args.lake)
+    if lake.is_s3 and args.command != "decode" and not os.environ.get("CDC_ICEBERG_CATALOG"):
+        # before any stage writes: the embedded SQLite catalog cannot live on S3
+        raise UsageError(f"lake {args.lake}: an S3 lake needs CDC_ICEBERG_CATALOG naming a pyiceberg catalog")
     lake.check_usable()
     return lake
 

@@ -263,6 +263,17 @@ def _write_empty(output: _Output) -> dict[str, Any]:
     return entry
 
 
+def _refuse_overlaps(lake: Lake, pipeline: str, topic: str, start: datetime, end: datetime) -> list[LandedInterval]:
+    """The landed intervals of the topic, once it is known that none overlaps [start, end) but itself
+    (a message landed twice would be counted twice)."""
+    intervals = landed_intervals(lake, pipeline, topic)
+    for other in intervals:
+        if other.start < end and other.end > start and (other.start, other.end) != (start, end):
+            raise LandError(f"{topic}: interval {interval_name(start)}_{interval_name(end)} overlaps the landed "
+                            f"{other.rel_dir.rsplit('/', 1)[-1]}; land intervals on one grid")
+    return intervals
+
+
 def _existing_manifest(lake: Lake, rel_dir: str, topic: str) -> dict[str, Any] | None:
     if not lake.exists(f"{rel_dir}/{MANIFEST}"):
         return None
@@ -403,18 +414,14 @@ def _plan_partitions(consumer, lake: Lake, pipeline: str, topic: str, start: dat
                      partitions: list[int], timeout: float) -> list[_PartitionPlan]:
     from confluent_kafka import TopicPartition
 
-    intervals = landed_intervals(lake, pipeline, topic)
-    for other in intervals:
-        if other.start < end and other.end > start and (other.start, other.end) != (start, end):
-            raise LandError(f"interval {interval_name(start)}_{interval_name(end)} overlaps the landed "
-                            f"{other.rel_dir.rsplit('/', 1)[-1]}; land intervals on one grid")
+    intervals = _refuse_overlaps(lake, pipeline, topic, start, end)
     before = [i for i in reversed(intervals) if i.end <= start]  # latest first
     after = [i for i in intervals if i.start >= end]  # earliest first
     manifests: dict[str, dict[str, Any]] = {}
 
     def kafka_offsets(interval: LandedInterval) -> dict[int, dict[str, Any]]:
         if interval.rel_dir not in manifests:
-            manifests[interval.rel_dir] = lake.read_json(f"{interval.rel_dir}/{MANIFEST}")
+            manifests[interval.rel_dir] = _existing_manifest(lake, interval.rel_dir, topic)
         manifest = manifests[interval.rel_dir]
         if manifest.get("source", {}).get("kind") != "kafka":
             return {}  # file dumps have no broker offsets to chain on
@@ -711,10 +718,17 @@ def land_files(source_dir: str, topics: list[str] | None, lake: Lake, pipeline: 
             return None
         if topic not in live:
             rel_dir = lake.raw_dir(pipeline, topic, interval_name(start), interval_name(end))
+            sharing = sorted(t for t, target in live.items() if target.rel_dir == rel_dir)
+            sharing += sorted(t for t, manifest in done.items() if manifest.get("path") == rel_dir)
+            if sharing:
+                # safe_part maps e.g. "a.b" and "a_b" to one folder: refuse rather than mix two topics
+                raise LandError(f"topics {sharing[0]!r} and {topic!r} would share the folder {rel_dir}; "
+                                "land them in pipelines of their own")
             existing = _existing_manifest(lake, rel_dir, topic)
             if existing is not None:
                 done[topic] = existing
                 return None
+            _refuse_overlaps(lake, pipeline, topic, start, end)
             output = _Output(lake, rel_dir)
             output.clear()
             live[topic] = _FilesTopic(rel_dir, output, _RollingWriter(output, "part", rows_per_file))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import glob
+import json
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -33,6 +34,9 @@ KAFKA_SCHEMA = StructType(
     ]
 )
 TEXT_SUFFIXES = (".jsonl", ".json", ".txt", ".jsonl.gz", ".json.gz", ".txt.gz")
+# the land stage's folder of one interval of a topic, and the manifest that completes it (jobs.land)
+INTERVAL_PREFIX = "interval="
+MANIFEST = "_manifest.json"
 
 
 class RawInputError(ValueError):
@@ -78,13 +82,20 @@ def expand(raw: str) -> list[str]:
 
 def _read_one(spark: SparkSession, raw: str) -> DataFrame:
     if raw.startswith(("s3://", "s3a://")):
-        return read_kafka_parquet(spark, "s3a://" + raw.split("://", 1)[1])
+        files = parquet_files("s3://" + raw.split("://", 1)[1])
+        if not files:
+            raise RawInputError(f"--raw {raw}: no Parquet files found")
+        return read_kafka_parquet(spark, ["s3a://" + f.split("://", 1)[1] for f in files])
     path = Path(raw.removeprefix("file://"))
     if not path.exists():
         raise RawInputError(f"--raw {raw}: no such file or directory")
     frames: list[DataFrame] = []
-    if _has_parquet(path):
-        frames.append(read_kafka_parquet(spark, str(path)))
+    if path.is_file() and path.suffix == ".parquet":
+        frames.append(read_kafka_parquet(spark, [str(path)]))
+    elif _has_parquet(path):
+        files = [f.removeprefix("file://") for f in parquet_files(str(path.resolve()))]
+        if files:
+            frames.append(read_kafka_parquet(spark, files))
     texts = _text_files(path)
     if texts:
         frames.append(read_text_messages(spark, texts))
@@ -98,11 +109,74 @@ def _read_one(spark: SparkSession, raw: str) -> DataFrame:
     return out
 
 
-def read_kafka_parquet(spark: SparkSession, path: str) -> DataFrame:
-    df = spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet").parquet(path)
+def parquet_files(folder: str) -> list[str]:
+    """The Parquet files of a folder (a local path or an ``s3://`` URI), at any depth, as URIs; but a
+    landed interval (a folder ``interval=...``, see jobs.land) gives only the files its manifest lists,
+    and one without a manifest is refused: its landing did not finish, and its files (complete Parquet
+    files, each) hold an unknown part of the interval."""
+    from jobs.publish import list_files
+
+    found = list_files(folder)
+    present = set(found)
+    # list_files names local files file://<path>; an S3 folder is already a URI
+    root = folder.rstrip("/") if "://" in folder else "file://" + folder.rstrip("/")
+    selected: list[str] = []
+    manifests: dict[str, set[str]] = {}
+    for uri in found:
+        if not uri.endswith(".parquet"):
+            continue
+        interval = _interval_folder(uri, root)
+        if interval is None:
+            selected.append(uri)
+            continue
+        if interval not in manifests:
+            manifests[interval] = _listed_files(interval, present)
+        if uri.rsplit("/", 1)[-1] in manifests[interval]:
+            selected.append(uri)
+    return selected
+
+
+def _interval_folder(uri: str, root: str) -> str | None:
+    """The landed interval folder ``uri`` lies in: the deepest ``interval=...`` folder of its path,
+    ``root`` (the folder given) or one below it; else None."""
+    parts = uri.split("/")[:-1]
+    top = root.count("/")  # the index of root's own name among the parts
+    for depth in range(len(parts), top, -1):
+        if parts[depth - 1].startswith(INTERVAL_PREFIX):
+            return "/".join(parts[:depth])
+    return None
+
+
+def _listed_files(interval: str, present: set[str]) -> set[str]:
+    """The names of the files a landed interval's manifest lists (each must exist)."""
+    manifest_uri = f"{interval}/{MANIFEST}"
+    if manifest_uri not in present:
+        raise RawInputError(f"{interval} has no {MANIFEST}: its landing did not finish (or is still running); "
+                            "land the interval again before decoding it")
+    manifest = json.loads(_read_text(manifest_uri))
+    names = {f["name"] for f in manifest.get("files", [])}
+    missing = sorted(n for n in names if f"{interval}/{n}" not in present)
+    if missing:
+        raise RawInputError(f"{interval}: {MANIFEST} lists {', '.join(missing[:3])}, missing from the folder")
+    return names
+
+
+def _read_text(uri: str) -> str:
+    if uri.startswith("s3://"):
+        from jobs.lake import _s3, _split_s3
+
+        bucket, key = _split_s3(uri)
+        return _s3().get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8")
+    with open(uri.removeprefix("file://"), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def read_kafka_parquet(spark: SparkSession, files: list[str]) -> DataFrame:
+    df = spark.read.parquet(*files)
     missing = [f.name for f in KAFKA_SCHEMA.fields if f.name not in df.columns]
     if "value" in missing:
-        raise RawInputError(f"--raw {path}: Parquet has no 'value' column; expected Spark's Kafka source schema")
+        where = files[0] if len(files) == 1 else f"{files[0]} (and {len(files) - 1} more)"
+        raise RawInputError(f"--raw {where}: Parquet has no 'value' column; expected Spark's Kafka source schema")
     # Kafka Connect S3 sinks and hand-made dumps may lack lineage columns: fill them with nulls
     return df.select(
         *[

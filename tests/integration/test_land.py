@@ -395,6 +395,66 @@ def test_land_files_from_s3_source(tmp_path: Path, s3_lake_env: str) -> None:
     assert manifests[0]["totals"]["records"] == read_snapshot(lake, manifests[0]).num_rows == want
 
 
+def test_land_files_refuses_topics_sharing_a_folder_and_overlapping_intervals(tmp_path: Path) -> None:
+    """"a.b" and "a_b" are one folder name: landing both would leave one topic's files; and an interval
+    across a landed one would land its messages twice."""
+    src = tmp_path / "dumps"
+    for name in ("shop.a.b", "shop.a_b"):
+        rows = [{"key": b"k", "value": name.encode(), "topic": name, "partition": 0, "offset": 0,
+                 "timestamp": T0 + timedelta(minutes=10), "timestampType": 0, "headers": None}]
+        (src / name).mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(rows, schema=KAFKA_ARROW_SCHEMA), src / name / "part-0.parquet")
+    lake = Lake.at(str(tmp_path / "lake"))
+    with pytest.raises(LandError, match="would share the folder"):
+        land_files(str(src), None, lake, PIPELINE, T0, T1)
+    [manifest] = land_files(str(src), ["shop.a.b"], lake, PIPELINE, T0, T1)
+    assert read_snapshot(lake, manifest).column("value").to_pylist() == [b"shop.a.b"]
+    with pytest.raises(LandError, match="already holds topic 'shop.a.b'"):
+        land_files(str(src), ["shop.a_b"], lake, PIPELINE, T0, T1)
+    with pytest.raises(LandError, match="overlaps"):
+        land_files(str(src), ["shop.a.b"], lake, PIPELINE, T0 + timedelta(minutes=30), T1 + timedelta(minutes=30))
+
+
+def test_kafka_landing_never_chains_on_another_topics_offsets(topic: dict, kafka_bootstrap: str,
+                                                               tmp_path: Path) -> None:
+    """"land_orders" shares the folder of "land.orders": its next interval must not start where the
+    other topic's interval ended."""
+    lake = Lake.at(str(tmp_path))
+    land_kafka(kafka_bootstrap, topic["name"], lake, PIPELINE, T0, T1)
+    other = "land_orders"
+    create_topic(kafka_bootstrap, other, partitions=1)
+    produce(kafka_bootstrap, other, [KafkaMessage(b"x", partition=0, timestamp_ms=minutes(70))])
+    with pytest.raises(LandError, match="already holds topic 'land.orders', not 'land_orders'"):
+        land_kafka(kafka_bootstrap, other, lake, PIPELINE, T1, T2)
+
+
+def test_a_landing_without_its_manifest_is_never_decoded(spark, tmp_path: Path) -> None:
+    """A landing that failed leaves complete Parquet files and no manifest: the raw reader refuses the
+    folder (a run would publish part of the interval as all of it, and its re-run nothing more); with
+    its manifest, only the files it lists are read (not a failed attempt's leftovers)."""
+    from jobs.cli import main as jobs_main
+    from jobs.raw import RawInputError, read_raw
+
+    rows = _dump(tmp_path / "dumps")
+    lake = Lake.at(str(tmp_path / "lake"))
+    [manifest] = land_files(str(tmp_path / "dumps"), ["shop.public.orders"], lake, PIPELINE, T0, T1)
+    folder = Path(lake.join(manifest["path"]))
+    want = sum(1 for r in rows if r["topic"] == "shop.public.orders" and T0 <= r["timestamp"] < T1)
+    stray = pa.Table.from_pylist([rows[0]], schema=KAFKA_ARROW_SCHEMA)
+    pq.write_table(stray, folder / "part-99999.parquet")  # a file of an earlier, failed attempt
+    everything = str(tmp_path / "lake" / "raw" / PIPELINE)
+    for raw in (str(folder), f"{folder.parent.parent}/*/{folder.name}", everything):
+        assert read_raw(spark, raw).count() == want
+    (folder / "_manifest.json").unlink()
+    for raw in (str(folder), f"{folder.parent.parent}/*/{folder.name}", everything):
+        with pytest.raises(RawInputError, match="landing did not finish"):
+            read_raw(spark, raw).count()
+    code = jobs_main(["run", "--format", "debezium", "--raw", str(folder), "--lake", str(tmp_path / "lake"),
+                      "--pipeline", PIPELINE, "--run-id", "r1"])
+    assert code == 2
+    assert not (tmp_path / "lake" / "changes").exists()
+
+
 # ---- command line ----------------------------------------------------------------------------------
 def test_cli_lands_and_prints_one_line_per_topic(topic: dict, kafka_bootstrap: str, tmp_path: Path, capsys) -> None:
     code = main(["--kafka", kafka_bootstrap, "--topic", topic["name"], "--lake", str(tmp_path),

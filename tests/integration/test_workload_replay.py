@@ -95,8 +95,8 @@ def assert_state_equals_source(sim: SourceSimulator, lake: Path, pipeline: str, 
                     assert a[c] == e[c], f"{table}.{c}: {a} != {e}"
 
 
-def run_cli(args: list[str]) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CDC_SPARK_MASTER": "local[2]"}
+def run_cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**(os.environ if env is None else env), "PYTHONPATH": str(REPO), "CDC_SPARK_MASTER": "local[2]"}
     return subprocess.run([sys.executable, "-m", "jobs", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
 
@@ -165,3 +165,8 @@ def test_unusable_arguments_exit_2_with_one_line(tmp_path):
     proc = run_cli(["run", "--format", "debezium", "--raw", str(tmp_path), "--lake", str(tmp_path / "l"),
                     "--pipeline", "../x", "--run-id", "r"])
     assert proc.returncode == 2 and "pipeline" in proc.stderr
+    # an S3 lake without a catalog that can live beside it: refused before any stage writes
+    env = {k: v for k, v in os.environ.items() if k != "CDC_ICEBERG_CATALOG"}
+    proc = run_cli(["run", "--format", "debezium", "--raw", str(tmp_path), "--lake", "s3://bucket/lake",
+                    "--pipeline", "p", "--run-id", "r"], env=env)
+    assert proc.returncode == 2 and "CDC_ICEBERG_CATALOG" in proc.stderr
