@@ -92,15 +92,17 @@ def _column_types(mysql_types: Column, sql_types: Column) -> Column:
 
 def _typed_image(image: Column, types: Column) -> Column:
     """Values as canonical strings of their state type (Canal sends every value as text)."""
+    # A value the type cannot hold (a zero date, 2020-02-30, a tinyint(1) holding 2) is kept as sent:
+    # the change records keep it, and the state, which cannot, counts it (merge.json unconverted_values)
     def convert(k: Column, v: Column) -> Column:
         t = F.element_at(types, k)
         number = v.try_cast("decimal(38,0)")
         return (
             F.when(v.isNull() | t.isNull(), v)
-            .when(t == "timestamp", F.date_format(v.try_cast("timestamp"), _TS_FMT))  # zero dates -> null
-            .when(t == "date", F.date_format(v.try_cast("date"), "yyyy-MM-dd"))
+            .when(t == "timestamp", F.coalesce(F.date_format(v.try_cast("timestamp"), _TS_FMT), v))
+            .when(t == "date", F.coalesce(F.date_format(v.try_cast("date"), "yyyy-MM-dd"), v))
             .when(t == "boolean", F.when(F.lower(v).isin("true", "false"), F.lower(v))
-                  .when(number.isNull(), v).when(number == 0, F.lit("false")).otherwise(F.lit("true")))
+                  .when(number == 0, F.lit("false")).when(number == 1, F.lit("true")).otherwise(v))
             .when(t == "binary", F.base64(F.encode(v, "ISO-8859-1")))
             .otherwise(v)
         )

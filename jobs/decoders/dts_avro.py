@@ -22,7 +22,7 @@ counting are Spark SQL, as in the other decoders.
   SDK reads it, and says nothing of the sign: a BIGINT UNSIGNED of 2^63 or more cannot be held, and is
   reported as unconverted by the merge), Character -> string decoded with its
   ``charset`` (MySQL names: latin1 is cp1252 with MySQL's mapping of its five undefined bytes;
-  ``binary`` stays bytes), Decimal -> decimal(precision,scale), Float -> double, Timestamp (epoch
+  ``binary`` stays bytes), Decimal -> decimal(38,18) (see dts_value), Float -> double, Timestamp (epoch
   seconds + ``millis``, which holds microseconds) -> timestamp (a MySQL source's zero TIMESTAMP, stored
   as 0, is null like the zero DATETIME), DateTime -> date / timestamp / time text / year,
   TimestampWithTimeZone -> timestamp in UTC (a time of day with an offset, PostgreSQL's timetz: its UTC
@@ -69,6 +69,7 @@ _IGNORED_OPS = {
     "CONTROL": "DTS control record", "RDB": "DTS control record", "NOOP": "DTS control record",
 }
 _TS = "%Y-%m-%d %H:%M:%S.%f"
+DECIMAL_TYPE = "decimal(38,18)"
 _EPOCH = datetime(1970, 1, 1)
 # MySQL charset names -> Python codecs (MySQL's latin1: see _MYSQL_LATIN1)
 _CHARSETS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "latin-1", "ucs2": "utf-16-be",
@@ -95,6 +96,11 @@ def _fraction_us(millis: int | None) -> int:
     return millis or 0
 
 
+def _timestamp_text(ts: datetime) -> str:
+    # isoformat, not strftime: glibc's %Y does not pad a year before 1000 to four digits
+    return ts.isoformat(sep=" ", timespec="microseconds")
+
+
 def _datetime_value(v: dict[str, Any]) -> tuple[str | None, str]:
     y, mo, d, h, mi, s = (v.get(k) for k in ("year", "month", "day", "hour", "minute", "second"))
     try:
@@ -102,12 +108,15 @@ def _datetime_value(v: dict[str, Any]) -> tuple[str | None, str]:
             return date(y, mo, d).isoformat(), "date"
         if y is not None and mo is not None and d is not None:
             ts = datetime(y, mo, d, h, mi or 0, s or 0) + timedelta(microseconds=_fraction_us(v.get("millis")))
-            return ts.strftime(_TS), "timestamp"
+            return _timestamp_text(ts), "timestamp"
     except ValueError:  # MySQL zero dates (0000-00-00) are no dates
         return None, "date" if h is None else "timestamp"
     if y is None and h is not None:  # TIME
-        text = f"{h:02d}:{mi or 0:02d}:{s or 0:02d}"
-        us = _fraction_us(v.get("millis"))
+        # a negative MySQL TIME (-01:30:00) comes with every component negated, as the DTS SDK reads it
+        parts = (h, mi or 0, s or 0, _fraction_us(v.get("millis")))
+        sign = "-" if any(p < 0 for p in parts) else ""
+        h, mi, s, us = (abs(p) for p in parts)
+        text = f"{sign}{h:02d}:{mi:02d}:{s:02d}"
         return (f"{text}.{us:06d}" if us else text), "string"
     if y is not None:  # YEAR
         return str(y), "int"
@@ -129,7 +138,7 @@ def _tz_value(v: dict[str, Any]) -> tuple[str | None, str]:
         return utc.strftime("%H:%M:%S.%f" if utc.microsecond else "%H:%M:%S") + "Z", "string"
     naive = datetime.strptime(local, _TS) if " " in local else datetime.fromisoformat(local)
     utc = naive.replace(tzinfo=offset).astimezone(timezone.utc).replace(tzinfo=None)
-    return utc.strftime(_TS), "timestamp"
+    return _timestamp_text(utc), "timestamp"
 
 
 @functools.lru_cache(maxsize=256)
@@ -196,8 +205,9 @@ def dts_value(item: Any, mysql: bool = False) -> tuple[Any, str | None]:
     if kind == "Character":
         return _character_value(v)
     if kind == "Decimal":
-        p, s = v.get("precision") or 0, v.get("scale") or 0
-        return v["value"], (f"decimal({p},{s})" if 0 < p <= 38 and 0 <= s <= p else "string")
+        # precision and scale are the value's (1.11 comes as 3, 2; 11 of the same column as 2, 0), not
+        # the column's, which no message tells: room for any scale, as a bare decimal of Canal JSON
+        return v["value"], DECIMAL_TYPE
     if kind == "Float":
         return repr(float(v["value"])), "double"
     if kind == "Timestamp":
@@ -206,7 +216,7 @@ def dts_value(item: Any, mysql: bool = False) -> tuple[Any, str | None]:
             # be (its range starts one second after the epoch): no date, as the zero DATETIME
             return None, "timestamp"
         ts = _EPOCH + timedelta(seconds=v["timestamp"], microseconds=_fraction_us(v.get("millis")))
-        return ts.strftime(_TS), "timestamp"
+        return _timestamp_text(ts), "timestamp"
     if kind == "DateTime":
         return _datetime_value(v)
     if kind == "TimestampWithTimeZone":

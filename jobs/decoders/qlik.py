@@ -96,7 +96,7 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         if value.tzinfo is not None:
             value = value.astimezone(timezone.utc).replace(tzinfo=None)
-        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+        return value.isoformat(sep=" ", timespec="microseconds")  # strftime's %Y does not pad years < 1000
     if isinstance(value, (date, time)):
         return value.isoformat()
     if isinstance(value, Decimal):
@@ -227,8 +227,9 @@ def _typed_image(image: Column, types: Column) -> Column:
         t = F.element_at(types, k)
         return (
             F.when(v.isNull() | t.isNull(), v)
-            .when(t == "timestamp", F.date_format(v.try_cast("timestamp"), _TS_FMT))
-            .when(t == "date", F.date_format(v.try_cast("date"), "yyyy-MM-dd"))
+            # a value the type cannot hold is kept as sent: the state counts it (unconverted_values)
+            .when(t == "timestamp", F.coalesce(F.date_format(v.try_cast("timestamp"), _TS_FMT), v))
+            .when(t == "date", F.coalesce(F.date_format(v.try_cast("date"), "yyyy-MM-dd"), v))
             .when(t == "boolean", F.when(F.lower(v).isin("true", "1"), F.lit("true"))
                   .when(F.lower(v).isin("false", "0"), F.lit("false")).otherwise(v))
             .when(t == "binary", F.base64(F.unhex(v)))  # JSON carries binary as hex digits

@@ -172,8 +172,13 @@ def test_types_and_values(spark):
                                  "big": "decimal(20,0)", "blob": "binary", "note": "string", "zero": "timestamp"}
     a = r["after"]
     assert (a["ok"], a["amount"], a["at"], a["d"]) == ("true", "12.50", "2024-11-15 08:58:34.000000", "2024-11-15")
-    assert (a["big"], a["blob"], a["note"], a["zero"]) == ("18446744073709551615", "/wE=", "text", None)
+    # a zero date is kept as sent: the state cannot hold it and counts it (unconverted_values)
+    assert (a["big"], a["blob"], a["note"], a["zero"]) == ("18446744073709551615", "/wE=", "text", "0000-00-00 00:00:00")
     assert r["key"] == a, "no pkNames and no --primary-keys: the whole row is the key"
+    # a tinyint(1) holding neither 0 nor 1, an impossible date: kept as sent, not made true or null
+    odd = {**msg, "data": [{**msg["data"][0], "ok": "2", "d": "2020-02-30", "at": "0000-00-00 00:00:00"}]}
+    a = decode(raw_frame(spark, [json.dumps(odd)]))[0][0]["after"]
+    assert (a["ok"], a["d"], a["at"]) == ("2", "2020-02-30", "0000-00-00 00:00:00")
     # sqlType (java.sql.Types) types the columns when mysqlType is missing
     del msg["mysqlType"]
     records, _, _ = decode(raw_frame(spark, [json.dumps(msg)]))

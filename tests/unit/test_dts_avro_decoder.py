@@ -112,7 +112,7 @@ def test_init_is_full_load_transaction_markers_kept_and_control_records_ignored(
 def test_typed_values_of_every_branch(spark):
     fields = [{"name": n, "dataTypeNumber": 0} for n in
               ("id", "price", "ratio", "ts", "dt", "day", "t", "yr", "tz", "bin", "geo", "js", "gone", "nul",
-               "latin", "raw", "tztime", "zero_ts", "latin_c1")]
+               "latin", "raw", "tztime", "zero_ts", "latin_c1", "early", "neg_t", "neg_m")]
     after = [
         integer(5),
         (NS + "Decimal", {"value": "-12.30", "precision": 10, "scale": 2}),
@@ -142,6 +142,13 @@ def test_typed_values_of_every_branch(spark):
         (NS + "Timestamp", {"timestamp": 0, "millis": 0}),
         # the bytes cp1252 leaves undefined are C1 controls in MySQL's latin1
         (NS + "Character", {"charset": "latin1", "value": b"a\x81\x8d\x8f\x90\x9d\x80"}),
+        # a year before 1000 keeps its four digits
+        (NS + "DateTime", {"year": 1, "month": 1, "day": 1, "hour": 0, "minute": 0, "second": 0, "millis": 123000}),
+        # negative MySQL TIMEs: every component negated (-01:30:00, -00:30:05.5)
+        (NS + "DateTime", {"year": None, "month": None, "day": None, "hour": -1, "minute": -30, "second": 0,
+                           "millis": None}),
+        (NS + "DateTime", {"year": None, "month": None, "day": None, "hour": 0, "minute": -30, "second": -5,
+                           "millis": -500000}),
     ]
     records, quarantine, _ = decode(spark, [dts("INSERT", after=after, fields=fields, pk=("id",))])
     assert quarantine == []
@@ -151,14 +158,15 @@ def test_typed_values_of_every_branch(spark):
         "dt": "2026-11-22 08:05:09.654321", "day": "2026-02-28", "t": "23:59:01", "yr": "1999",
         "tz": "2026-01-01 00:00:00.000000", "bin": "AP8=", "geo": "POINT(1 2)", "js": '{"k": 1}', "nul": None,
         "latin": "café €", "raw": "AQI=", "tztime": "21:30:00.250000Z", "zero_ts": None,
-        "latin_c1": "a\x81\x8d\x8f\x90\x9d€",
+        "latin_c1": "a\x81\x8d\x8f\x90\x9d€", "early": "0001-01-01 00:00:00.123000", "neg_t": "-01:30:00",
+        "neg_m": "-00:30:05.500000",
     }
     assert r["present_columns"] is not None and "gone" not in r["present_columns"]
     assert r["column_types"] == {
-        "id": "bigint", "price": "decimal(10,2)", "ratio": "double", "ts": "timestamp", "dt": "timestamp",
+        "id": "bigint", "price": "decimal(38,18)", "ratio": "double", "ts": "timestamp", "dt": "timestamp",
         "day": "date", "t": "string", "yr": "int", "tz": "timestamp", "bin": "binary", "geo": "string",
         "js": "string", "latin": "string", "raw": "binary", "tztime": "string", "zero_ts": "timestamp",
-        "latin_c1": "string",
+        "latin_c1": "string", "early": "timestamp", "neg_t": "string", "neg_m": "string",
     }
 
 
@@ -230,17 +238,20 @@ def test_end_to_end_run_types_the_state(spark, tmp_path):
               {"name": "note", "dataTypeNumber": 253}]
 
     def row(i, amount, note):
-        return [integer(i), (NS + "Decimal", {"value": amount, "precision": 10, "scale": 2}), chars(note)]
+        # DTS gives a Decimal the precision and scale of its value, not of its column
+        digits = Decimal(amount).as_tuple()
+        value = {"value": amount, "precision": len(digits.digits), "scale": -digits.exponent}
+        return [integer(i), (NS + "Decimal", value), chars(note)]
 
     values = [
-        dts("INIT", after=row(1, "1.50", "a"), rid=1, pos="", fields=fields, pk=("id",)),
+        dts("INIT", after=row(1, "1.5", "a"), rid=1, pos="", fields=fields, pk=("id",)),
         dts("INIT", after=row(2, "2.50", "b"), rid=2, pos="", fields=fields, pk=("id",)),
         dts("INSERT", after=row(3, "3.50", "c"), rid=3, pos="10@1", fields=fields, pk=("id",)),
-        dts("UPDATE", before=row(1, "1.50", "a"), after=row(1, "9.99", "a2"), rid=4, pos="20@1", fields=fields,
+        dts("UPDATE", before=row(1, "1.5", "a"), after=row(1, "123456.78", "a2"), rid=4, pos="20@1", fields=fields,
             pk=("id",)),
         dts("DELETE", before=row(2, "2.50", "b"), rid=5, pos="30@1", fields=fields, pk=("id",)),
         # a key change 3 -> 4 whose note DTS did not capture (EmptyObject NONE): the note moves with the row
-        dts("UPDATE", before=row(3, "3.50", "c"), after=[*row(4, "4.50", "")[:2], "NONE"], rid=6, pos="40@1",
+        dts("UPDATE", before=row(3, "3.50", "c"), after=[*row(4, "11", "")[:2], "NONE"], rid=6, pos="40@1",
             fields=fields, pk=("id",)),
         b"not avro",
     ]
@@ -251,6 +262,7 @@ def test_end_to_end_run_types_the_state(spark, tmp_path):
                      "--run-id", "r1"]) == 0
     table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "p", "mydb._.t1")
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
-    assert [(r["id"], r["amount"], r["note"]) for r in rows] == [(1, Decimal("9.99"), "a2"), (4, Decimal("4.50"), "c")]
+    # each value exact in one column, whatever precision and scale it came with
+    assert [(r["id"], r["amount"], r["note"]) for r in rows] == [(1, Decimal("123456.78"), "a2"), (4, Decimal("11"), "c")]
     report = json.loads((lake / "reports/p/run=r1/decode.json").read_text())
     assert report["total"] == {"landed": 7, "decoded": 6, "quarantined": 1, "ignored": 0, "records": 7}

@@ -113,6 +113,20 @@ def test_cdc_ops_key_change_column_mask_and_transactions(spark, avro):
     assert counts["total"] == {"landed": 6, "decoded": 5, "quarantined": 0, "ignored": 1, "records": 6}
 
 
+def test_a_value_its_type_cannot_hold_is_kept_as_sent_and_early_years_keep_four_digits(spark):
+    from datetime import datetime
+
+    from jobs.decoders.qlik import _jsonable
+
+    values = [json_metadata(ORDERS), json_data(ORDERS, {**ROW, "placed": "0000-00-00"}, headers("INSERT", seq(1)))]
+    records, quarantine, _, _ = decode(spark, values)
+    assert quarantine == []
+    # the change record keeps it; the state, typed date, counts it (merge.json unconverted_values)
+    assert records[0]["after"]["placed"] == "0000-00-00" and records[0]["column_types"]["placed"] == "date"
+    # Avro timestamps of years before 1000 (strftime's %Y would write "1-01-01")
+    assert _jsonable(datetime(1, 1, 1, 0, 0, 0, 123000)) == "0001-01-01 00:00:00.123000"
+
+
 def test_each_data_message_decodes_with_its_own_schema_version(spark):
     v1 = QlikTable("hr", "staff", [QlikColumn("id", "INT4", 1), QlikColumn("salary", "INT4")])
     v2 = QlikTable("hr", "staff", [QlikColumn("id", "INT4", 1), QlikColumn("salary", "NUMERIC", precision=12, scale=2),
