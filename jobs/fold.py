@@ -23,6 +23,7 @@ import logging
 import operator
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import reduce
 
 from pyspark import StorageLevel
@@ -376,6 +377,16 @@ def split_open_transactions(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
 
 
 @dataclass
+class Removal:
+    """Rows removed at ``position`` (at ``time``, where the run's records tell it): every prior row
+    (``keys`` None) or the rows of ``keys``."""
+
+    position: str
+    time: datetime | None
+    keys: DataFrame | None = None
+
+
+@dataclass
 class FoldResult:
     state: DataFrame  # the table's complete new state
     tombstones: DataFrame  # keys deleted so far, with the position of their delete
@@ -386,6 +397,9 @@ class FoldResult:
     # those left alive) replace the prior rows of the same keys (``replaced``); the rest is unchanged
     changed: DataFrame | None = None
     replaced: DataFrame | None = None
+    # rows the run removed without an event of their key (with history): a TRUNCATE removes every
+    # prior row, a complete newer load the rows it does not hold; their history versions end there
+    removals: list[Removal] = field(default_factory=list)
 
     def release(self) -> None:
         for frame in [self.folded, *self.cached]:
@@ -734,12 +748,29 @@ def fold_table(
         # a complete newer load replaced the table as of its start: a row whose last change is older
         # was not in it (its delete may never have arrived) and is gone
         stale = F.coalesce(F.col("_cdc_position"), F.lit("")) < F.lit(replace_before)
-        deleted = deleted.unionByName(state.where(stale).select(
+        removed = state.where(stale)
+        deleted = deleted.unionByName(removed.select(
             *key_columns, F.lit(replace_before).alias("_cdc_position"), F.lit(run_id).alias("_cdc_run_id")))
         state = state.where(~stale)
-    versions = history_versions(folded, key_columns, types, run_id) if history else None
+    versions, removals = None, []
+    if history:
+        versions = history_versions(folded, key_columns, types, run_id)
+        if info.has_truncate and info.truncate_position:
+            removals.append(Removal(info.truncate_position, _time_at(changes, info.truncate_position, C.TRUNCATE)))
+        if replace_before is not None:
+            removals.append(Removal(replace_before, _time_at(changes, replace_before),
+                                    removed.select(*[F.col(k) for k in key_columns])))
     cached = [f for f in (moved, replaced if as_delta else None) if f is not None]
-    return FoldResult(state, deleted, folded, versions, cached, changed=new_rows, replaced=replaced)
+    return FoldResult(state, deleted, folded, versions, cached, changed=new_rows, replaced=replaced,
+                      removals=removals)
+
+
+def _time_at(changes: DataFrame, position: str, op: str | None = None) -> datetime | None:
+    """The source time of the run's records at ``position`` (of ``op``): one small aggregate."""
+    at = changes.where(F.col("position") == position)
+    if op is not None:
+        at = at.where(F.col("op") == op)
+    return at.agg(F.min("event_time")).first()[0]
 
 
 HISTORY_META = {
@@ -765,14 +796,44 @@ def history_versions(folded: DataFrame, key_columns: list[str], types: dict[str,
 
 
 def close_history(prior: DataFrame | None, versions: DataFrame, key_columns: list[str],
-                  columns: dict[str, str]) -> DataFrame:
+                  columns: dict[str, str], removals: list[Removal] | None = None) -> DataFrame:
     """The history table after a run: the open-ended versions of keys this run changed end where the
-    key's first new version begins; everything else of the prior history is kept as it was."""
+    key's first new version begins; everything else of the prior history is kept as it was. Then the
+    current versions of rows the run removed without an event of their key (``removals``) end there."""
     shape = [*[(F.col(c) if c in versions.columns else F.lit(None)).cast(t).alias(c) for c, t in columns.items()],
              *[F.col(m).cast(t).alias(m) for m, t in HISTORY_META.items()]]
     new = versions.select(*shape)
-    if prior is None:
-        return new
+    removals = removals or []
+    if prior is not None:
+        # a TRUNCATE of this run emptied the prior state: every prior current version ends there (the
+        # run's own versions all follow it; those before it were dropped with the rows)
+        for removal in (r for r in removals if r.keys is None):
+            prior = _closed_by_removal(prior, removal, key_columns)
+    rows = new if prior is None else _closed_by_new_versions(prior, versions, new, key_columns, columns)
+    for removal in (r for r in removals if r.keys is not None):
+        rows = _closed_by_removal(rows, removal, key_columns)
+    return rows
+
+
+def _closed_by_removal(rows: DataFrame, removal: Removal, key_columns: list[str]) -> DataFrame:
+    """``rows``' current versions (of ``removal.keys`` only, where given) end at the removal."""
+    removed = F.col("_is_current")
+    if removal.keys is not None:
+        marked = removal.keys.select(*key_columns, F.lit(True).alias("_cdc_removed"))
+        r, m = rows.alias("r"), marked.alias("m")
+        rows = r.join(m, _aliased_keys_match("r", "m", key_columns), "left").select(
+            "r.*", F.coalesce(F.col("m._cdc_removed"), F.lit(False)).alias("_cdc_removed"))
+        removed = removed & F.col("_cdc_removed")
+    closed = rows.withColumns({
+        "_valid_to_position": F.when(removed, F.lit(removal.position)).otherwise(F.col("_valid_to_position")),
+        "_valid_to": F.when(removed, F.lit(removal.time).cast("timestamp")).otherwise(F.col("_valid_to")),
+        "_is_current": F.col("_is_current") & ~removed,
+    })
+    return closed.drop("_cdc_removed") if removal.keys is not None else closed
+
+
+def _closed_by_new_versions(prior: DataFrame, versions: DataFrame, new: DataFrame, key_columns: list[str],
+                            columns: dict[str, str]) -> DataFrame:
     first = versions.groupBy(*key_columns).agg(F.min_by(F.struct(
         F.col("_valid_from_position").alias("pos"), F.col("_valid_from").alias("ts")),
         F.struct(F.col("_valid_from_position"), F.col("_valid_from"))).alias("first"))

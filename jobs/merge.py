@@ -272,7 +272,8 @@ def _publish_history(spark: SparkSession, catalog, pipeline: str, table_id: str,
         return {"already_published": True, "snapshot_id": done}
     prior_columns = publish.table_columns(table) if table is not None else {}
     columns = {**{c: t for c, t in prior_columns.items() if c not in fold.HISTORY_META}, **data_columns}
-    rows = fold.close_history(publish.read_state(spark, table), result_of_fold.versions, key_columns, columns)
+    rows = fold.close_history(publish.read_state(spark, table), result_of_fold.versions, key_columns, columns,
+                              result_of_fold.removals)
     result = publish.publish_state(catalog, pipeline, history_id, rows, {**columns, **fold.HISTORY_META}, run_id,
                                    {publish.HISTORY_OF_PROP: table_id,
                                     publish.KEY_COLUMNS_PROP: json.dumps(key_columns)})
