@@ -483,23 +483,28 @@ def spark_env() -> dict[str, str]:
 
 
 def spark_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``--conf`` of spark-submit: the JVM options of jobs.spark (set before the driver starts, so not
-    from inside the job), then ``CDC_SPARK_CONF`` (a JSON object, which wins; no secrets: use env
+    """``--conf`` of spark-submit: the JVM options of jobs.spark and the jar of the JVM-side decoders
+    (set before the driver starts, so not from inside the job), then ``CDC_SPARK_CONF`` (a JSON object, which wins; no secrets: use env
     credentials such as AWS_ACCESS_KEY_ID, which S3A reads itself)."""
+    from jobs.jvm import with_jar
     from jobs.spark import JVM_OPTIONS
 
     env = os.environ if env is None else env
     defaults = {"spark.driver.extraJavaOptions": JVM_OPTIONS, "spark.executor.extraJavaOptions": JVM_OPTIONS}
     text = (env.get("CDC_SPARK_CONF") or "").strip()
-    if not text:
-        return defaults
-    try:
-        conf = json.loads(text)
-    except json.JSONDecodeError:
-        raise ValueError("CDC_SPARK_CONF is not a JSON object") from None
-    if not isinstance(conf, dict):
-        raise ValueError("CDC_SPARK_CONF is not a JSON object")
-    return {**defaults, **{str(k): str(v) for k, v in conf.items()}}
+    conf: dict = {}
+    if text:
+        try:
+            conf = json.loads(text)
+        except json.JSONDecodeError:
+            raise ValueError("CDC_SPARK_CONF is not a JSON object") from None
+        if not isinstance(conf, dict):
+            raise ValueError("CDC_SPARK_CONF is not a JSON object")
+    merged = {**defaults, **{str(k): str(v) for k, v in conf.items()}}
+    jars = with_jar(merged.get("spark.jars"))  # the JVM-side decoders' jar beside the user's (jobs.jvm)
+    if jars:
+        merged["spark.jars"] = jars
+    return merged
 
 
 def spark_packages(env: Mapping[str, str] | None = None) -> str | None:

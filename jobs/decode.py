@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from jobs.canonical import CHANGE_RECORD_COLUMNS, QUARANTINE_SCHEMA
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, get_decoder, remembered_documents
-from jobs.decoders.common import LINEAGE
+from jobs.decoders.common import LINEAGE, event_id
 from jobs.spark import jvm_log_level
 
 UNATTRIBUTED = "_unattributed"  # messages whose table could not be told (broken JSON, tombstones)
@@ -71,6 +71,10 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
         .select("_record.*")
         .select(*CHANGE_RECORD_COLUMNS)
     )
+    # a decoder may leave a record's id to the stage (the JVM-side ones do): the same function of the
+    # record's own fields, here in generated code over the exploded rows
+    changes = changes.withColumn("event_id", F.coalesce(F.col("event_id"), event_id(
+        *[F.col(c) for c in ("table_id", "op", "position", "key", "before", "after")])))
     quarantine = outcomes.where(F.col("status") == QUARANTINED).select(
         F.lit(fmt).alias("format"),
         "reason",

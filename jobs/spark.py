@@ -6,6 +6,8 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
+from jobs.jvm import with_jar
+
 if TYPE_CHECKING:  # importable without pyspark (the DAG's spark-submit arguments are built from it)
     from pyspark.sql import SparkSession
 
@@ -53,6 +55,9 @@ def build_spark(app_name: str = "cdc-pipeline", master: str | None = None) -> Sp
         builder = builder.master(master or os.environ.get("CDC_SPARK_MASTER", "local[*]"))
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
+    jars = with_jar(None)
+    if jars:  # the JVM-side decoders (jobs.jvm); read only when this call starts the JVM
+        builder = builder.config("spark.jars", jars)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("CDC_SPARK_LOG_LEVEL", "WARN"))
     return spark

@@ -7,12 +7,13 @@ cd "$(dirname "$0")/.."
 req=requirements.txt
 [ "${1:-}" = "--dev" ] && req=requirements-dev.txt
 
-if ! command -v java >/dev/null 2>&1; then
-  echo "setup: installing a Java runtime for Spark" >&2
+# Spark needs Java; the JVM-side decoders (jobs/jvm) are compiled with the JDK's javac
+if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null
-  else
-    echo "setup: Java 17 is required (apt-get install openjdk-17-jre-headless)" >&2; exit 1
+    echo "setup: installing a Java 17 JDK for Spark and the JVM-side decoders" >&2
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless >/dev/null
+  elif ! command -v java >/dev/null 2>&1; then
+    echo "setup: Java 17 is required (apt-get install openjdk-17-jdk-headless)" >&2; exit 1
   fi
 fi
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
@@ -25,3 +26,4 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q -r "$req"
   touch "$stamp"
 fi
+scripts/build_jvm.sh

@@ -1,9 +1,12 @@
 """Debezium JSON (PostgreSQL, SQL Server, MySQL, Oracle connectors), with or without the schema section.
 
-Decoded in Spark SQL: one ``from_json`` into the envelope with row images as ``map<string,string>``;
-positions, keys and ids are column expressions. The only thing brought to the driver is the set of
-distinct schema documents (a few per table), turned into per-column conversions of Debezium's
-logical types (Decimal bytes, io.debezium.time.*) and into the state's column types.
+Decoded on the JVM side where its jar is on the class path (jobs/jvm/src/cdc/DebeziumUdf.java, one
+streaming pass per message), else in Spark SQL: one ``from_json`` into the envelope with row images as
+``map<string,string>``; positions, keys and ids are column expressions. The only thing the Spark SQL
+path brings to the driver is the set of distinct schema documents (a few per table), turned into
+per-column conversions of Debezium's logical types (Decimal bytes, io.debezium.time.*) and into the
+state's column types. Both give the same records (tests/unit/test_debezium_jvm.py); the JVM side's
+are about twice as fast to decode (bench/README.md, "JVM-side decoding").
 
 Also read: key messages (with or without schema), tombstones (ignored), heartbeat messages (ignored,
 counted), records flattened by ExtractNewRecordState (``__op`` / ``__deleted`` / ``__table`` fields),
@@ -27,10 +30,21 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, marker_record, outcome, pad_unsigned, parse_value
+from jobs import jvm
+from jobs.decoders.common import (
+    NO_TABLE,
+    RECORDS_TYPE,
+    configured_key,
+    event_id,
+    marker_record,
+    outcome,
+    pad_unsigned,
+    parse_value,
+)
 from jobs.sql import sql_str
 
 _MAP = "map<string,string>"
@@ -292,10 +306,42 @@ def _types_map(hash_col: Column, specs_by_hash: dict[str, dict[str, ColumnSpec]]
     return out if out is not None else F.lit(None).cast(_MAP)
 
 
+JVM_DECODER = "cdc.DebeziumUdf"  # jobs/jvm/src/cdc/DebeziumUdf.java
+_JVM_OUTCOME = StructType([StructField("status", StringType()), StructField("reason", StringType()),
+                           StructField("table_id", StringType()), StructField("records", RECORDS_TYPE)])
+
+
 class DebeziumDecoder:
     name = "debezium"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        if jvm.available(raw.sparkSession, JVM_DECODER):
+            return self.decode_on_jvm(raw, options)
+        return self.decode_in_sql(raw, options)
+
+    def decode_on_jvm(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        """The same outcomes from the JVM-side decoder (jobs.jvm): one pass of a streaming parser per
+        message instead of this module's expressions, which it mirrors value for value (its schema
+        section's types and conversions included); records leave with their ids to the decode stage."""
+        config = {
+            "format": self.name,
+            "primary_keys": {table: list(cols) for table, cols in options.primary_keys.items()},
+            "unavailable": list(_UNAVAILABLE_FORMS),
+            "no_table": NO_TABLE,
+            "missing_part": C.MISSING_PART,
+            "name_hash_digits": C.NAME_HASH_DIGITS,
+            "max_id_chars": C.MAX_ID_CHARS,
+            "max_part_chars": C.MAX_PART_CHARS,
+        }
+        udf = jvm.register_udf(raw.sparkSession, JVM_DECODER, config, _JVM_OUTCOME)
+        decoded = raw.withColumn("_outcome", F.call_function(
+            udf, F.col("key"), F.col("value"), F.col("topic"), F.col("partition"), F.col("offset"),
+            F.unix_micros("timestamp"), F.col("headers")))
+        o = F.col("_outcome")
+        return decoded.select(*outcome(o["status"], o["reason"], o["table_id"], o["records"]))
+
+    def decode_in_sql(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        """Decoded in Spark SQL expressions (where the JVM-side decoder is not on the class path)."""
         parsed = raw.select(
             "*",
             parse_value(_VALUE_SCHEMA).alias("j"),
