@@ -32,6 +32,8 @@ from bench.generate import DECODER, FORMATS, ensure_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 CONTENDERS = ("pipeline", "floor", "naive_spark", "duckdb")
+# on request only (--contenders): the pipeline with its Spark SQL decoders instead of the JVM-side ones
+OPTIONAL_CONTENDERS = ("pipeline_sql",)
 BINARY_FORMATS = ("dts_avro",)  # no JSON contenders: Spark and DuckDB cannot parse DTS Avro values
 
 
@@ -105,9 +107,10 @@ def pipeline_result(lake: Path) -> dict:
             "state_rows": sum(t.get("state_rows", 0) for t in merge["tables"].values())}
 
 
-def run_pipeline(fmt: str, raw: Path, work: Path, env: dict[str, str]) -> dict:
+def run_pipeline(fmt: str, raw: Path, work: Path, env: dict[str, str], sql_decoders: bool = False) -> dict:
     lake = work / "lake"
     shutil.rmtree(lake, ignore_errors=True)
+    env = {**env, "CDC_JVM_DECODERS": "0"} if sql_decoders else env
     code, wall, rss, out = _run([sys.executable, "-m", "jobs", *pipeline_args(fmt, raw, lake)], env)
     if code != 0:
         raise RuntimeError(f"pipeline failed on {fmt}:\n{out[-3000:]}")
@@ -151,7 +154,7 @@ def print_table(rows: list[dict]) -> None:
         print(f"{r['format']:<16}{r['messages']:>10}  {r['contender']:<12}{r['seconds']:>9.1f}{r['msg_per_s']:>10.0f}"
               f"{r['mb_per_s']:>8.1f}{r['jvm_peak_mb']:>8}{r['python_peak_mb']:>7}{ratio('floor'):>8}"
               f"{ratio('naive_spark'):>8}{ratio('duckdb'):>8}")
-        if r["contender"] == "pipeline":
+        if r["contender"] in ("pipeline", "pipeline_sql"):
             s = r["stages"]
             core = r["messages"] / r["core_seconds"] if r["core_seconds"] else 0
             print(f"{'':<28}stages: decode {s['decode']:.1f}s, fold+publish {s['fold_publish']:.1f}s, validate "
@@ -167,7 +170,7 @@ def plot(rows: list[dict], path: Path) -> None:
     formats = sorted({r["format"] for r in rows})
     fig, axes = plt.subplots(1, len(formats), figsize=(4.5 * len(formats), 4), squeeze=False)
     for ax, fmt in zip(axes[0], formats):
-        for contender in CONTENDERS:
+        for contender in CONTENDERS + OPTIONAL_CONTENDERS:
             pts = sorted((r["messages"], r["seconds"]) for r in rows if r["format"] == fmt and r["contender"] == contender)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=contender)
@@ -184,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000000,4000000", help="comma-separated message counts")
     parser.add_argument("--formats", default=",".join(FORMATS), help=f"comma-separated, of {', '.join(FORMATS)}")
-    parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument("--contenders", default=",".join(CONTENDERS),
+                        help=f"comma-separated, of {', '.join(CONTENDERS + OPTIONAL_CONTENDERS)} (pipeline_sql: "
+                             "the pipeline with its Spark SQL decoders, CDC_JVM_DECODERS=0)")
     parser.add_argument("--data", default=str(REPO / "bench/data"), help="where generated snapshots are kept")
     parser.add_argument("--results", default=str(REPO / "bench/results"))
     parser.add_argument("--driver-memory", default="6g", help="the Spark driver heap of every Spark contender")
@@ -208,8 +213,12 @@ def main(argv: list[str] | None = None) -> int:
                     work = Path(tmp) / f"{fmt}-{n}"
                     work.mkdir(exist_ok=True)
                     try:
-                        result = (run_pipeline(fmt, raw, work, env) if contender == "pipeline" and not args.warm
-                                  else run_contender(contender, fmt, raw, work, env, warm=args.warm))
+                        if contender == "pipeline_sql":
+                            result = run_pipeline(fmt, raw, work, env, sql_decoders=True)
+                        elif contender == "pipeline" and not args.warm:
+                            result = run_pipeline(fmt, raw, work, env)
+                        else:
+                            result = run_contender(contender, fmt, raw, work, env, warm=args.warm)
                     except RuntimeError as exc:  # one contender's failure does not lose the others' figures
                         print(f"{contender} on {fmt} x {n} failed: {exc}", file=sys.stderr)
                         continue

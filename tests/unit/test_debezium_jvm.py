@@ -10,9 +10,12 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from jobs import jvm
@@ -287,3 +290,79 @@ def test_a_column_repeated_in_a_row_image_takes_its_last_value(spark, monkeypatc
     (record,) = decoded.changes.select(F.map_entries("after").alias("entries")).collect()
     release(decoded.materialized)
     assert [tuple(e) for e in record["entries"]] == [("id", "1"), ("a", "2")]
+
+
+# ---- generated messages: every JSON type in every field the decoders read ----------------------------
+def _json_values(draw_text):
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
+                        st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(
+                            ["", "x", "1", "-5", " 12 ", "1.5", "1e3", "true", "__debezium_unavailable_value",
+                             "MDk=", "/s8=", "2021-01-01T10:00:00Z", "[\"1\",\"2\"]", "é", "a.b", "mysql-bin.000007"]))
+    return st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                       st.dictionaries(draw_text, inner, max_size=3)), max_leaves=4)
+
+
+COLUMNS = st.sampled_from(["id", "v", "name", "__op", "__deleted", "__table", "ts_ms", "op", "source", "a"])
+LOGICAL = st.sampled_from([None, "org.apache.kafka.connect.data.Decimal", "io.debezium.data.VariableScaleDecimal",
+                           "io.debezium.time.Date", "io.debezium.time.Timestamp", "io.debezium.time.MicroTimestamp",
+                           "io.debezium.time.NanoTimestamp", "io.debezium.time.ZonedTimestamp", "io.debezium.time.Time",
+                           "io.debezium.time.MicroTime", "io.debezium.time.NanoTime", "io.debezium.time.Year"])
+
+
+@st.composite
+def debezium_messages(draw):
+    """A Debezium-like message: an envelope whose fields are mostly of their type and sometimes not,
+    with or without a schema section, bare or beside its schema, or a flat row; and its Kafka key."""
+    values = _json_values(COLUMNS)
+    image = st.one_of(st.none(), st.dictionaries(COLUMNS, values, max_size=4), values)
+    source = st.fixed_dictionaries({}, optional={
+        "connector": st.sampled_from(["postgresql", "sqlserver", "mysql", "oracle", "PostgreSQL", "x"]),
+        "db": st.sampled_from(["d", "販売", "", "a.b"]), "schema": st.sampled_from(["s", "Order Details"]),
+        "table": st.sampled_from(["t", "items", ""]), "snapshot": st.sampled_from(["true", "last", "incremental", True,
+                                                                                  "false", "LAST"]),
+        "ts_ms": st.one_of(st.integers(-2**40, 2**45), values), "lsn": st.one_of(st.integers(-2**63, 2**64), values),
+        "sequence": st.sampled_from(['["100","200"]', '[null,"5"]', "x", ' [ "7"']), "txId": values,
+        "commit_lsn": st.sampled_from(["0000002a:00000010:0001", "abc", None]), "change_lsn": values,
+        "event_serial_no": values, "file": st.sampled_from(["mysql-bin.000003", "binlog", "12"]), "pos": values,
+        "row": values, "scn": values, "commit_scn": values})
+    envelope = draw(st.fixed_dictionaries({}, optional={
+        "op": st.one_of(st.sampled_from(["r", "c", "u", "d", "t", "m", "X"]), values),
+        "before": image, "after": image, "source": st.one_of(source, values), "ts_ms": values,
+        "transaction": st.one_of(st.fixed_dictionaries({}, optional={"id": values, "total_order": values}), values),
+        "message": st.one_of(st.fixed_dictionaries({}, optional={"prefix": values, "content": values}), values),
+        "status": st.sampled_from(["BEGIN", "END", "begin"]), "id": values, "event_count": values,
+        "ddl": values, "tableChanges": values}))
+    fields = draw(st.lists(st.fixed_dictionaries(
+        {"field": COLUMNS, "type": st.sampled_from(["int32", "int64", "string", "bytes", "struct", "float64"])},
+        optional={"name": LOGICAL, "parameters": st.fixed_dictionaries({}, optional={
+            "scale": st.sampled_from(["2", "0", 3, "x"]), "connect.decimal.precision": st.sampled_from(["5", "40"])})}),
+        max_size=4))
+    schema = {"type": "struct", "fields": [{"field": draw(st.sampled_from(["after", "before", "other"])),
+                                            "type": "struct", "fields": fields}]}
+    shape = draw(st.sampled_from(["bare", "with schema", "payload only", "flat"]))
+    if shape == "with schema":
+        document = {"schema": schema, "payload": envelope}
+    elif shape == "payload only":
+        document = {"payload": envelope}
+    elif shape == "flat":
+        document = draw(st.dictionaries(COLUMNS, values, max_size=5))
+    else:
+        document = envelope
+    key = draw(st.one_of(st.none(), st.just('{"id": 1}'), st.builds(json.dumps, st.dictionaries(COLUMNS, values,
+                                                                                               max_size=2))))
+    return json.dumps(document), key
+
+
+# one example of 300 messages by default (each example costs four Spark decodes); CDC_PROPERTY_EXAMPLES
+# raises it (make test-properties)
+@settings(max_examples=max(1, int(os.environ.get("CDC_PROPERTY_EXAMPLES", "3")) // 3), deadline=None,
+          database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                                HealthCheck.data_too_large, HealthCheck.large_base_example])
+@given(messages=st.lists(debezium_messages(), min_size=300, max_size=300))
+def test_generated_messages(spark, monkeypatch, messages):
+    """Generated messages: both decoders give the same outcomes and records."""
+    values = [v for v, _ in messages]
+    keys = [k for _, k in messages]
+    raw = raw_frame(spark, values, keys=keys, topic="server1.inventory.items")
+    assert assert_same(raw, monkeypatch) == len(values)
+    assert assert_same(raw, monkeypatch, KEYED) == len(values)
