@@ -2,10 +2,12 @@
 
 The schema is ``schemas/dts_record.avsc``, the official one of aliyun/aliyun-dts-subscribe-demo
 (Apache-2.0; the leaf types first, ``Record`` last). Binary Avro cannot be read by Spark SQL's JSON
-functions, so the messages are decoded with fastavro inside ``mapInArrow``: one Python call per
-Arrow batch, never one per row. The Python side only turns each record into plain columns (images as
-``map<string,string>`` of canonical text, the type of each value); keys, records, reasons and
-counting are Spark SQL, as in the other decoders.
+functions, so each record is first turned into plain columns (images as ``map<string,string>`` of
+canonical text, the type of each value): on the JVM side where its jar is on the class path
+(jobs/jvm/src/cdc/DtsAvroUdf.java, Avro's own reader, which Spark ships), else with fastavro inside
+``mapInArrow`` (one Python call per Arrow batch, never one per row); both give the same columns
+(tests/unit/test_dts_avro_jvm.py). Keys, records, reasons and counting are Spark SQL, as in the other
+decoders.
 
 - ``operation`` INSERT / UPDATE / DELETE are CDC, INIT is the full load (phase FULL_LOAD, op SNAPSHOT);
   DDL carries the statement as a string in ``afterImages`` (recorded as op DDL, a TRUNCATE statement
@@ -47,8 +49,10 @@ from typing import Any, Iterator
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from jobs import canonical as C
+from jobs import jvm
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
 from jobs.decoders.common import configured_key, event_id, is_truncate, marker_record, outcome, pad_unsigned
 
@@ -366,13 +370,30 @@ def _key_of(image: Column, pk: Column) -> Column:
                   F.map_from_arrays(pk, F.transform(pk, lambda c: F.element_at(image, c))))
 
 
+JVM_DECODER = "cdc.DtsAvroUdf"  # jobs/jvm/src/cdc/DtsAvroUdf.java
+
+
 class DtsAvroDecoder:
     name = "dts_avro"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        if jvm.available(raw.sparkSession, JVM_DECODER):
+            return self._outcomes(self.columns_on_jvm(raw), options)
+        return self._outcomes(self.columns_in_python(raw), options)
+
+    @staticmethod
+    def columns_in_python(raw: DataFrame) -> DataFrame:
+        """``raw`` and the decoded columns (_DECODED_COLUMNS), by fastavro in Python workers."""
         schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in raw.schema.fields)
-        df = raw.mapInArrow(decode_batches, f"{schema}, {_DECODED_COLUMNS}")
-        return self._outcomes(df, options)
+        return raw.mapInArrow(decode_batches, f"{schema}, {_DECODED_COLUMNS}")
+
+    @staticmethod
+    def columns_on_jvm(raw: DataFrame) -> DataFrame:
+        """The same columns from the JVM-side decoder (jobs.jvm): Avro's own reader, no Python worker."""
+        columns = StructType.fromDDL(_DECODED_COLUMNS)
+        udf = jvm.register_udf(raw.sparkSession, JVM_DECODER, {"schema": SCHEMA_FILE.read_text()}, columns)
+        decoded = raw.withColumn("_decoded", F.call_function(udf, F.col("value")))
+        return decoded.select(*raw.columns, *[F.col("_decoded")[f.name].alias(f.name) for f in columns.fields])
 
     def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
         name = F.col("object_name")
