@@ -85,6 +85,30 @@ def outcome(status: Column, reason: Column, table_id: Column, records: Column) -
     ]
 
 
+def decoded_on_jvm(raw: DataFrame, class_name: str, fmt: str, options: DecodeOptions, arguments: list[Column],
+                   **settings: object) -> DataFrame:
+    """The outcomes of the JVM-side decoder ``class_name`` (jobs.jvm) called on ``arguments`` of each raw
+    message, made with the format's ``settings`` and the rules every decoder shares (--primary-keys,
+    the table-id limits of jobs.canonical); records leave with event_id null, for the decode stage."""
+    from jobs import jvm
+
+    config = {
+        "format": fmt,
+        "primary_keys": {table: list(cols) for table, cols in options.primary_keys.items()},
+        "no_table": NO_TABLE,
+        "missing_part": C.MISSING_PART,
+        "name_hash_digits": C.NAME_HASH_DIGITS,
+        "max_id_chars": C.MAX_ID_CHARS,
+        "max_part_chars": C.MAX_PART_CHARS,
+        **settings,
+    }
+    udf = jvm.register_udf(raw.sparkSession, class_name, config, jvm.outcome_type())
+    # one column first: the projection below reads it four times, the UDF runs once
+    decoded = raw.withColumn("_outcome", F.call_function(udf, *arguments))
+    o = F.col("_outcome")
+    return decoded.select(*outcome(o["status"], o["reason"], o["table_id"], o["records"]))
+
+
 def parse_value(schema: str, allow_comments: bool = False, text: Column | None = None) -> Column:
     """The message value (or ``text``) parsed into the format's envelope schema (which must end in
     ``_corrupt:string``): a value that is not JSON, or not an object, leaves its text there."""

@@ -30,15 +30,13 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
 from jobs import jvm
 from jobs.decoders.common import (
-    NO_TABLE,
-    RECORDS_TYPE,
     configured_key,
+    decoded_on_jvm,
     event_id,
     marker_record,
     outcome,
@@ -307,8 +305,6 @@ def _types_map(hash_col: Column, specs_by_hash: dict[str, dict[str, ColumnSpec]]
 
 
 JVM_DECODER = "cdc.DebeziumUdf"  # jobs/jvm/src/cdc/DebeziumUdf.java
-_JVM_OUTCOME = StructType([StructField("status", StringType()), StructField("reason", StringType()),
-                           StructField("table_id", StringType()), StructField("records", RECORDS_TYPE)])
 
 
 class DebeziumDecoder:
@@ -323,22 +319,11 @@ class DebeziumDecoder:
         """The same outcomes from the JVM-side decoder (jobs.jvm): one pass of a streaming parser per
         message instead of this module's expressions, which it mirrors value for value (its schema
         section's types and conversions included); records leave with their ids to the decode stage."""
-        config = {
-            "format": self.name,
-            "primary_keys": {table: list(cols) for table, cols in options.primary_keys.items()},
-            "unavailable": list(_UNAVAILABLE_FORMS),
-            "no_table": NO_TABLE,
-            "missing_part": C.MISSING_PART,
-            "name_hash_digits": C.NAME_HASH_DIGITS,
-            "max_id_chars": C.MAX_ID_CHARS,
-            "max_part_chars": C.MAX_PART_CHARS,
-        }
-        udf = jvm.register_udf(raw.sparkSession, JVM_DECODER, config, _JVM_OUTCOME)
-        decoded = raw.withColumn("_outcome", F.call_function(
-            udf, F.col("key"), F.col("value"), F.col("topic"), F.col("partition"), F.col("offset"),
-            F.unix_micros("timestamp"), F.col("headers")))
-        o = F.col("_outcome")
-        return decoded.select(*outcome(o["status"], o["reason"], o["table_id"], o["records"]))
+        return decoded_on_jvm(
+            raw, JVM_DECODER, self.name, options,
+            [F.col(c) for c in ("key", "value", "topic", "partition", "offset")]
+            + [F.unix_micros("timestamp"), F.col("headers")],
+            unavailable=list(_UNAVAILABLE_FORMS))
 
     def decode_in_sql(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         """Decoded in Spark SQL expressions (where the JVM-side decoder is not on the class path)."""

@@ -2,12 +2,12 @@
 
 The schema is ``schemas/dts_record.avsc``, the official one of aliyun/aliyun-dts-subscribe-demo
 (Apache-2.0; the leaf types first, ``Record`` last). Binary Avro cannot be read by Spark SQL's JSON
-functions, so each record is first turned into plain columns (images as ``map<string,string>`` of
-canonical text, the type of each value): on the JVM side where its jar is on the class path
-(jobs/jvm/src/cdc/DtsAvroUdf.java, Avro's own reader, which Spark ships), else with fastavro inside
-``mapInArrow`` (one Python call per Arrow batch, never one per row); both give the same columns
-(tests/unit/test_dts_avro_jvm.py). Keys, records, reasons and counting are Spark SQL, as in the other
-decoders.
+functions. Where its jar is on the class path the whole decoder runs on the JVM side
+(jobs/jvm/src/cdc/DtsAvroUdf.java: Avro's own reader, which Spark ships, then the outcome of each
+record). Otherwise each record is turned into plain columns (images as ``map<string,string>`` of
+canonical text, the type of each value) by fastavro inside ``mapInArrow`` (one Python call per Arrow
+batch, never one per row), and keys, records and reasons are Spark SQL, as in the other decoders.
+Both give the same records (tests/unit/test_dts_avro_jvm.py).
 
 - ``operation`` INSERT / UPDATE / DELETE are CDC, INIT is the full load (phase FULL_LOAD, op SNAPSHOT);
   DDL carries the statement as a string in ``afterImages`` (recorded as op DDL, a TRUNCATE statement
@@ -49,12 +49,19 @@ from typing import Any, Iterator
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from jobs import canonical as C
 from jobs import jvm
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, is_truncate, marker_record, outcome, pad_unsigned
+from jobs.decoders.common import (
+    configured_key,
+    decoded_on_jvm,
+    event_id,
+    is_truncate,
+    marker_record,
+    outcome,
+    pad_unsigned,
+)
 
 SCHEMA_FILE = Path(__file__).with_name("schemas") / "dts_record.avsc"
 _MAP = "map<string,string>"
@@ -378,22 +385,18 @@ class DtsAvroDecoder:
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         if jvm.available(raw.sparkSession, JVM_DECODER):
-            return self._outcomes(self.columns_on_jvm(raw), options)
-        return self._outcomes(self.columns_in_python(raw), options)
-
-    @staticmethod
-    def columns_in_python(raw: DataFrame) -> DataFrame:
-        """``raw`` and the decoded columns (_DECODED_COLUMNS), by fastavro in Python workers."""
+            return self.decode_on_jvm(raw, options)
         schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in raw.schema.fields)
-        return raw.mapInArrow(decode_batches, f"{schema}, {_DECODED_COLUMNS}")
+        return self._outcomes(raw.mapInArrow(decode_batches, f"{schema}, {_DECODED_COLUMNS}"), options)
 
-    @staticmethod
-    def columns_on_jvm(raw: DataFrame) -> DataFrame:
-        """The same columns from the JVM-side decoder (jobs.jvm): Avro's own reader, no Python worker."""
-        columns = StructType.fromDDL(_DECODED_COLUMNS)
-        udf = jvm.register_udf(raw.sparkSession, JVM_DECODER, {"schema": SCHEMA_FILE.read_text()}, columns)
-        decoded = raw.withColumn("_decoded", F.call_function(udf, F.col("value")))
-        return decoded.select(*raw.columns, *[F.col("_decoded")[f.name].alias(f.name) for f in columns.fields])
+    def decode_on_jvm(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        """The same outcomes from the JVM-side decoder (jobs.jvm): each record read by Avro's own reader and
+        turned into its outcome there, no Python worker and none of the expressions below; records
+        leave with their ids to the decode stage."""
+        return decoded_on_jvm(
+            raw, JVM_DECODER, self.name, options,
+            [F.col(c) for c in ("value", "topic", "partition", "offset")] + [F.unix_micros("timestamp")],
+            schema=SCHEMA_FILE.read_text())
 
     def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
         name = F.col("object_name")

@@ -69,3 +69,13 @@ def register_udf(spark: SparkSession, class_name: str, config: dict, return_type
         decoder = getattr(decoder, part)
     decoder.register(spark._jsparkSession, name, text, return_type.json())  # noqa: SLF001
     return name
+
+
+def outcome_type() -> DataType:
+    """The outcome struct a JVM-side decoder returns: status, reason, table_id and its change records."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from jobs.decoders.common import RECORDS_TYPE
+
+    return StructType([StructField("status", StringType()), StructField("reason", StringType()),
+                       StructField("table_id", StringType()), StructField("records", RECORDS_TYPE)])

@@ -25,41 +25,13 @@ from jobs.decoders import DecodeOptions
 from jobs.decoders.debezium import JVM_DECODER
 from jobs.raw import read_raw
 from scripts.simulate_source import INVENTORY_TABLES, SourceSimulator, write_parquet
-from tests.unit.decoder_support import raw_frame
+from tests.unit.decoder_support import assert_same_both_ways, raw_frame
 
 KEYED = DecodeOptions(primary_keys={"products": ("id",), "d.s.t": ("id",), "t": ("id", "v")})
 
 
-def decoded_both_ways(raw, monkeypatch, options=DecodeOptions()):
-    """(outcomes, records) per message as the JVM decoder and as Spark SQL decode them."""
-    results = []
-    for flag in ("1", "0"):
-        monkeypatch.setenv("CDC_JVM_DECODERS", flag)
-        decoded = decode_messages(raw, "debezium", options)
-        try:
-            outcomes = {(r["topic"], r["partition"], r["offset"]): (r["status"], r["reason"], r["table_id"],
-                                                                    r["record_count"])
-                        for r in decoded.outcomes.collect()}
-            records: dict[tuple, list] = {}
-            for r in decoded.changes.collect():
-                records.setdefault((r["topic"], r["partition"], r["offset"]), []).append(
-                    json.dumps(r.asDict(recursive=True), sort_keys=True, default=str))
-        finally:
-            release(decoded.materialized)
-        results.append((outcomes, {k: sorted(v) for k, v in records.items()}))
-    return results
-
-
 def assert_same(raw, monkeypatch, options=DecodeOptions()) -> int:
-    (jvm_outcomes, jvm_records), (sql_outcomes, sql_records) = decoded_both_ways(raw, monkeypatch, options)
-    assert sql_outcomes, "nothing decoded"
-    for message, expected in sorted(sql_outcomes.items()):
-        assert jvm_outcomes.get(message) == expected, message
-    assert jvm_outcomes.keys() == sql_outcomes.keys()
-    for message, expected in sorted(sql_records.items()):
-        assert jvm_records.get(message) == expected, message
-    assert jvm_records.keys() == sql_records.keys()
-    return len(sql_outcomes)
+    return assert_same_both_ways(raw, monkeypatch, "debezium", options)
 
 
 def test_the_jvm_decoder_is_on_the_class_path_with_the_record_layout(spark):

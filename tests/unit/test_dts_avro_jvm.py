@@ -1,9 +1,9 @@
-"""The JVM side of the DTS Avro decoder (jobs/jvm/src/cdc/DtsAvroUdf.java) against its Python side
-(fastavro in mapInArrow): for every message the same decoded columns (operation, table, positions, key
-columns, both images as canonical text with their types, absent columns, DDL) or the same reason it
-cannot be read. Reasons that name an exception are compared by their kind only (Python's and Java's
-exception names differ). The corpus: every branch of the value union, each charset, dates and zones at
-their edges, tags, positions, the benchmark's messages, and malformed bytes."""
+"""The JVM-side DTS Avro decoder (jobs/jvm/src/cdc/DtsAvroUdf.java) against its Python and Spark SQL
+twin (fastavro in mapInArrow, then jobs/decoders/dts_avro.py's expressions): for every message the same
+outcome and the same change records, event ids included. Reasons that name an exception are compared
+by their kind only (Python's and Java's exception names differ). The corpus: every branch of the value
+union, each charset, dates and zones at their edges, keys from tags and --primary-keys, key changes,
+uncaptured columns, table names, truncates, positions, the benchmark's messages, and malformed bytes."""
 from __future__ import annotations
 
 import io
@@ -13,13 +13,11 @@ import struct
 import fastavro
 
 from jobs import jvm
-from jobs.decoders.dts_avro import JVM_DECODER, DtsAvroDecoder, _DECODED_COLUMNS
+from jobs.decoders import DecodeOptions
+from jobs.decoders.dts_avro import JVM_DECODER
 from jobs.raw import read_raw
-from tests.unit.decoder_support import raw_frame
+from tests.unit.decoder_support import assert_same_both_ways, decoded_both_ways, raw_frame
 from tests.unit.test_dts_avro_decoder import NS, SCHEMA, chars, dts, integer
-
-COLUMNS = [c.strip().split(" ", 1)[0] for c in _DECODED_COLUMNS.replace("map<string,string>", "map").split(",")]
-
 
 def _kind(reason: str | None) -> str | None:
     """A reason without the exception's name and text (Python's and Java's differ)."""
@@ -29,26 +27,12 @@ def _kind(reason: str | None) -> str | None:
     return reason
 
 
-def columns_both_ways(raw) -> tuple[dict, dict]:
-    out = []
-    for columns in (DtsAvroDecoder.columns_on_jvm(raw), DtsAvroDecoder.columns_in_python(raw)):
-        rows = columns.select("topic", "partition", "offset", *COLUMNS).collect()
-        out.append({(r["topic"], r["partition"], r["offset"]): {**r.asDict(recursive=True), "error": _kind(r["error"])}
-                    for r in rows})
-    return out[0], out[1]
+def assert_same(raw, monkeypatch, options=DecodeOptions()) -> int:
+    return assert_same_both_ways(raw, monkeypatch, "dts_avro", options, reason=_kind)
 
 
-def assert_same(raw) -> int:
-    on_jvm, in_python = columns_both_ways(raw)
-    assert in_python, "nothing decoded"
-    for message, expected in sorted(in_python.items()):
-        assert on_jvm[message] == expected, message
-    return len(in_python)
-
-
-def test_the_jvm_decoder_is_on_the_class_path_with_the_columns_layout(spark):
+def test_the_jvm_decoder_is_on_the_class_path(spark):
     assert jvm.available(spark, JVM_DECODER)
-    assert spark._jvm.cdc.DtsAvroUdf.DECODED_FIELDS.split(",") == COLUMNS
 
 
 def _dt(**parts):
@@ -115,15 +99,18 @@ def _values() -> list[tuple]:
     return out
 
 
-def test_every_branch_of_the_value_union(spark):
+def test_every_branch_of_the_value_union(spark, monkeypatch):
     values = []
     for i, (items, fields) in enumerate(_values()):
         values.append(dts("INSERT", after=items, fields=fields, rid=i))
         values.append(dts("UPDATE", before=items, after=items, fields=fields, rid=i, pos=f"{i}@3"))
-    assert assert_same(raw_frame(spark, values)) == len(values)
+        values.append(dts("UPDATE", before=[integer(-i), items[1]], after=items, fields=fields, rid=i, pos=f"{i}@4"))
+    raw = raw_frame(spark, values)
+    assert assert_same(raw, monkeypatch) == len(values)
+    assert assert_same(raw, monkeypatch, DecodeOptions(primary_keys={"t1": ("b",)})) == len(values)
 
 
-def test_operations_tags_positions_and_shapes(spark):
+def test_operations_tags_positions_and_shapes(spark, monkeypatch):
     row = [integer(1), chars("x")]
     values = [dts(op, after=row, before=row) for op in ("INSERT", "UPDATE", "DELETE", "INIT", "BEGIN", "COMMIT",
                                                         "ROLLBACK", "HEARTBEAT", "CHECKPOINT", "NOOP")]
@@ -136,7 +123,15 @@ def test_operations_tags_positions_and_shapes(spark):
     values += [_with_tags(tags) for tags in ('{"UNIQUE_1":["b"]}', '{"primary":["a","b"]}', '{"PRIMARY":[]}',
                                              '{"PRIMARY":null,"u":["b"]}', '{}', "not json", '{"PRIMARY":[1]}',
                                              '["a"]', "")]
-    assert assert_same(raw_frame(spark, values)) == len(values)
+    values += [dts("INSERT", after=row, table=name) for name in ("mydb", "a.b.c", "", ".", "販売.t", "d." + "x" * 300)]
+    values += [dts("DDL", table=name, after=sql, fields="", pk=None) for name, sql in (
+        ("mydb", "-- note\n  truncate table t"), ("a.b", "/* x */TRUNCATE t"), ("a.b", "truncated_log insert"),
+        (None, "# c\nTRUNCATE t"))]
+    # a key change whose other column DTS did not capture: delete + insert with the before image
+    values += [dts("UPDATE", before=[integer(1), chars("x")], after=[integer(2), "NONE"], pos="9@9"),
+               dts("UPDATE", before=[integer(1), chars("x")], after=["NONE", chars("y")], pos="9@9"),
+               dts("INSERT", after=["NONE", chars("y")], pos="9@9")]
+    assert assert_same(raw_frame(spark, values), monkeypatch) == len(values)
 
 
 def _with_tags(pk_uk_info: str) -> bytes:
@@ -151,7 +146,7 @@ def _with_tags(pk_uk_info: str) -> bytes:
     return buf.getvalue()
 
 
-def test_malformed_bytes(spark):
+def test_malformed_bytes(spark, monkeypatch):
     rng = random.Random(5)
     good = dts("INSERT", after=[integer(1), chars("x")])
     values = [b"\x02\x00garbage", b'{"operation":"INSERT"}', good + b"\x00", good[:-3], good[:10],
@@ -160,14 +155,21 @@ def test_malformed_bytes(spark):
               b"\x00\x02\x02\x02\x02" + b"\xfe\xff\xff\xff\x0f" + b"y" * 30]
     values += [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 80))) for _ in range(150)]
     values += [bytes(b ^ (1 << rng.randrange(8)) if rng.random() < 0.05 else b for b in good) for _ in range(150)]
-    on_jvm, in_python = columns_both_ways(raw_frame(spark, values))
-    for message, expected in sorted(in_python.items()):
-        got = on_jvm[message]
-        if expected["error"] is None or got["error"] is None:
-            # Avro's Java reader takes a string's bytes as they are where fastavro checks their UTF-8
-            assert got == expected or _invalid_utf8_in(values[message[2]]), message
-        else:
-            assert got["error"] is not None, message
+    (jvm_outcomes, jvm_records), (sql_outcomes, sql_records) = decoded_both_ways(
+        raw_frame(spark, values), monkeypatch, "dts_avro", reason=_kind)
+    assert jvm_outcomes.keys() == sql_outcomes.keys()
+    for message, expected in sorted(sql_outcomes.items()):
+        got = jvm_outcomes[message]
+        if got == expected:
+            if got[0] == "decoded":
+                assert jvm_records[message] == sql_records[message], message
+            continue
+        # two readings of malformed bytes differ: Avro's Java reader takes a string's bytes as they are
+        # where fastavro checks their UTF-8; fastavro takes a negative union branch index as counted from
+        # the union's end where the Java reader refuses it
+        python_refused_utf8 = expected[0] == "quarantined" and _invalid_utf8_in(values[message[2]])
+        java_refused = got[:2] == ("quarantined", "not a DTS Avro Record (") and expected[0] == "decoded"
+        assert python_refused_utf8 or java_refused, message
 
 
 def _invalid_utf8_in(value: bytes) -> bool:
@@ -178,15 +180,10 @@ def _invalid_utf8_in(value: bytes) -> bool:
     return False
 
 
-def test_benchmark_messages(spark, tmp_path):
+def test_benchmark_messages(spark, tmp_path, monkeypatch):
     from bench.generate import write_snapshot
 
     write_snapshot("dts_avro", 3000, tmp_path)
-    assert assert_same(read_raw(spark, str(tmp_path))) == 3000
+    assert assert_same(read_raw(spark, str(tmp_path)), monkeypatch) == 3000
 
 
-def test_every_row_is_kept_and_only_unreadable_values_carry_an_error(spark):
-    raw = raw_frame(spark, [b"not avro", b"", None, dts("INSERT", after=[integer(1), chars("x")])])
-    on_jvm = DtsAvroDecoder.columns_on_jvm(raw).orderBy("offset").select("error", "operation").collect()
-    assert [(r["error"] is not None, r["operation"]) for r in on_jvm] == [(True, None), (False, None), (False, None),
-                                                                          (False, "INSERT")]

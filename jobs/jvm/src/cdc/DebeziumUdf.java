@@ -22,10 +22,11 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.api.java.UDF7;
 import org.apache.spark.sql.types.DataType;
+
+import static cdc.Outcomes.*;
 
 /**
  * The Debezium decoder on the JVM side: one Kafka message → its decode outcome (status, reason,
@@ -46,10 +47,6 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
   public static final String RECORD_FIELDS = "format,table_id,op,phase,key,before,after,present_columns,position,"
       + "tx_id,tx_seq,tx_last,event_time,column_types,topic,partition,offset,kafka_ts,event_id";
 
-  private static final String DECODED = "decoded", QUARANTINED = "quarantined", IGNORED = "ignored";
-  private static final String SNAPSHOT = "SNAPSHOT", INSERT = "INSERT", UPDATE = "UPDATE", DELETE = "DELETE",
-      TRUNCATE = "TRUNCATE", DDL = "DDL", MESSAGE = "MESSAGE", TX_BEGIN = "TX_BEGIN", TX_END = "TX_END",
-      LOAD_END = "LOAD_END", FULL_LOAD = "FULL_LOAD", CDC = "CDC";
   private static final Map<String, String> OPS = new HashMap<>();
   private static final Set<String> SNAPSHOT_MARKERS =
       new HashSet<>(Arrays.asList("true", "first", "last", "first_in_data_collection", "last_in_data_collection"));
@@ -78,7 +75,7 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
   private static final BigInteger TWO_TO_64 = BigInteger.ONE.shiftLeft(64);
 
   private final String format;
-  private final HashMap<String, ArrayList<String>> primaryKeys = new HashMap<>();
+  private final HashMap<String, ArrayList<String>> primaryKeys;
   private final HashSet<String> unavailable = new HashSet<>();
   private final String noTable;
   private final TableIds tableIds;
@@ -88,15 +85,10 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
   public DebeziumUdf(String config) throws IOException {
     JsonNode c = new ObjectMapper().readTree(config);
     format = c.get("format").asText();
-    c.get("primary_keys").properties().forEach(e -> {
-      ArrayList<String> cols = new ArrayList<>();
-      e.getValue().forEach(col -> cols.add(col.asText()));
-      primaryKeys.put(e.getKey(), cols);
-    });
+    primaryKeys = Outcomes.primaryKeys(c.get("primary_keys"));
     c.get("unavailable").forEach(v -> unavailable.add(v.asText()));
     noTable = c.get("no_table").asText();
-    tableIds = new TableIds(c.get("missing_part").asText(), c.get("name_hash_digits").asInt(),
-        c.get("max_id_chars").asInt(), c.get("max_part_chars").asInt());
+    tableIds = TableIds.fromConfig(c);
   }
 
   /** Registers the decoder under {@code name}, returning {@code returnType} (a DataType's JSON). */
@@ -341,7 +333,7 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
   @Override
   public Row call(byte[] key, byte[] value, String topic, Integer partition, Long offset, Long kafkaMicros,
                   scala.collection.Seq<Row> headers) {
-    Lineage lineage = new Lineage(topic, partition, offset, kafkaMicros == null ? null : instant(kafkaMicros));
+    Lineage lineage = new Lineage(topic, partition, offset, kafkaMicros);
     if (value == null || value.length == 0) return outcome(IGNORED, "tombstone", null, null);
     Parsed j = parse(value);
     Envelope env = j.payload != null ? j.payload : j.root;
@@ -402,7 +394,7 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
     // an incremental snapshot is not a complete image: its rows are upserts ordered like CDC
     String phase = SNAPSHOT.equals(op) && snapshot != null && !"incremental".equals(snapshot) ? FULL_LOAD : CDC;
     Map<String, String> rowImage = after != null ? after : before;
-    Map<String, String> rowKey = configuredKey(tableId, rowImage);
+    Map<String, String> rowKey = configuredKey(primaryKeys, tableId, rowImage);
     if (rowKey == null && kafkaKey != null) {
       // the message key's values are encoded as the row's: the row's converted value of a key column wins
       rowKey = new LinkedHashMap<>();
@@ -503,16 +495,6 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
       if (specs.size() < 10_000) specs.put(schema, found);
     }
     return found;
-  }
-
-  private Map<String, String> configuredKey(String tableId, Map<String, String> image) {
-    if (primaryKeys.isEmpty() || tableId == null) return null;
-    List<String> cols = primaryKeys.get(tableId);
-    if (cols == null) cols = primaryKeys.get(tableId.substring(tableId.lastIndexOf('.') + 1));
-    if (cols == null || image == null) return null;
-    Map<String, String> key = new LinkedHashMap<>();
-    for (String col : cols) key.put(col, image.get(col));
-    return key;
   }
 
   private Map<String, String> withoutUnavailable(Map<String, String> image) {
@@ -637,20 +619,6 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
   }
 
   // ---- rows ---------------------------------------------------------------------------------
-  private static final class Lineage {
-    final String topic;
-    final Integer partition;
-    final Long offset;
-    final Instant timestamp;
-
-    Lineage(String topic, Integer partition, Long offset, Instant timestamp) {
-      this.topic = topic;
-      this.partition = partition;
-      this.offset = offset;
-      this.timestamp = timestamp;
-    }
-  }
-
   /** What the records of one message share. */
   private final class Record {
     final String tableId, phase, position, txId;
@@ -673,34 +641,16 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
 
     Row row(String op, Map<String, String> key, Map<String, String> before, Map<String, String> after,
             List<String> present) {
-      return RowFactory.create(format, tableId, op, phase, key, before, after, present, position, txId, txSeq, null,
-          eventTime, types, lineage.topic, lineage.partition, lineage.offset, lineage.timestamp, null);
+      return record(format, tableId, op, phase, key, before, after, present, position, txId, txSeq, null, eventTime,
+          types, lineage);
     }
   }
 
   /** A record that changes no row: a transaction's begin / end, a full load's end. */
   private Row marker(String tableId, String op, String phase, String position, String txId, Long txSeq, Boolean txLast,
                      Instant eventTime, Map<String, String> detail, Lineage lineage) {
-    return RowFactory.create(format, tableId == null ? noTable : tableId, op, phase, null, null, detail, null,
-        position, txId, txSeq, txLast, eventTime, null, lineage.topic, lineage.partition, lineage.offset,
-        lineage.timestamp, null);
-  }
-
-  private static Row outcome(String status, String reason, String tableId, List<Row> records) {
-    return RowFactory.create(status, reason, tableId, records);
-  }
-
-  private static Instant instant(long micros) {
-    return Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L), Math.floorMod(micros, 1_000_000L) * 1000);
-  }
-
-  private static Instant millis(Long millis) {
-    if (millis == null) return null;
-    try {
-      return instant(Math.multiplyExact(millis, 1000L));
-    } catch (ArithmeticException e) {
-      return null;
-    }
+    return record(format, tableId == null ? noTable : tableId, op, phase, null, null, detail, null, position, txId,
+        txSeq, txLast, eventTime, null, lineage);
   }
 
   private static String coalesce(String a, String b) {

@@ -33,25 +33,23 @@ import org.apache.avro.io.DecoderFactory;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.api.java.UDF5;
 import org.apache.spark.sql.types.DataType;
 
-/**
- * Alibaba DTS Avro on the JVM side: one message value (a DTS {@code Record}) → the plain columns the
- * Spark SQL side of jobs/decoders/dts_avro.py turns into outcomes and records (its
- * {@code _DECODED_COLUMNS}: error, operation, object_name, record_id, binlog_file, binlog_offset,
- * event_ms, txid, pk, columns, before, after, before_absent, after_absent, types, ddl). The JVM twin of
- * that module's Python side ({@code decode_record}, fastavro in mapInArrow), read with Avro's own
- * reader (Spark ships it) and keeping its texts value for value (tests/unit/test_dts_avro_jvm.py):
- * a double as Python's repr writes it, dates and times as Python's datetime does, charsets by MySQL's
- * names, the same reasons for values that cannot be read.
- */
-public final class DtsAvroUdf implements UDF1<byte[], Row> {
-  private static final long serialVersionUID = 1L;
+import static cdc.Outcomes.*;
 
-  /** The returned columns, in order (checked against jobs/decoders/dts_avro.py). */
-  public static final String DECODED_FIELDS = "error,operation,object_name,record_id,binlog_file,binlog_offset,"
-      + "event_ms,txid,pk,columns,before,after,before_absent,after_absent,types,ddl";
+/**
+ * Alibaba DTS Avro on the JVM side: one message (a DTS {@code Record}) → its decode outcome (status,
+ * reason, table_id, change records), the JVM twin of jobs/decoders/dts_avro.py. The record is read
+ * with Avro's own reader (Spark ships it) into the plain columns that module's Python side gives
+ * ({@code _DECODED_COLUMNS}: texts value for value, a double as Python's repr writes it, dates and
+ * times as Python's datetime does, charsets by MySQL's names, the same reasons for values that cannot
+ * be read), then into outcomes as its Spark SQL side does (keys, positions, key changes, markers,
+ * reasons); tests/unit/test_dts_avro_jvm.py holds both sides to the same records. Arguments: the
+ * message's value, topic, partition, offset and Kafka timestamp (microseconds).
+ */
+public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Long, Row> {
+  private static final long serialVersionUID = 1L;
 
   private static final String DECIMAL_TYPE = "decimal(38,18)";
   private static final Pattern BINLOG = Pattern.compile("(\\d+)@(\\d+)");
@@ -76,9 +74,20 @@ public final class DtsAvroUdf implements UDF1<byte[], Row> {
   private transient BinaryDecoder decoder;
   private transient ConcurrentHashMap<String, Object> keyColumns;  // pk_uk_info -> List<String> or NONE
 
-  /** {@code config}: JSON of jobs/decoders/dts_avro.py: the Record schema file's text. */
+  private final String format;
+  private final HashMap<String, ArrayList<String>> primaryKeys;
+  private final String noTable;
+  private final TableIds tableIds;
+
+  /** {@code config}: JSON of jobs/decoders/dts_avro.py: the Record schema file's text, --primary-keys and
+   * the table-id rules. */
   public DtsAvroUdf(String config) throws IOException {
-    schemaText = JSON.readTree(config).get("schema").asText();
+    JsonNode c = JSON.readTree(config);
+    schemaText = c.get("schema").asText();
+    format = c.get("format").asText();
+    primaryKeys = Outcomes.primaryKeys(c.get("primary_keys"));
+    noTable = c.get("no_table").asText();
+    tableIds = TableIds.fromConfig(c);
   }
 
   public static void register(SparkSession spark, String name, String config, String returnType) throws IOException {
@@ -103,9 +112,23 @@ public final class DtsAvroUdf implements UDF1<byte[], Row> {
     keyColumns = new ConcurrentHashMap<>();
   }
 
+  /** One record as plain columns (jobs/decoders/dts_avro.py _DECODED_COLUMNS). */
+  private static final class Columns {
+    String error, operation, objectName, txid, ddl;
+    Long recordId, binlogFile, binlogOffset, eventMs;
+    List<String> pk, columns;
+    Map<String, String> before, after, types;
+    List<String> beforeAbsent = new ArrayList<>(), afterAbsent = new ArrayList<>();
+  }
+
   @Override
-  public Row call(byte[] value) {
-    if (value == null || value.length == 0) return row(null);
+  public Row call(byte[] value, String topic, Integer partition, Long offset, Long kafkaMicros) {
+    if (value == null || value.length == 0) return outcome(IGNORED, "tombstone", null, null);
+    Columns c = columns(value);
+    return outcomeOf(c, new Lineage(topic, partition, offset, kafkaMicros));
+  }
+
+  private Columns columns(byte[] value) {
     open();
     GenericRecord rec;
     int left;
@@ -128,34 +151,164 @@ public final class DtsAvroUdf implements UDF1<byte[], Row> {
     }
   }
 
-  private Row decoded(GenericRecord rec) throws ValueError {
+  private Columns decoded(GenericRecord rec) throws ValueError {
+    Columns c = new Columns();
     Object fields = rec.get("fields");
-    List<String> columns = new ArrayList<>();
+    c.columns = new ArrayList<>();
     if (fields instanceof List) {
-      for (Object f : (List<?>) fields) columns.add(text(((GenericRecord) f).get("name")));
+      for (Object f : (List<?>) fields) c.columns.add(text(((GenericRecord) f).get("name")));
     }
-    Map<String, String> types = new LinkedHashMap<>();
+    c.types = new LinkedHashMap<>();
     GenericRecord source = (GenericRecord) rec.get("source");
     String sourceType = source == null ? null : text(source.get("sourceType"));
     boolean mysql = "MySQL".equals(sourceType) || "DRDS".equals(sourceType);
-    List<String> beforeAbsent = new ArrayList<>(), afterAbsent = new ArrayList<>();
-    Map<String, String> before = image(columns, rec.get("beforeImages"), types, mysql, beforeAbsent);
-    Map<String, String> after = image(columns, rec.get("afterImages"), types, mysql, afterAbsent);
-    Long binlogFile = null, binlogOffset = null;
-    Matcher m = BINLOG.matcher(text(rec.get("sourcePosition")) == null ? "" : text(rec.get("sourcePosition")));
+    c.before = image(c.columns, rec.get("beforeImages"), c.types, mysql, c.beforeAbsent);
+    c.after = image(c.columns, rec.get("afterImages"), c.types, mysql, c.afterAbsent);
+    String position = text(rec.get("sourcePosition"));
+    Matcher m = BINLOG.matcher(position == null ? "" : position);
     if (m.matches()) {
-      binlogFile = Long.valueOf(m.group(2));
-      binlogOffset = Long.valueOf(m.group(1));
+      c.binlogFile = Long.valueOf(m.group(2));
+      c.binlogOffset = Long.valueOf(m.group(1));
     }
     Long ts = (Long) rec.get("sourceTimestamp");
     // DTS writes seconds; a 13-digit value is milliseconds
-    Long eventMs = ts == null ? null : Math.abs(ts) >= 100_000_000_000L ? ts : Math.multiplyExact(ts, 1000L);
+    c.eventMs = ts == null ? null : Math.abs(ts) >= 100_000_000_000L ? ts : Math.multiplyExact(ts, 1000L);
     String txid = text(rec.get("sourceTxid"));
+    c.txid = txid == null || txid.isEmpty() ? null : txid;
+    c.operation = text(rec.get("operation"));
+    c.objectName = text(rec.get("objectName"));
+    c.recordId = (Long) rec.get("id");
+    c.pk = primaryKey(rec.get("tags"));
     Object afterImages = rec.get("afterImages");
-    return RowFactory.create(null, text(rec.get("operation")), text(rec.get("objectName")), rec.get("id"),
-        binlogFile, binlogOffset, eventMs, txid == null || txid.isEmpty() ? null : txid, primaryKey(rec.get("tags")),
-        columns, before, after, beforeAbsent, afterAbsent, types,
-        afterImages instanceof CharSequence ? afterImages.toString() : null);
+    c.ddl = afterImages instanceof CharSequence ? afterImages.toString() : null;
+    return c;
+  }
+
+  private static Columns error(String reason) {
+    Columns c = new Columns();
+    c.error = reason;
+    return c;
+  }
+
+  // ---- outcomes (the Spark SQL side of jobs/decoders/dts_avro.py) ------------------------------
+  private static final Map<String, String> ROW_OPS = Map.of("INSERT", INSERT, "UPDATE", UPDATE, "DELETE", DELETE,
+      "INIT", SNAPSHOT);
+  private static final Map<String, String> TX_OPS = Map.of("BEGIN", TX_BEGIN, "COMMIT", TX_END, "ROLLBACK", TX_END,
+      "ABORT", TX_END);
+  private static final Map<String, String> IGNORED_OPS = Map.of("HEARTBEAT", "heartbeat", "CHECKPOINT",
+      "DTS control record", "COMMAND", "DTS control record", "FILL", "DTS control record", "FINISH",
+      "DTS control record", "CONTROL", "DTS control record", "RDB", "DTS control record", "NOOP", "DTS control record");
+  private static final Pattern LEADING_COMMENTS = Pattern.compile("^(\\s|/\\*.*?\\*/|--[^\\n]*\\n|#[^\\n]*\\n)*");
+  private static final Pattern TRUNCATE_STATEMENT = Pattern.compile("^TRUNCATE\\b");
+
+  private Row outcomeOf(Columns c, Lineage lineage) {
+    String op = c.operation;
+    String tableId = tableId(c.objectName, "DDL".equals(op));
+    if (c.error != null) return outcome(QUARANTINED, c.error, tableId, null);
+    String ignored = op == null ? null : IGNORED_OPS.get(op);
+    if (ignored != null) return outcome(IGNORED, ignored, tableId, null);
+    boolean isDdl = "DDL".equals(op);
+    String reason = null;
+    if (!TX_OPS.containsKey(op)) {
+      if (!isDdl && !ROW_OPS.containsKey(op)) reason = "unknown operation '" + op + "'";
+      else if (tableId == null && isDdl && c.ddl == null) reason = "DDL without a statement";
+      else if (tableId == null && !isDdl) reason = "no objectName";
+      else if (("INSERT".equals(op) || "INIT".equals(op)) && c.after == null) reason = op + " without afterImages";
+      else if ("UPDATE".equals(op) && c.after == null) reason = "UPDATE without afterImages";
+      else if ("DELETE".equals(op) && c.before == null) reason = "DELETE without beforeImages";
+    }
+    if (reason != null) return outcome(QUARANTINED, reason, tableId, null);
+
+    String position = String.join(".", DebeziumUdf.padUnsigned(String.valueOf(c.binlogFile == null ? 0 : c.binlogFile), 10),
+        DebeziumUdf.padUnsigned(String.valueOf(c.binlogOffset == null ? 0 : c.binlogOffset), 20),
+        DebeziumUdf.padUnsigned(String.valueOf(c.recordId == null ? 0 : c.recordId), 20));
+    java.time.Instant eventTime = millis(c.eventMs);
+    List<Row> records = new ArrayList<>(2);
+    if (TX_OPS.containsKey(op)) {
+      String marker = TX_OPS.get(op);
+      Map<String, String> detail = new LinkedHashMap<>();
+      detail.put("marker", op);
+      detail.put("sourceTxid", c.txid);
+      records.add(record(format, tableId == null ? noTable : tableId, marker, CDC, null, null, detail, null,
+          position, null, null, TX_END.equals(marker), eventTime, null, lineage));
+      return outcome(DECODED, null, tableId, records);
+    }
+    // a column DTS did not capture (EmptyObject NONE) is left out of the after image; a key column so
+    // left out did not change (DTS captures a changed key), so the new key takes the before value
+    Map<String, String> keyImage = c.after;
+    if (c.before != null && !c.afterAbsent.isEmpty() && c.after != null) {
+      keyImage = new LinkedHashMap<>();
+      for (Map.Entry<String, String> e : c.before.entrySet()) {
+        if (c.afterAbsent.contains(e.getKey())) keyImage.put(e.getKey(), e.getValue());
+      }
+      keyImage.putAll(c.after);
+    } else if (c.before != null && !c.afterAbsent.isEmpty()) {
+      keyImage = null;  // map_concat with a null image is null
+    }
+    Map<String, String> newKey = key(tableId, keyImage, c.pk);
+    Map<String, String> oldKey = key(tableId, c.before, c.pk);
+    // columns DTS could not capture (EmptyObject NONE) keep their prior value
+    List<String> partial = !c.afterAbsent.isEmpty() && c.after != null ? new ArrayList<>(c.after.keySet()) : null;
+    boolean keyChanged = c.before != null && !(oldKey != null && newKey != null
+        && new ArrayList<>(oldKey.entrySet()).equals(new ArrayList<>(newKey.entrySet())));
+    if (isDdl) {
+      if (c.ddl != null && isTruncate(c.ddl)) {
+        records.add(record(format, tableId, TRUNCATE, CDC, null, null, null, null, position, c.txid, null, null,
+            eventTime, c.types, lineage));
+      } else {
+        Map<String, String> detail = new LinkedHashMap<>();
+        detail.put("ddl", c.ddl);
+        records.add(record(format, tableId, DDL, CDC, null, null, detail, null, position, c.txid, null, null,
+            eventTime, c.types, lineage));
+      }
+    } else if ("INIT".equals(op) || "INSERT".equals(op)) {
+      records.add(record(format, tableId, ROW_OPS.get(op), "INIT".equals(op) ? FULL_LOAD : CDC, newKey, null, c.after,
+          partial, position, c.txid, null, null, eventTime, c.types, lineage));
+    } else if ("UPDATE".equals(op) && keyChanged) {
+      records.add(record(format, tableId, DELETE, CDC, oldKey, c.before, null, null, position, c.txid, null, null,
+          eventTime, c.types, lineage));
+      // with the before image: the fold moves the old key's row (columns not captured)
+      records.add(record(format, tableId, INSERT, CDC, newKey, c.before, c.after, partial, position, c.txid, null,
+          null, eventTime, c.types, lineage));
+    } else if ("UPDATE".equals(op)) {
+      records.add(record(format, tableId, UPDATE, CDC, newKey, c.before, c.after, partial, position, c.txid, null,
+          null, eventTime, c.types, lineage));
+    } else {
+      records.add(record(format, tableId, DELETE, CDC, oldKey, c.before, null, null, position, c.txid, null, null,
+          eventTime, c.types, lineage));
+    }
+    return outcome(DECODED, null, tableId, records);
+  }
+
+  /** --primary-keys, else the record's pk_uk_info columns, else the whole image. */
+  private Map<String, String> key(String tableId, Map<String, String> image, List<String> pk) {
+    Map<String, String> key = configuredKey(primaryKeys, tableId, image);
+    if (key != null) return key;
+    if (image != null && pk != null) {
+      key = new LinkedHashMap<>();
+      for (String col : pk) key.put(col, image.get(col));
+      return key;
+    }
+    return image;
+  }
+
+  /** objectName db.table or db.schema.table (a DDL may name its database alone, or nothing). */
+  private String tableId(String name, boolean ddl) {
+    String[] parts = name == null ? null : name.split("\\.", -1);
+    if (ddl && (parts == null || parts.length == 1)) return tableIds.of(parts == null ? null : parts[0], null, null);
+    if (parts == null) return null;
+    if (parts.length == 2) return tableIds.of(parts[0], null, parts[1]);
+    if (parts.length >= 3) {
+      return tableIds.of(parts[0], parts[1], String.join(".", java.util.Arrays.asList(parts)
+          .subList(2, Math.min(parts.length, 101))));
+    }
+    return tableIds.of(null, null, parts[0]);
+  }
+
+  /** Whether a DDL statement is a TRUNCATE; leading comments do not hide it (common.is_truncate). */
+  private static boolean isTruncate(String sql) {
+    String stripped = LEADING_COMMENTS.matcher(sql).replaceAll("");
+    return TRUNCATE_STATEMENT.matcher(stripped.toUpperCase(Locale.ROOT)).find();
   }
 
   private Map<String, String> image(List<String> columns, Object values, Map<String, String> types, boolean mysql,
@@ -490,15 +643,6 @@ public final class DtsAvroUdf implements UDF1<byte[], Row> {
     byte[] out = new byte[b.remaining()];
     b.get(out);
     return out;
-  }
-
-  private static Row error(String reason) {
-    return row(reason);
-  }
-
-  private static Row row(String error) {
-    return RowFactory.create(error, null, null, null, null, null, null, null, null, null, null, null, null, null, null,
-        null);
   }
 
 }

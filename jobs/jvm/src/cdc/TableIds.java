@@ -32,6 +32,12 @@ final class TableIds implements Serializable {
     this.maxPartChars = maxPartChars;
   }
 
+  /** The rules a decoder's configuration carries (jobs/decoders/common.py decoded_on_jvm). */
+  static TableIds fromConfig(com.fasterxml.jackson.databind.JsonNode config) {
+    return new TableIds(config.get("missing_part").asText(), config.get("name_hash_digits").asInt(),
+        config.get("max_id_chars").asInt(), config.get("max_part_chars").asInt());
+  }
+
   String of(String database, String schema, String table) {
     if (known == null) known = new ConcurrentHashMap<>();
     List<String> parts = Arrays.asList(database, schema, table);
