@@ -6,6 +6,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
 from jobs import canonical as C
+from jobs import jvm
 from jobs.canonical import CHANGE_RECORD_SCHEMA
 from jobs.decoders import DecodeOptions
 
@@ -90,8 +91,6 @@ def decoded_on_jvm(raw: DataFrame, class_name: str, fmt: str, options: DecodeOpt
     """The outcomes of the JVM-side decoder ``class_name`` (jobs.jvm) called on ``arguments`` of each raw
     message, made with the format's ``settings`` and the rules every decoder shares (--primary-keys,
     the table-id limits of jobs.canonical); records leave with event_id null, for the decode stage."""
-    from jobs import jvm
-
     config = {
         "format": fmt,
         "primary_keys": {table: list(cols) for table, cols in options.primary_keys.items()},

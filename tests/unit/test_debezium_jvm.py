@@ -36,7 +36,7 @@ def assert_same(raw, monkeypatch, options=DecodeOptions()) -> int:
 
 def test_the_jvm_decoder_is_on_the_class_path_with_the_record_layout(spark):
     assert jvm.available(spark, JVM_DECODER), "the jar of scripts/build_jvm.sh is not on the driver's class path"
-    assert spark._jvm.cdc.DebeziumUdf.RECORD_FIELDS.split(",") == list(CHANGE_RECORD_COLUMNS)
+    assert spark._jvm.cdc.Outcomes.RECORD_FIELDS.split(",") == list(CHANGE_RECORD_COLUMNS)
 
 
 def test_every_sample_and_seed_message(spark, shared_dir, monkeypatch):

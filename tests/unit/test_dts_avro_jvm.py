@@ -19,6 +19,7 @@ from jobs.raw import read_raw
 from tests.unit.decoder_support import assert_same_both_ways, decoded_both_ways, raw_frame
 from tests.unit.test_dts_avro_decoder import NS, SCHEMA, chars, dts, integer
 
+
 def _kind(reason: str | None) -> str | None:
     """A reason without the exception's name and text (Python's and Java's differ)."""
     for prefix in ("not a DTS Avro Record (", "unreadable DTS record ("):

@@ -5,7 +5,6 @@ import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
-import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -43,10 +42,6 @@ import static cdc.Outcomes.*;
 public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, Long, Long, scala.collection.Seq<Row>, Row> {
   private static final long serialVersionUID = 1L;
 
-  /** The change record's fields, in the order the rows below hold them (checked against jobs.canonical). */
-  public static final String RECORD_FIELDS = "format,table_id,op,phase,key,before,after,present_columns,position,"
-      + "tx_id,tx_seq,tx_last,event_time,column_types,topic,partition,offset,kafka_ts,event_id";
-
   private static final Map<String, String> OPS = new HashMap<>();
   private static final Set<String> SNAPSHOT_MARKERS =
       new HashSet<>(Arrays.asList("true", "first", "last", "first_in_data_collection", "last_in_data_collection"));
@@ -72,7 +67,6 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
   private static final byte[] TABLE_CHANGES_NEEDLE = "\"tableChanges\"".getBytes(StandardCharsets.UTF_8);
   private static final String OLD_KEY_HEADER = "__debezium.oldkey";
   private static final Pattern TRAILING_DIGITS = Pattern.compile("(\\d+)$");
-  private static final BigInteger TWO_TO_64 = BigInteger.ONE.shiftLeft(64);
 
   private final String format;
   private final HashMap<String, ArrayList<String>> primaryKeys;
@@ -577,34 +571,6 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
   private static int skipSpace(String s, int i) {
     while (i < s.length() && " \t\n\u000B\f\r".indexOf(s.charAt(i)) >= 0) i++;
     return i;
-  }
-
-  /** A non-negative integer as fixed-width digits (a negative one is an unsigned 64-bit value past 2^63). */
-  static String padUnsigned(String v, int width) {
-    if (v == null) return null;
-    String digits;
-    if (isPlainDigits(v)) {
-      int start = 0;
-      while (start < v.length() - 1 && v.charAt(start) == '0') start++;
-      digits = v.substring(start);
-    } else {
-      BigInteger n = DebeziumTypes.tryWholeDecimal(v);
-      if (n == null) return null;
-      digits = (n.signum() < 0 ? n.add(TWO_TO_64) : n).toString();
-    }
-    if (digits.length() >= width) return digits.substring(0, width);  // lpad cuts, as Spark's does
-    StringBuilder out = new StringBuilder(width);
-    for (int i = digits.length(); i < width; i++) out.append('0');
-    return out.append(digits).toString();
-  }
-
-  private static boolean isPlainDigits(String v) {
-    if (v.isEmpty() || v.length() > 38) return false;
-    for (int i = 0; i < v.length(); i++) {
-      char c = v.charAt(i);
-      if (c < '0' || c > '9') return false;
-    }
-    return true;
   }
 
   /** concat_ws('.', ...): the parts that are not null. */

@@ -72,7 +72,7 @@ public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Lon
   private transient Schema schema;
   private transient GenericDatumReader<GenericRecord> reader;
   private transient BinaryDecoder decoder;
-  private transient ConcurrentHashMap<String, Object> keyColumns;  // pk_uk_info -> List<String> or NONE
+  private transient ConcurrentHashMap<String, Object> keyColumns;  // pk_uk_info -> List<String> or NO_KEY
 
   private final String format;
   private final HashMap<String, ArrayList<String>> primaryKeys;
@@ -219,9 +219,9 @@ public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Lon
     }
     if (reason != null) return outcome(QUARANTINED, reason, tableId, null);
 
-    String position = String.join(".", DebeziumUdf.padUnsigned(String.valueOf(c.binlogFile == null ? 0 : c.binlogFile), 10),
-        DebeziumUdf.padUnsigned(String.valueOf(c.binlogOffset == null ? 0 : c.binlogOffset), 20),
-        DebeziumUdf.padUnsigned(String.valueOf(c.recordId == null ? 0 : c.recordId), 20));
+    String position = String.join(".", padUnsigned(String.valueOf(c.binlogFile == null ? 0 : c.binlogFile), 10),
+        padUnsigned(String.valueOf(c.binlogOffset == null ? 0 : c.binlogOffset), 20),
+        padUnsigned(String.valueOf(c.recordId == null ? 0 : c.recordId), 20));
     java.time.Instant eventTime = millis(c.eventMs);
     List<Row> records = new ArrayList<>(2);
     if (TX_OPS.containsKey(op)) {
@@ -235,20 +235,19 @@ public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Lon
     }
     // a column DTS did not capture (EmptyObject NONE) is left out of the after image; a key column so
     // left out did not change (DTS captures a changed key), so the new key takes the before value
+    // (afterAbsent is only ever filled while reading an after image, so it implies one)
     Map<String, String> keyImage = c.after;
-    if (c.before != null && !c.afterAbsent.isEmpty() && c.after != null) {
+    if (c.before != null && !c.afterAbsent.isEmpty()) {
       keyImage = new LinkedHashMap<>();
       for (Map.Entry<String, String> e : c.before.entrySet()) {
         if (c.afterAbsent.contains(e.getKey())) keyImage.put(e.getKey(), e.getValue());
       }
       keyImage.putAll(c.after);
-    } else if (c.before != null && !c.afterAbsent.isEmpty()) {
-      keyImage = null;  // map_concat with a null image is null
     }
     Map<String, String> newKey = key(tableId, keyImage, c.pk);
     Map<String, String> oldKey = key(tableId, c.before, c.pk);
     // columns DTS could not capture (EmptyObject NONE) keep their prior value
-    List<String> partial = !c.afterAbsent.isEmpty() && c.after != null ? new ArrayList<>(c.after.keySet()) : null;
+    List<String> partial = !c.afterAbsent.isEmpty() ? new ArrayList<>(c.after.keySet()) : null;
     boolean keyChanged = c.before != null && !(oldKey != null && newKey != null
         && new ArrayList<>(oldKey.entrySet()).equals(new ArrayList<>(newKey.entrySet())));
     if (isDdl) {

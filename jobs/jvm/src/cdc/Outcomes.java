@@ -1,6 +1,7 @@
 package cdc;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.math.BigInteger;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -16,8 +17,12 @@ import org.apache.spark.sql.RowFactory;
  * order of fields (jobs.canonical; ``event_id`` left to the decode stage, which computes it from the
  * record's fields).
  */
-final class Outcomes {
+public final class Outcomes {
   private Outcomes() {}
+
+  /** The change record's fields, in the order {@link #record} holds them (checked against jobs.canonical). */
+  public static final String RECORD_FIELDS = "format,table_id,op,phase,key,before,after,present_columns,position,"
+      + "tx_id,tx_seq,tx_last,event_time,column_types,topic,partition,offset,kafka_ts,event_id";
 
   static final String DECODED = "decoded", QUARANTINED = "quarantined", IGNORED = "ignored";
   static final String SNAPSHOT = "SNAPSHOT", INSERT = "INSERT", UPDATE = "UPDATE", DELETE = "DELETE",
@@ -87,5 +92,35 @@ final class Outcomes {
     Map<String, String> key = new LinkedHashMap<>();
     for (String col : cols) key.put(col, image.get(col));
     return key;
+  }
+
+  private static final BigInteger TWO_TO_64 = BigInteger.ONE.shiftLeft(64);
+
+  /** A non-negative integer as fixed-width digits (a negative one is an unsigned 64-bit value past 2^63). */
+  static String padUnsigned(String v, int width) {
+    if (v == null) return null;
+    String digits;
+    if (isPlainDigits(v)) {
+      int start = 0;
+      while (start < v.length() - 1 && v.charAt(start) == '0') start++;
+      digits = v.substring(start);
+    } else {
+      BigInteger n = DebeziumTypes.tryWholeDecimal(v);
+      if (n == null) return null;
+      digits = (n.signum() < 0 ? n.add(TWO_TO_64) : n).toString();
+    }
+    if (digits.length() >= width) return digits.substring(0, width);  // lpad cuts, as Spark's does
+    StringBuilder out = new StringBuilder(width);
+    for (int i = digits.length(); i < width; i++) out.append('0');
+    return out.append(digits).toString();
+  }
+
+  private static boolean isPlainDigits(String v) {
+    if (v.isEmpty() || v.length() > 38) return false;
+    for (int i = 0; i < v.length(); i++) {
+      char c = v.charAt(i);
+      if (c < '0' || c > '9') return false;
+    }
+    return true;
   }
 }
