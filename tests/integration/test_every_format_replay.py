@@ -15,28 +15,19 @@ from decimal import Decimal
 
 import pytest
 
-from jobs import cli
 from scripts.format_streams import FORMAT_RECORDS, logical_changes
-from scripts.simulate_source import SourceSimulator, write_parquet
+from scripts.simulate_source import SourceSimulator
 from tests.integration.test_history import expected_versions, history_rows
 from tests.integration.test_workload_replay import (
-    TABLES, assert_state_equals_source, make_workload, published_rows)
+    TABLES, assert_state_equals_source, make_workload, published_rows, run_parts)
 
 pytestmark = pytest.mark.integration
 
 
 def run_slices(records, tmp_path, runs: int, fmt: str, extra: list[str] = ()) -> list[dict]:
-    lake = tmp_path / "lake"
     size = -(-len(records) // runs)
-    reports = []
-    for i in range(runs):
-        raw = tmp_path / f"raw{i}"
-        raw.mkdir()
-        write_parquet(raw / "part-0.parquet", records[i * size:(i + 1) * size])
-        assert cli.main(["run", "--format", fmt, "--raw", str(raw), "--lake", str(lake), "--pipeline", "wl",
-                         "--run-id", f"run{i}", *extra]) == 0
-        reports.append(json.loads((lake / f"reports/wl/run=run{i}/decode.json").read_text()))
-    return reports
+    lake = run_parts(tmp_path, [records[i * size:(i + 1) * size] for i in range(runs)], fmt, extra=extra)
+    return [json.loads((lake / f"reports/wl/run=run{i}/decode.json").read_text()) for i in range(runs)]
 
 
 def same_value(kind: str, actual, expected, ms_only: bool) -> bool:

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from jobs import cli
-from scripts.simulate_source import SourceSimulator, write_parquet
-from tests.integration.test_workload_replay import TABLES, assert_state_equals_source, published_rows
+from scripts.simulate_source import SourceSimulator
+from tests.integration.test_workload_replay import TABLES, assert_state_equals_source, published_rows, run_parts
 
 pytestmark = pytest.mark.integration
 
@@ -43,13 +43,8 @@ def test_newer_complete_load_removes_keys_missing_from_it(spark, tmp_path, cut):
     sim, end_of_load = workload()
     records = sim.to_kafka_records(with_schema=True)
     parts = [records] if cut is None else [records[:end_of_load + cut], records[end_of_load + cut:]]
-    lake = tmp_path / "lake"
-    for i, part in enumerate(parts):
-        raw = tmp_path / f"raw{i}"
-        raw.mkdir()
-        write_parquet(raw / "part-0.parquet", part)
-        assert cli.main(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake), "--pipeline", "wl",
-                         "--run-id", f"run{i}"]) == 0
+    lake = run_parts(tmp_path, parts)
+    for i in range(len(parts)):
         merge = json.loads((lake / f"reports/wl/run=run{i}/merge.json").read_text())
         loads = {t: r["full_load"] for t, r in merge["tables"].items()}
         # whether each table's latest load is complete after the run (None: no load applied or pending)
@@ -87,12 +82,7 @@ def test_incremental_snapshot_upserts_and_never_overrides_a_later_change(spark, 
     assert late, "the incremental snapshot read no row"
     # the chunks' messages arrive last (another partition lagging), after every later change
     parts = [[r for i, r in enumerate(records) if i not in late], [records[i] for i in sorted(late)]]
-    lake = tmp_path / "lake"
-    for i, part in enumerate(parts):
-        raw = tmp_path / f"raw{i}"
-        write_parquet(raw / "part-0.parquet", part)
-        assert cli.main(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake), "--pipeline", "inc",
-                         "--run-id", f"run{i}"]) == 0
+    lake = run_parts(tmp_path, parts, pipeline="inc")
     merge = json.loads((lake / "reports/inc/run=run1/merge.json").read_text())
     assert merge["tables"] and all(t["full_load"] is None for t in merge["tables"].values())  # no load
     assert_state_equals_source(sim, lake, "inc", with_schema=True)

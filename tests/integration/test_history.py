@@ -7,10 +7,10 @@ from collections import defaultdict
 
 import pytest
 
-from jobs import cli, publish
+from jobs import publish
 from jobs.lake import Lake
-from scripts.simulate_source import SourceSimulator, write_parquet
-from tests.integration.test_workload_replay import TABLES, normalise, published_rows
+from scripts.simulate_source import SourceSimulator
+from tests.integration.test_workload_replay import TABLES, normalise, published_rows, run_parts
 
 pytestmark = pytest.mark.integration
 
@@ -35,18 +35,6 @@ def history_rows(lake, table: str) -> list[dict]:
     return catalog.load_table(ident).scan().to_arrow().to_pylist()
 
 
-def run_with_history(tmp_path, parts: list[list]) -> object:
-    """One `jobs run --history` of pipeline wl per part of the messages, in order; the lake."""
-    lake = tmp_path / "lake"
-    for i, part in enumerate(parts):
-        raw = tmp_path / f"raw{i}"
-        raw.mkdir()
-        write_parquet(raw / "part-0.parquet", part)
-        assert cli.main(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake), "--pipeline", "wl",
-                         "--run-id", f"run{i}", "--history"]) == 0
-    return lake
-
-
 def test_history_has_every_version_of_every_key(spark, tmp_path):
     sim = SourceSimulator(52, TABLES, "mysql", n_partitions=3)
     sim.populate("items", 25)
@@ -59,7 +47,7 @@ def test_history_has_every_version_of_every_key(spark, tmp_path):
     sim.redeliver(0.05)
     records = sim.to_kafka_records(with_schema=True)
     half = len(records) // 2
-    lake = run_with_history(tmp_path, [records[:half], records[half:]])
+    lake = run_parts(tmp_path, [records[:half], records[half:]], extra=["--history"])
 
     expected = expected_versions(sim)
     for table, spec in sim.tables.items():
@@ -113,7 +101,7 @@ def test_rows_removed_by_a_truncate_or_a_newer_load_are_no_longer_current(spark,
     sim.snapshot(["stock"])
     sim.random_ops(20, max_tx_size=2)
     records = sim.to_kafka_records(with_schema=True)
-    lake = run_with_history(tmp_path, [records[:first_run], records[first_run:]])
+    lake = run_parts(tmp_path, [records[:first_run], records[first_run:]], extra=["--history"])
     for table, spec in sim.tables.items():
         rows = history_rows(lake, table)
         current = [r for r in rows if r["_is_current"]]

@@ -24,11 +24,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from jobs import cli
 from scripts.format_streams import FORMAT_RECORDS
-from scripts.simulate_source import SourceSimulator, write_parquet
+from scripts.simulate_source import SourceSimulator
 from tests.integration.test_every_format_replay import assert_state_means_source
-from tests.integration.test_workload_replay import TABLES, assert_state_equals_source
+from tests.integration.test_workload_replay import TABLES, assert_state_equals_source, run_parts
 
 pytestmark = pytest.mark.integration
 EXAMPLES = int(os.environ.get("CDC_PROPERTY_EXAMPLES", "3"))
@@ -135,13 +134,7 @@ def test_published_state_equals_the_model(spark, stream, seed, ops, runs, reload
     if open_tail:
         records = records[:-1]  # the stream's last message: the transaction's end
     with tempfile.TemporaryDirectory() as tmp:
-        lake = Path(tmp) / "lake"
-        for i, part in enumerate(land_in_runs(records, runs, random.Random(seed))):
-            raw = Path(tmp) / f"raw{i}"
-            raw.mkdir()
-            write_parquet(raw / "part-0.parquet", part)
-            assert cli.main(["run", "--format", fmt, "--raw", str(raw), "--lake", str(lake), "--pipeline", "wl",
-                             "--run-id", f"run{i}"]) == 0
+        lake = run_parts(Path(tmp), land_in_runs(records, runs, random.Random(seed)), fmt)
         if typed is None:
             assert_state_means_source(sim, lake, fmt, expected)
         else:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Iterable, Sequence
 
 import pytest
 
@@ -53,6 +54,20 @@ def write_runs(sim: SourceSimulator, tmp: Path, with_schema: bool, runs: int) ->
         write_parquet(path / "part-0.parquet", records[i * size:(i + 1) * size])
         paths.append(path)
     return paths
+
+
+def run_parts(tmp: Path, parts: Iterable[list], fmt: str = "debezium", pipeline: str = "wl",
+              extra: Sequence[str] = ()) -> Path:
+    """One `jobs run` per part of the messages, in order (raw folders raw0, raw1, ..., run ids run0,
+    run1, ...), each asserted to succeed; the lake."""
+    lake = tmp / "lake"
+    for i, part in enumerate(parts):
+        raw = tmp / f"raw{i}"
+        raw.mkdir()
+        write_parquet(raw / "part-0.parquet", part)
+        assert cli.main(["run", "--format", fmt, "--raw", str(raw), "--lake", str(lake), "--pipeline", pipeline,
+                         "--run-id", f"run{i}", *extra]) == 0
+    return lake
 
 
 def published_rows(lake: Path, pipeline: str, table: str) -> list[dict]:
