@@ -29,7 +29,8 @@ SPARK_CONF = {
     # quoted identifiers, case-sensitive collations), not one name twice
     "spark.sql.caseSensitive": "true",
     "spark.sql.shuffle.partitions": os.environ.get("CDC_SHUFFLE_PARTITIONS", "8"),
-    "spark.sql.adaptive.enabled": "true",
+    # adaptive execution coalesces the shuffles of a run's small tables (CDC_SPARK_ADAPTIVE=false: off)
+    "spark.sql.adaptive.enabled": os.environ.get("CDC_SPARK_ADAPTIVE", "true"),
     # the decoders' expressions are many: generated code split into small methods, and a stage whose
     # fused method would still be huge falls back to per-operator code, both JIT-compiled sooner
     # (the decode stage of 1M messages 59 -> 47 s with the parallel collector, bench/README.md)
