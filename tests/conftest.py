@@ -24,8 +24,9 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 4g pyspark-shell")
 # Test-sized data (tens to thousands of records): 2 shuffle partitions, and no adaptive execution,
 # whose re-planning at every shuffle costs more than it saves on data this small (four test files,
-# with 2 partitions: 359 s with it, 317 s without). Semantics depend on neither; the DAG test's spark-submit and the command
-# line's subprocesses (test_workload_replay.run_cli) run with adaptive execution, as production does.
+# with 2 partitions: 359 s with it, 317 s without). Semantics depend on neither; the DAG test's
+# spark-submit and the command line's subprocesses (test_workload_replay.run_cli) run with adaptive
+# execution, as production does.
 os.environ.setdefault("CDC_SHUFFLE_PARTITIONS", "2")
 os.environ.setdefault("CDC_SPARK_ADAPTIVE", "false")
 

@@ -111,7 +111,7 @@ def assert_state_equals_source(sim: SourceSimulator, lake: Path, pipeline: str, 
 
 
 def run_cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    # the command line as a user runs it: the production Spark settings, not the test session's (conftest)
+    # the command line as a user runs it: adaptive execution on, as in production (conftest turns it off)
     env = {**{k: v for k, v in (os.environ if env is None else env).items() if k != "CDC_SPARK_ADAPTIVE"},
            "PYTHONPATH": str(REPO), "CDC_SPARK_MASTER": "local[2]"}
     return subprocess.run([sys.executable, "-m", "jobs", *args], cwd=REPO, env=env, capture_output=True,
