@@ -3,12 +3,14 @@ the same final state, equal to the SQLite replay; re-running a run id reproduces
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from jobs import cli
 from scripts.simulate_source import SourceSimulator, write_parquet
-from tests.integration.test_workload_replay import TABLES, assert_state_equals_source, published_rows
+from tests.integration.test_workload_replay import (
+    TABLES, assert_state_equals_source, published_rows, run_parts)
 
 pytestmark = pytest.mark.integration
 
@@ -26,18 +28,14 @@ def workload() -> SourceSimulator:
     return sim
 
 
-def run_all(records, tmp_path, runs: int) -> list[str]:
-    lake = tmp_path / f"lake{runs}"
+def run_all(records, tmp_path, runs: int) -> Path:
+    """The stream cut into ``runs`` parts, one run each (test_workload_replay.run_parts) in a folder of
+    its own (``split<runs>``: its lake, raw0, raw1, ...; run ids run0, run1, ...); that folder."""
+    folder = tmp_path / f"split{runs}"
+    folder.mkdir()
     size = -(-len(records) // runs)
-    ids = []
-    for i in range(runs):
-        raw = tmp_path / f"raw{runs}-{i}"
-        raw.mkdir()
-        write_parquet(raw / "part-0.parquet", records[i * size:(i + 1) * size])
-        ids.append(f"run{i:02d}")
-        assert cli.main(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake), "--pipeline", "wl",
-                         "--run-id", ids[-1]]) == 0
-    return ids
+    run_parts(folder, [records[i * size:(i + 1) * size] for i in range(runs)])
+    return folder
 
 
 def test_one_two_and_five_runs_give_the_same_state(spark, tmp_path):
@@ -45,9 +43,9 @@ def test_one_two_and_five_runs_give_the_same_state(spark, tmp_path):
     records = sim.to_kafka_records(with_schema=True)
     states = {}
     for runs in (1, 2, 5):
-        run_all(records, tmp_path, runs)
-        assert_state_equals_source(sim, tmp_path / f"lake{runs}", "wl", with_schema=True)
-        states[runs] = {t: sorted(map(str, published_rows(tmp_path / f"lake{runs}", "wl", t))) for t in sim.tables}
+        lake = run_all(records, tmp_path, runs) / "lake"
+        assert_state_equals_source(sim, lake, "wl", with_schema=True)
+        states[runs] = {t: sorted(map(str, published_rows(lake, "wl", t))) for t in sim.tables}
     assert states[1] == states[2] == states[5]
 
 
@@ -63,23 +61,26 @@ def without_timings(report):
 def test_rerunning_a_run_reproduces_its_reports(spark, tmp_path):
     sim = workload()
     records = sim.to_kafka_records(with_schema=False)
-    ids = run_all(records, tmp_path, 2)
-    reports = tmp_path / "lake2/reports/wl" / f"run={ids[-1]}"
+    folder = run_all(records, tmp_path, 2)
+    lake = folder / "lake"
+
+    def rerun(i: int) -> None:
+        assert cli.main(["run", "--format", "debezium", "--raw", str(folder / f"raw{i}"), "--lake", str(lake),
+                         "--pipeline", "wl", "--run-id", f"run{i}"]) == 0
+
+    reports = lake / "reports/wl/run=run1"
     before = {n: without_timings(json.loads((reports / n).read_text())) for n in ("decode.json", "validation.json")}
-    raw = tmp_path / "raw2-1"
-    assert cli.main(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(tmp_path / "lake2"),
-                     "--pipeline", "wl", "--run-id", ids[-1]]) == 0
+    rerun(1)
     after = {n: without_timings(json.loads((reports / n).read_text())) for n in ("decode.json", "validation.json")}
     assert after == before
     merge = json.loads((reports / "merge.json").read_text())
     assert all(t.get("already_published") for t in merge["tables"].values())
-    assert_state_equals_source(sim, tmp_path / "lake2", "wl", with_schema=False)
+    assert_state_equals_source(sim, lake, "wl", with_schema=False)
 
     # re-running the earlier run reports the rows of the snapshots it committed, not the later run's
-    first = tmp_path / "lake2/reports/wl" / f"run={ids[0]}/merge.json"
+    first = lake / "reports/wl/run=run0/merge.json"
     published = {t: (r["snapshot_id"], r["state_rows"]) for t, r in json.loads(first.read_text())["tables"].items()}
-    assert cli.main(["run", "--format", "debezium", "--raw", str(tmp_path / "raw2-0"), "--lake",
-                     str(tmp_path / "lake2"), "--pipeline", "wl", "--run-id", ids[0]]) == 0
+    rerun(0)
     again = json.loads(first.read_text())["tables"]
     assert all(r["already_published"] for r in again.values())
     assert {t: (r["snapshot_id"], r["state_rows"]) for t, r in again.items()} == published
