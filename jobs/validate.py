@@ -42,8 +42,12 @@ STATE_SUITE = "state"
 KEY_COLUMN = "$key_column"  # in "column": repeat the expectation once per key column
 KEY_COLUMNS = "$key_columns"  # in "column_list": all key columns (column form when there is one)
 
-# GX's cheapest format that still says *which* values failed (SUMMARY adds a value-count pass)
+# GX's cheapest format that still says *which* values failed (SUMMARY adds a value-count pass). A suite
+# runs first without examples (COUNTS_FORMAT: the same counts, no query per expectation for its first
+# unexpected values, which scans the whole batch when there are none); only the expectations that found
+# unexpected values run again for theirs (bench/README.md: validate of a small run 4.6-6.5 -> 3.6-4.3 s)
 RESULT_FORMAT = {"result_format": "BASIC", "partial_unexpected_count": 10}
+COUNTS_FORMAT = {**RESULT_FORMAT, "partial_unexpected_count": 0}
 MAX_UNEXPECTED_SHOWN = 10
 MAX_VALUE_CHARS = 200
 OBSERVED_KEYS = (
@@ -126,11 +130,16 @@ def run_suite(df: DataFrame, suite_name: str, expectations: list[dict], table: s
     result_of: dict[int, dict] = {}  # id(expectation) -> its summarised GX result
     gx_statistics: dict = {}
     if runnable:
-        gx_result = _run_gx(narrow, suite_name, [
-            {"type": e["type"], "kwargs": _rename_columns(e["kwargs"], alias)} for e in runnable])
+        gx_result = _run_gx(narrow, suite_name, _renamed(runnable, alias), COUNTS_FORMAT)
         gx_statistics = _json_safe(dict(gx_result.statistics))
         for expectation, result in zip(runnable, _results_in_suite_order(gx_result, runnable, alias, real)):
             result_of[id(expectation)] = result
+        # examples only where there are some: the expectations that counted unexpected values run again
+        found = [e for e in runnable if result_of[id(e)]["observed"].get("unexpected_count")]
+        if found:
+            again = _run_gx(narrow, suite_name, _renamed(found, alias), RESULT_FORMAT)
+            for expectation, result in zip(found, _results_in_suite_order(again, found, alias, real)):
+                result_of[id(expectation)] = result
 
     results = []
     for exp in expectations:
@@ -182,7 +191,11 @@ def _context() -> tuple[Any, Any]:
     return _gx_context, _gx_source
 
 
-def _run_gx(narrow: DataFrame, suite_name: str, expectations: list[dict]) -> Any:
+def _renamed(expectations: list[dict], alias: dict[str, str]) -> list[dict]:
+    return [{"type": e["type"], "kwargs": _rename_columns(e["kwargs"], alias)} for e in expectations]
+
+
+def _run_gx(narrow: DataFrame, suite_name: str, expectations: list[dict], result_format: dict) -> Any:
     import great_expectations as gx
     from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
@@ -199,7 +212,7 @@ def _run_gx(narrow: DataFrame, suite_name: str, expectations: list[dict]) -> Any
             suite = context.suites.add(suite)
             definition = context.validation_definitions.add(
                 gx.ValidationDefinition(name=names["validation"], data=batch, suite=suite))
-            return definition.run(batch_parameters={"dataframe": narrow}, result_format=RESULT_FORMAT)
+            return definition.run(batch_parameters={"dataframe": narrow}, result_format=result_format)
         finally:
             for remove in (lambda: context.validation_definitions.delete(names["validation"]),
                            lambda: context.suites.delete(names["suite"]),

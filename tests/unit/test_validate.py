@@ -101,6 +101,33 @@ def test_unknown_op_and_null_table_id_fail_with_counts(spark):
     assert validation_report([result])["success"] is False
 
 
+def test_examples_are_asked_of_gx_only_for_expectations_that_found_unexpected_values(spark, monkeypatch):
+    """A suite runs with counts only; GX's query for a batch's first unexpected values (a scan of the whole
+    batch when there are none) runs only for the expectations whose counts found some."""
+    calls = []
+    real_run_gx = validate._run_gx
+
+    def recording_run_gx(narrow, suite_name, expectations, result_format):
+        calls.append(([e["type"] for e in expectations], result_format["partial_unexpected_count"]))
+        return real_run_gx(narrow, suite_name, expectations, result_format)
+
+    monkeypatch.setattr(validate, "_run_gx", recording_run_gx)
+    good = spark.createDataFrame([("a._.t", "INSERT", "CDC", "e1", "debezium")], CHANGES)
+    assert validate_changes(good)["success"]
+    assert calls == [([e["type"] for e in load_suite("changes")["expectations"]], 0)]
+
+    calls.clear()
+    bad_op = spark.createDataFrame([("a._.t", "UPSERT", "CDC", "e1", "debezium"),
+                                    ("a._.t", "INSERT", "CDC", "e2", "debezium")], CHANGES)
+    result = _by_column(_strict_json(validate_changes(bad_op)))
+    assert [c[1] for c in calls] == [0, validate.RESULT_FORMAT["partial_unexpected_count"]]
+    assert calls[1][0] == ["expect_column_values_to_be_in_set"]
+    op = result[("expect_column_values_to_be_in_set", "op")]["observed"]
+    assert (op["unexpected_count"], op["partial_unexpected_list"]) == (1, ["UPSERT"])
+    passed = result[("expect_column_values_to_be_in_set", "phase")]["observed"]
+    assert (passed["element_count"], passed["unexpected_count"], passed["partial_unexpected_list"]) == (2, 0, [])
+
+
 # ---- state ------------------------------------------------------------------------------------------
 def test_state_with_duplicate_and_null_keys_fails(spark):
     df = spark.createDataFrame([(1, "a"), (1, "b"), (None, "c"), (2, "d"), (3, "e")], "id int, v string")
