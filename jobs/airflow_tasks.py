@@ -28,7 +28,8 @@ Settings, resolved when a run starts, first match wins:
 
 Read when the DAG file is parsed (they shape the tasks, not one run): ``CDC_ALERT_TO`` also adds
 an SmtpNotifier failure callback; ``CDC_SPARK_PACKAGES`` and ``CDC_SPARK_CONF`` (a JSON object)
-go to spark-submit, e.g. hadoop-aws and the ``fs.s3a.*`` settings of an S3 lake.
+go to spark-submit, e.g. hadoop-aws and the ``fs.s3a.*`` settings of an S3 lake; ``CDC_JIT=c1``
+gives the stages' JVMs the JIT's quick compiler only (faster for small intervals: jobs.spark).
 
 The run id is the interval, ``20261101T000000Z_20261102T000000Z``: a re-run or a backfill of an
 interval reuses it, and every stage is idempotent for a run id.
@@ -483,14 +484,15 @@ def spark_env() -> dict[str, str]:
 
 
 def spark_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``--conf`` of spark-submit: the JVM options of jobs.spark and the jar of the JVM-side decoders
-    (set before the driver starts, so not from inside the job), then ``CDC_SPARK_CONF`` (a JSON object, which wins; no secrets: use env
+    """``--conf`` of spark-submit: the JVM options of jobs.spark (with ``CDC_JIT``'s) and the jar of the
+    JVM-side decoders (set before the driver starts, so not from inside the job), then ``CDC_SPARK_CONF`` (a JSON object, which wins; no secrets: use env
     credentials such as AWS_ACCESS_KEY_ID, which S3A reads itself)."""
     from jobs.jvm import with_jar
-    from jobs.spark import JVM_OPTIONS
+    from jobs.spark import jvm_options
 
     env = os.environ if env is None else env
-    defaults = {"spark.driver.extraJavaOptions": JVM_OPTIONS, "spark.executor.extraJavaOptions": JVM_OPTIONS}
+    options = jvm_options(env)
+    defaults = {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options}
     text = (env.get("CDC_SPARK_CONF") or "").strip()
     conf: dict = {}
     if text:

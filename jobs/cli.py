@@ -165,6 +165,9 @@ def _check(args: argparse.Namespace) -> Lake:
         # before any stage writes: the embedded SQLite catalog cannot live on S3
         raise UsageError(f"lake {args.lake}: an S3 lake needs CDC_ICEBERG_CATALOG naming a pyiceberg catalog")
     lake.check_usable()
+    from jobs.spark import jvm_options
+
+    jvm_options()  # CDC_JIT: a bad value is one line here, not a traceback when the JVM starts
     return lake
 
 

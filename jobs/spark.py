@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from jobs.jvm import with_jar
 
@@ -16,6 +16,22 @@ if TYPE_CHECKING:  # importable without pyspark (the DAG's spark-submit argument
 # no concurrent marking competing for the 2 cores of a small worker). JVM options reach a
 # spark-submit'ed driver as --conf.
 JVM_OPTIONS = "-Duser.timezone=UTC -XX:-DontCompileHugeMethods -XX:+UseParallelGC"
+# CDC_JIT=c1: the JIT's quick compiler only. A fresh JVM spends much of a small run compiling Spark's and
+# the pipeline's code with C2; C1 alone compiles cheaply into slower code. Small runs, each a fresh
+# spark-submit, are faster with it (3,000 messages: 58-64 -> 48-51 s), 100k messages break even, and
+# larger runs are slower (1M: decode 42 -> 77 s; bench/README.md). Default: HotSpot's tiered JIT.
+JIT_OPTIONS = {"tiered": "", "c1": "-XX:TieredStopAtLevel=1"}
+
+
+def jvm_options(env: Mapping[str, str] | None = None) -> str:
+    """The driver's and executors' JVM options: JVM_OPTIONS and those of ``CDC_JIT`` (tiered or c1)."""
+    env = os.environ if env is None else env
+    jit = (env.get("CDC_JIT") or "tiered").strip().lower()
+    if jit not in JIT_OPTIONS:
+        raise ValueError(f"CDC_JIT={jit!r}: one of {', '.join(JIT_OPTIONS)}")
+    return " ".join(o for o in (JVM_OPTIONS, JIT_OPTIONS[jit]) if o)
+
+
 # Settings the pipeline's semantics depend on: UTC everywhere so re-runs are identical on any machine,
 # microsecond timestamps because Iceberg wants them, last-wins map keys for merging partial row
 # images; and a little tuning, each item said why.
@@ -41,8 +57,8 @@ SPARK_CONF = {
     "spark.sql.codegen.cache.maxEntries": "1000",
     "spark.ui.enabled": os.environ.get("CDC_SPARK_UI", "false"),
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.extraJavaOptions": JVM_OPTIONS,
-    "spark.executor.extraJavaOptions": JVM_OPTIONS,
+    "spark.driver.extraJavaOptions": jvm_options(),
+    "spark.executor.extraJavaOptions": jvm_options(),
 }
 
 

@@ -118,6 +118,7 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
         "CDC_ALERT_TO": RECIPIENT,
         "CDC_SHUFFLE_PARTITIONS": "2",
         "CDC_SNAPSHOT_RETAIN_DAYS": "0",
+        "CDC_JIT": "c1",  # each stage is a fresh JVM on a small interval (jobs.spark)
     }
     migrate = subprocess.run([f"{venv_bin}/airflow", "db", "migrate"], env=env, capture_output=True, text=True,
                              timeout=300)

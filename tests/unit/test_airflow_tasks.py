@@ -235,6 +235,11 @@ def test_spark_submit_gets_this_repo_and_interpreter_and_optional_conf():
     assert tasks.spark_packages(NO_ENV) is None
     # the driver's JVM options go on the command line: they cannot be set from inside the job
     assert "-XX:-DontCompileHugeMethods" in tasks.spark_conf(NO_ENV)["spark.driver.extraJavaOptions"]
+    assert "TieredStopAtLevel" not in tasks.spark_conf(NO_ENV)["spark.driver.extraJavaOptions"]
+    quick = tasks.spark_conf({"CDC_JIT": "c1"})
+    for side in ("driver", "executor"):
+        assert quick[f"spark.{side}.extraJavaOptions"].split()[-1] == "-XX:TieredStopAtLevel=1"
+        assert "-XX:-DontCompileHugeMethods" in quick[f"spark.{side}.extraJavaOptions"]
     conf = tasks.spark_conf({"CDC_SPARK_CONF": '{"spark.hadoop.fs.s3a.path.style.access": true, '
                                                '"spark.driver.extraJavaOptions": "-Xss4m"}'})
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "True"

@@ -1,7 +1,7 @@
 """jobs.spark: the session's settings, and a setting changed for one step only."""
 import pytest
 
-from jobs.spark import JVM_OPTIONS, SPARK_CONF, jvm_log_level, session_conf
+from jobs.spark import JVM_OPTIONS, SPARK_CONF, jvm_log_level, jvm_options, session_conf
 
 KEY = "spark.sql.shuffle.partitions"
 
@@ -30,6 +30,13 @@ def test_the_session_runs_with_the_pipeline_settings(spark):
     assert spark.conf.get("spark.sql.codegen.hugeMethodLimit") == "8000"
     assert "-XX:+UseParallelGC" in JVM_OPTIONS
     assert JVM_OPTIONS in spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
+
+
+def test_cdc_jit_chooses_the_quick_compiler_only_or_the_tiered_default():
+    assert jvm_options({}) == JVM_OPTIONS == jvm_options({"CDC_JIT": "tiered"})
+    assert jvm_options({"CDC_JIT": " C1 "}) == JVM_OPTIONS + " -XX:TieredStopAtLevel=1"
+    with pytest.raises(ValueError, match="CDC_JIT='c2': one of tiered, c1"):
+        jvm_options({"CDC_JIT": "c2"})
 
 
 def test_lake_scans_split_small_files_into_pieces_for_every_core(spark, tmp_path):
