@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli
 from scripts.simulate_source import SourceSimulator, write_parquet
 from tests.integration.test_workload_replay import (
-    TABLES, assert_state_equals_source, published_rows, run_parts)
+    TABLES, assert_state_equals_source, published_rows, run_one, run_parts)
 
 pytestmark = pytest.mark.integration
 
@@ -65,8 +64,7 @@ def test_rerunning_a_run_reproduces_its_reports(spark, tmp_path):
     lake = folder / "lake"
 
     def rerun(i: int) -> None:
-        assert cli.main(["run", "--format", "debezium", "--raw", str(folder / f"raw{i}"), "--lake", str(lake),
-                         "--pipeline", "wl", "--run-id", f"run{i}"]) == 0
+        run_one(folder / f"raw{i}", lake, f"run{i}")
 
     reports = lake / "reports/wl/run=run1"
     before = {n: without_timings(json.loads((reports / n).read_text())) for n in ("decode.json", "validation.json")}
@@ -107,8 +105,7 @@ def test_backfills_equal_a_clean_sequential_run(spark, tmp_path):
         write_parquet(raws[-1] / "part-0.parquet", records[i * size:(i + 1) * size])
 
     def run(lake: str, i: int) -> dict:
-        assert cli.main(["run", "--format", "debezium", "--raw", str(raws[i]), "--lake", str(tmp_path / lake),
-                         "--pipeline", "wl", "--run-id", f"interval{i}"]) == 0
+        run_one(raws[i], tmp_path / lake, f"interval{i}")
         return json.loads((tmp_path / lake / f"reports/wl/run=interval{i}/merge.json").read_text())
 
     for i in range(3):

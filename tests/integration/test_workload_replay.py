@@ -56,6 +56,13 @@ def write_runs(sim: SourceSimulator, tmp: Path, with_schema: bool, runs: int) ->
     return paths
 
 
+def run_one(raw: Path, lake: Path, run_id: str, fmt: str = "debezium", pipeline: str = "wl",
+            extra: Sequence[str] = ()) -> None:
+    """One `jobs run` of a raw folder, in this process, asserted to succeed."""
+    assert cli.main(["run", "--format", fmt, "--raw", str(raw), "--lake", str(lake), "--pipeline", pipeline,
+                     "--run-id", run_id, *extra]) == 0
+
+
 def run_parts(tmp: Path, parts: Iterable[list], fmt: str = "debezium", pipeline: str = "wl",
               extra: Sequence[str] = ()) -> Path:
     """One `jobs run` per part of the messages, in order (raw folders raw0, raw1, ..., run ids run0,
@@ -65,8 +72,7 @@ def run_parts(tmp: Path, parts: Iterable[list], fmt: str = "debezium", pipeline:
         raw = tmp / f"raw{i}"
         raw.mkdir()
         write_parquet(raw / "part-0.parquet", part)
-        assert cli.main(["run", "--format", fmt, "--raw", str(raw), "--lake", str(lake), "--pipeline", pipeline,
-                         "--run-id", f"run{i}", *extra]) == 0
+        run_one(raw, lake, f"run{i}", fmt, pipeline, extra)
     return lake
 
 
