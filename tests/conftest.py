@@ -13,8 +13,13 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CDC_SHARED_DIR", REPO.parent / "shared"))
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-# importing airflow creates $AIRFLOW_HOME (default ~/airflow): keep tests out of the user's home
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="cdc-tests-airflow-"))
+# importing airflow creates $AIRFLOW_HOME (default ~/airflow): keep tests out of the user's home. The
+# xdist workers (make test runs two) inherit the controller's environment: each gets a home of its own,
+# so two workers' Airflow metadata databases never meet
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if "AIRFLOW_HOME" not in os.environ or (_WORKER and os.environ.get("CDC_TESTS_OWN_AIRFLOW_HOME") == "1"):
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix=f"cdc-tests-airflow-{_WORKER or 'main'}-")
+    os.environ["CDC_TESTS_OWN_AIRFLOW_HOME"] = "1"
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 # py4j logs from __del__ at interpreter exit, after pytest closed the streams
 logging.getLogger("py4j").setLevel(logging.WARNING)
