@@ -32,8 +32,10 @@ from bench.generate import DECODER, FORMATS, ensure_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 CONTENDERS = ("pipeline", "floor", "naive_spark", "duckdb")
-# on request only (--contenders): the pipeline with its Spark SQL decoders instead of the JVM-side ones
-OPTIONAL_CONTENDERS = ("pipeline_sql",)
+# on request only (--contenders): the pipeline with its Spark SQL decoders instead of the JVM-side ones, and
+# the contract's lower bound (bench/contenders.py: change records written + naive fold; Debezium only)
+OPTIONAL_CONTENDERS = ("pipeline_sql", "contract_floor")
+CONTRACT_FORMATS = ("debezium", "debezium_schema")
 BINARY_FORMATS = ("dts_avro",)  # no JSON contenders: Spark and DuckDB cannot parse DTS Avro values
 
 
@@ -122,7 +124,7 @@ def run_contender(name: str, fmt: str, raw: Path, work: Path, env: dict[str, str
                   warm: bool = False) -> dict | None:
     """A contender of bench.contenders in a process of its own; with ``warm``, any contender (the pipeline
     too) run twice in one process by bench.warm, the second run measured."""
-    if fmt in BINARY_FORMATS and name != "pipeline":
+    if (fmt in BINARY_FORMATS and name != "pipeline") or (name == "contract_floor" and fmt not in CONTRACT_FORMATS):
         return None
     out, result = work / f"out-{name}", work / f"{name}.json"
     shutil.rmtree(out, ignore_errors=True)
@@ -159,6 +161,15 @@ def print_table(rows: list[dict]) -> None:
             core = r["messages"] / r["core_seconds"] if r["core_seconds"] else 0
             print(f"{'':<28}stages: decode {s['decode']:.1f}s, fold+publish {s['fold_publish']:.1f}s, validate "
                   f"{s['validate']:.1f}s, reconcile {s['reconcile']:.1f}s; decode+fold+publish {core:,.0f} msg/s")
+            # decode + fold + publish against the floors (the ratios above are the whole run's)
+            share = r["core_seconds"] / r["seconds"] if r["seconds"] else 0
+            against = [f"/ {o.replace('_', ' ')} {r['ratios'][o] * share:.2f}"
+                       for o in ("floor", "contract_floor") if o in r["ratios"]]
+            if against:
+                print(f"{'':<28}decode+fold+publish {', '.join(against)}")
+        if r["contender"] == "contract_floor":
+            print(f"{'':<28}change records written after {r['records_seconds']:.1f}s "
+                  f"({r['records_seconds'] / r['seconds'] * 100:.0f}%), then the naive fold over them")
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -230,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                         "format": fmt, "messages": n, "value_mb": round(mb, 1), "contender": contender,
                         "warm": args.warm, **result,
                         "msg_per_s": n / secs if secs else 0.0, "mb_per_s": mb / secs if secs else 0.0,
-                        "ratios": {o: secs / results[o]["seconds"] for o in ("floor", "naive_spark", "duckdb")
+                        "ratios": {o: secs / results[o]["seconds"]
+                                   for o in ("floor", "naive_spark", "duckdb", "contract_floor")
                                    if o in results and o != contender and results[o]["seconds"]},
                     })
                 print_table([r for r in rows if r["format"] == fmt and r["messages"] == n])

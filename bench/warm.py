@@ -1,7 +1,7 @@
 """A contender run several times in one process, the last run measured: the steady state of a long-lived
 engine, whose JIT has compiled the code already (``python -m bench.bench --warm``).
 
-    .venv/bin/python -m bench.warm pipeline|floor|naive_spark|duckdb --format F --raw DIR --out DIR [--runs 2]
+    .venv/bin/python -m bench.warm pipeline|floor|naive_spark|duckdb|contract_floor --format F --raw DIR --out DIR [--runs 2]
 
 bench.bench runs each contender in a fresh process, so each of its figures includes the JVM's warm-up
 (the JIT compiling Spark's and the pipeline's code: half of a fresh decode of 1M messages,
@@ -19,7 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 
-CONTENDERS = ("pipeline", "floor", "naive_spark", "duckdb")
+CONTENDERS = ("pipeline", "floor", "naive_spark", "duckdb", "contract_floor")
 
 
 def run_once(contender: str, fmt: str, raw: str, out: Path, spark) -> dict:
