@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs import canonical, cli, publish
+from jobs import canonical, publish
 from jobs.lake import Lake
 from tests.integration.test_key_blocks import message, run, write
 from tests.integration.test_workload_replay import published_rows
+from tests.pipeline_runs import jobs_run
 
 pytestmark = pytest.mark.integration
 
@@ -92,8 +93,7 @@ def test_table_names_holding_the_iceberg_names_separator_stay_apart(spark, tmp_p
         message("O.ORDERS__history", "ins", 104, {"id": "7", "v": "a source table"}),
         message(f"O.{long_name}", "ins", 105, {"id": "1", "v": "long"}),
     ])
-    assert cli.main(["run", "--format", "shareplex", "--raw", str(raw), "--lake", str(lake), "--pipeline", "p",
-                     "--run-id", "r1", "--history"]) == 0
+    assert jobs_run("shareplex", raw, lake, "p", "r1", "--history") == 0
     states = _states(lake)
     long_id = canonical.make_table_id(None, "O", long_name)
     assert len(long_id) < 100
@@ -126,8 +126,7 @@ def test_a_table_published_under_its_joined_name_is_still_found(spark, tmp_path,
         message("A__B.T", "upd", 200, {"v": "b"}, {"id": "1"}),
         message("O.ORDERS__history", "upd", 201, {"v": "still a source table"}, {"id": "7"}),
         message("O.ORDERS", "ins", 202, {"id": "1", "v": "order"})])
-    assert cli.main(["run", "--format", "shareplex", "--raw", str(raw), "--lake", str(lake), "--pipeline", "p",
-                     "--run-id", "r2", "--history"]) == 0
+    assert jobs_run("shareplex", raw, lake, "p", "r2", "--history") == 0
     names = {i[-1] for i in catalog.list_tables("p")}
     assert legacy < names and canonical.hashed_table_name("_.O.ORDERS.history") in names
     states = {t: [{k: r[k] for k in ("id", "v")} for r in rows_] for t, rows_ in _states(lake).items()}

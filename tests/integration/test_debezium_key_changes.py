@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli
 from jobs.raw import KAFKA_SCHEMA
 from tests.integration.test_workload_replay import published_rows
+from tests.pipeline_runs import jobs_run
 
 pytestmark = pytest.mark.integration
 
@@ -43,8 +43,7 @@ def land(spark, path: Path, messages: list[tuple], first_offset: int) -> Path:
 
 
 def run(lake: Path, run_id: str, raw: Path) -> None:
-    assert cli.main(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake), "--pipeline", "p",
-                     "--run-id", run_id]) == 0
+    assert jobs_run("debezium", raw, lake, "p", run_id) == 0
 
 
 def key_change(lsn: int, old: int, new: int, row: dict, old_key_header: str | None = None) -> list[tuple]:

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from jobs import cli
 from scripts.simulate_source import SourceSimulator
 from tests.integration.test_workload_replay import TABLES, assert_state_equals_source, published_rows, run_parts
+from tests.pipeline_runs import jobs_run
 
 pytestmark = pytest.mark.integration
 
@@ -107,8 +107,7 @@ def test_the_end_of_a_snapshot_closes_the_load_of_a_table_read_in_an_earlier_run
     for i, messages in enumerate(runs):
         raw = tmp_path / f"run{i}.jsonl"
         raw.write_text("\n".join(messages) + "\n")
-        assert cli.main(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake), "--pipeline", "p",
-                         "--run-id", f"r{i}", "--primary-keys", "a=id", "--primary-keys", "b=id"]) == 0
+        assert jobs_run("debezium", raw, lake, "p", f"r{i}", "--primary-keys", "a=id", "--primary-keys", "b=id") == 0
         if i == 2:
             assert sorted(r["id"] for r in published_rows(lake, "p", "a")) == ["1", "2", "3"]
             merge = json.loads((lake / "reports/p/run=r2/merge.json").read_text())

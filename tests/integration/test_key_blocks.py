@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli
 from tests.integration.test_workload_replay import published_rows
+from tests.pipeline_runs import jobs_run
 
 pytestmark = pytest.mark.integration
 
 
 def run(lake: Path, run_id: str, raw: Path) -> None:
-    assert cli.main(["run", "--format", "shareplex", "--raw", str(raw), "--lake", str(lake), "--pipeline", "p",
-                     "--run-id", run_id]) == 0
+    assert jobs_run("shareplex", raw, lake, "p", run_id) == 0
 
 
 def message(table: str, op: str, scn: int, data: dict, key: dict | None = None) -> str:

@@ -40,6 +40,7 @@ from tests.integration.servers import (  # noqa: F401 - pytest fixtures
     s3_endpoint,
     s3_lake_env,
 )
+from tests.pipeline_runs import jobs_run
 
 pytestmark = pytest.mark.integration
 
@@ -432,7 +433,6 @@ def test_a_landing_without_its_manifest_is_never_decoded(spark, tmp_path: Path) 
     """A landing that failed leaves complete Parquet files and no manifest: the raw reader refuses the
     folder (a run would publish part of the interval as all of it, and its re-run nothing more); with
     its manifest, only the files it lists are read (not a failed attempt's leftovers)."""
-    from jobs.cli import main as jobs_main
     from jobs.raw import RawInputError, read_raw
 
     rows = _dump(tmp_path / "dumps")
@@ -449,8 +449,7 @@ def test_a_landing_without_its_manifest_is_never_decoded(spark, tmp_path: Path) 
     for raw in (str(folder), f"{folder.parent.parent}/*/{folder.name}", everything):
         with pytest.raises(RawInputError, match="landing did not finish"):
             read_raw(spark, raw).count()
-    code = jobs_main(["run", "--format", "debezium", "--raw", str(folder), "--lake", str(tmp_path / "lake"),
-                      "--pipeline", PIPELINE, "--run-id", "r1"])
+    code = jobs_run("debezium", folder, tmp_path / "lake", PIPELINE, "r1")
     assert code == 2
     assert not (tmp_path / "lake" / "changes").exists()
 

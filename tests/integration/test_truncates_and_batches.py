@@ -14,15 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli
 from tests.integration.test_workload_replay import published_rows
+from tests.pipeline_runs import jobs_run
 
 pytestmark = pytest.mark.integration
 
 
 def run(lake: Path, run_id: str, fmt: str, raw: Path) -> None:
-    assert cli.main(["run", "--format", fmt, "--raw", str(raw), "--lake", str(lake), "--pipeline", "p",
-                     "--run-id", run_id]) == 0
+    assert jobs_run(fmt, raw, lake, "p", run_id) == 0
 
 
 def state(lake: Path, table: str, column: str) -> dict[str, object]:

@@ -19,6 +19,7 @@ import pytest
 from jobs import cli, publish
 from jobs.lake import Lake
 from scripts.simulate_source import INVENTORY_TABLES, SourceSimulator, encode_value, write_parquet
+from tests.pipeline_runs import jobs_run
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -59,8 +60,7 @@ def write_runs(sim: SourceSimulator, tmp: Path, with_schema: bool, runs: int) ->
 def run_one(raw: Path, lake: Path, run_id: str, fmt: str = "debezium", pipeline: str = "wl",
             extra: Sequence[str] = ()) -> None:
     """One `jobs run` of a raw folder, in this process, asserted to succeed."""
-    assert cli.main(["run", "--format", fmt, "--raw", str(raw), "--lake", str(lake), "--pipeline", pipeline,
-                     "--run-id", run_id, *extra]) == 0
+    assert jobs_run(fmt, raw, lake, pipeline, run_id, *extra) == 0
 
 
 def run_parts(tmp: Path, parts: Iterable[list], fmt: str = "debezium", pipeline: str = "wl",
@@ -151,8 +151,7 @@ def test_postgres_with_schema_two_runs_through_the_cli(spark, tmp_path):
     # re-running a published run id changes nothing
     catalog = publish.open_catalog(Lake.at(str(lake)))
     before = {t: catalog.load_table(t).current_snapshot().snapshot_id for t in catalog.list_tables("wl")}
-    assert cli.main(["run", "--format", "debezium", "--raw", str(raws[1]), "--lake", str(lake),
-                     "--pipeline", "wl", "--run-id", "r1"]) == 0
+    assert jobs_run("debezium", raws[1], lake, "wl", "r1") == 0
     catalog = publish.open_catalog(Lake.at(str(lake)))
     after = {t: catalog.load_table(t).current_snapshot().snapshot_id for t in catalog.list_tables("wl")}
     assert after == before
@@ -170,8 +169,7 @@ def test_workloads_in_process(spark, tmp_path, connector, with_schema, runs, see
     raws = write_runs(sim, tmp_path, with_schema=with_schema, runs=runs)
     lake = tmp_path / "lake"
     for i, raw in enumerate(raws):
-        assert cli.main(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake),
-                         "--pipeline", "wl", "--run-id", f"run{i}"]) == 0
+        assert jobs_run("debezium", raw, lake, "wl", f"run{i}") == 0
     assert_state_equals_source(sim, lake, "wl", with_schema=with_schema)
 
 

@@ -11,11 +11,12 @@ from decimal import Decimal
 
 import pytest
 
-from jobs import cli, publish
+from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
+from tests.pipeline_runs import jobs_run
 from tests.unit.decoder_support import assert_rows_equal, flink_row_kinds, raw_frame
 
 # Flink CanalJsonSerDeSchemaTest: the 26 rows canal-data.txt, canal-data-with-init.txt and
@@ -263,8 +264,7 @@ def test_stream_folds_to_expected_state(spark, tmp_path):
     raw.mkdir()
     (raw / "topic.jsonl").write_text("\n".join(stream) + "\n")
     lake = tmp_path / "lake"
-    assert cli.main(["run", "--format", "canal", "--raw", str(raw), "--lake", str(lake), "--pipeline", "cn",
-                     "--run-id", "r1"]) == 0
+    assert jobs_run("canal", raw, lake, "cn", "r1") == 0
     table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "cn", "shop._.items")
     rows = sorted(table.scan().to_arrow().select(["id", "v", "amount", "at", "ok"]).to_pylist(), key=lambda r: r["id"])
     at = datetime(2024, 11, 15, 8, 58, 34, tzinfo=timezone.utc)

@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from jobs import cli, publish
+from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
+from tests.pipeline_runs import jobs_run
 from tests.unit.decoder_support import raw_frame
 
 
@@ -137,8 +138,7 @@ def test_stream_folds_to_expected_state(spark, tmp_path):
     raw.mkdir()
     (raw / "topic.jsonl").write_text("\n".join(stream) + "\n")
     lake = tmp_path / "lake"
-    assert cli.main(["run", "--format", "dataworks", "--raw", str(raw), "--lake", str(lake), "--pipeline", "dw",
-                     "--run-id", "r1"]) == 0
+    assert jobs_run("dataworks", raw, lake, "dw", "r1") == 0
     table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "dw", "shop._.items")
     rows = sorted(table.scan().to_arrow().select(["id", "v", "at", "ok"]).to_pylist(), key=lambda r: r["id"])
     at = datetime(2024, 11, 15, 8, 58, 34, tzinfo=timezone.utc)

@@ -14,11 +14,12 @@ from decimal import Decimal
 import fastavro
 import pytest
 
-from jobs import cli, publish
+from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.decoders.dts_avro import DtsValueError, dts_value, record_schema
 from jobs.lake import Lake
+from tests.pipeline_runs import jobs_run
 from tests.unit.decoder_support import raw_frame
 
 NS = "com.alibaba.dts.formats.avro."
@@ -258,8 +259,7 @@ def test_end_to_end_run_types_the_state(spark, tmp_path):
     raw = tmp_path / "raw"
     raw_frame(spark, values).write.parquet(str(raw))
     lake = tmp_path / "lake"
-    assert cli.main(["run", "--format", "dts_avro", "--raw", str(raw), "--lake", str(lake), "--pipeline", "p",
-                     "--run-id", "r1"]) == 0
+    assert jobs_run("dts_avro", raw, lake, "p", "r1") == 0
     table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "p", "mydb._.t1")
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     # each value exact in one column, whatever precision and scale it came with

@@ -8,12 +8,13 @@ import json
 
 from pyspark.sql import functions as F
 
-from jobs import cli, publish
+from jobs import publish
 from jobs.decode import decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.fold import split_open_transactions
 from jobs.lake import Lake
 from scripts.qlik_messages import QlikColumn, QlikTable, change_sequence, headers, json_data, json_metadata
+from tests.pipeline_runs import jobs_run
 from tests.unit.decoder_support import raw_frame
 
 ACCOUNTS = QlikTable("bank", "accounts", [QlikColumn("id", "INT4", 1), QlikColumn("balance", "INT8")])
@@ -28,8 +29,7 @@ def run(spark, tmp_path, run_id: str, values: list[str]) -> dict:
     raw = tmp_path / f"raw-{run_id}"
     if not raw.exists():
         raw_frame(spark, values).write.parquet(str(raw))
-    assert cli.main(["run", "--format", "qlik", "--raw", str(raw), "--lake", str(tmp_path / "lake"),
-                     "--pipeline", "bank", "--run-id", run_id]) == 0
+    assert jobs_run("qlik", raw, tmp_path / "lake", "bank", run_id) == 0
     return json.loads((tmp_path / f"lake/reports/bank/run={run_id}/merge.json").read_text())
 
 
@@ -139,8 +139,7 @@ def test_dataworks_open_transaction_is_applied_by_the_run_that_ends_it(spark, tm
     def run_dw(run_id: str, values: list[str]) -> dict:
         raw = tmp_path / f"raw-{run_id}"
         raw_frame(spark, values).write.parquet(str(raw))
-        assert cli.main(["run", "--format", "dataworks", "--raw", str(raw), "--lake", str(tmp_path / "lake"),
-                         "--pipeline", "dw", "--run-id", run_id]) == 0
+        assert jobs_run("dataworks", raw, tmp_path / "lake", "dw", run_id) == 0
         return json.loads((tmp_path / f"lake/reports/dw/run={run_id}/merge.json").read_text())
 
     def state() -> dict[int, int]:
@@ -157,8 +156,7 @@ def test_dataworks_open_transaction_is_applied_by_the_run_that_ends_it(spark, tm
     second = raw_frame(spark, [dataworks("UPDATE_AFTER", 7, {"id": 2, "balance": 80}), dataworks("TRANSACTION_END", 8)])
     raw = tmp_path / "raw-r2"
     second.withColumn("offset", F.col("offset") + len(first)).write.parquet(str(raw))
-    assert cli.main(["run", "--format", "dataworks", "--raw", str(raw), "--lake", str(tmp_path / "lake"),
-                     "--pipeline", "dw", "--run-id", "r2"]) == 0
+    assert jobs_run("dataworks", raw, tmp_path / "lake", "dw", "r2") == 0
     report = json.loads((tmp_path / "lake/reports/dw/run=r2/merge.json").read_text())
     assert report["held"]["transactions"] == 0 and report["held"]["released_from"] == "held/dw/run=r1"
     assert state() == {1: 70, 2: 80}

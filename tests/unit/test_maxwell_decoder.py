@@ -9,11 +9,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from jobs import cli, publish
+from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import KAFKA_SCHEMA, read_raw
+from tests.pipeline_runs import jobs_run
 from tests.unit.decoder_support import (assert_rows_equal, FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame,
                                         with_exact_numbers)
 
@@ -172,8 +173,7 @@ def test_stream_folds_to_expected_state(spark, tmp_path):
     raw = tmp_path / "raw"
     spark.createDataFrame(rows, KAFKA_SCHEMA).coalesce(1).write.parquet(str(raw))
     lake = tmp_path / "lake"
-    assert cli.main(["run", "--format", "maxwell", "--raw", str(raw), "--lake", str(lake), "--pipeline", "mx",
-                     "--run-id", "r1"]) == 0
+    assert jobs_run("maxwell", raw, lake, "mx", "r1") == 0
     table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "mx", "shop._.items")
     state = sorted(table.scan().to_arrow().select(["id", "v"]).to_pylist(), key=lambda r: int(r["id"]))
     assert state == [{"id": "1", "v": "a2"}, {"id": "4", "v": "d"}, {"id": "20", "v": "b"}]

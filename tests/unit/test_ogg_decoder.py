@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli, publish
+from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
+from tests.pipeline_runs import jobs_run
 from tests.unit.decoder_support import FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame, with_exact_numbers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,8 +164,7 @@ def test_stream_folds_to_expected_state(spark, shared_dir, tmp_path):
     raw.mkdir()
     (raw / "ogg.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     lake = tmp_path / "lake"
-    assert cli.main(["run", "--format", "ogg", "--raw", str(raw), "--lake", str(lake), "--pipeline", "og",
-                     "--run-id", "r1"]) == 0
+    assert jobs_run("ogg", raw, lake, "og", "r1") == 0
     table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "og", "_.OGG.TBL_TEST")
     cols = ["id", "name", "description", "weight"]
     state = sorted(table.scan().to_arrow().select(cols).to_pylist(), key=lambda r: int(r["id"]))

@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 
-from jobs import cli, publish
+from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
@@ -26,6 +26,7 @@ from scripts.qlik_messages import (
     json_data,
     json_metadata,
 )
+from tests.pipeline_runs import jobs_run
 from tests.unit.decoder_support import raw_frame
 
 ORDERS = QlikTable("sales", "orders", [
@@ -176,8 +177,7 @@ def test_a_table_without_primary_key_is_keyed_by_its_whole_row(spark):
 
 def run(raw_dir, lake, run_id, values, spark):
     raw_frame(spark, values).write.parquet(str(raw_dir))
-    return cli.main(["run", "--format", "qlik", "--raw", str(raw_dir), "--lake", str(lake), "--pipeline", "q",
-                     "--run-id", run_id])
+    return jobs_run("qlik", raw_dir, lake, "q", run_id)
 
 
 def test_metadata_seen_in_an_earlier_run_is_remembered_and_the_state_is_exact(spark, tmp_path):

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from jobs import cli, publish
+from jobs import publish
 from jobs.lake import Lake
 from scripts.qlik_messages import QlikColumn, QlikTable, change_sequence, headers, json_data, json_metadata
+from tests.pipeline_runs import jobs_run
 from tests.unit.decoder_support import raw_frame
 
 V1 = QlikTable("hr", "staff", [QlikColumn("id", "INT4", 1), QlikColumn("salary", "INT4"),
@@ -23,8 +24,7 @@ def seq(n: int) -> str:
 def run(spark, tmp_path, run_id, values) -> dict:
     raw = tmp_path / f"raw-{run_id}"
     raw_frame(spark, values).write.parquet(str(raw))
-    assert cli.main(["run", "--format", "qlik", "--raw", str(raw), "--lake", str(tmp_path / "lake"),
-                     "--pipeline", "hr", "--run-id", run_id]) == 0
+    assert jobs_run("qlik", raw, tmp_path / "lake", "hr", run_id) == 0
     return json.loads((tmp_path / f"lake/reports/hr/run={run_id}/merge.json").read_text())["tables"]["_.hr.staff"]
 
 
@@ -90,8 +90,7 @@ def test_values_the_typed_state_cannot_hold_are_counted_and_alerted(spark, tmp_p
                   before={"id": 5, "amount": "99999999", "code": 5, "note": "fixed"}),
     ]).write.parquet(str(raw))
     lake = str(tmp_path / "lake")
-    assert cli.main(["run", "--format", "qlik", "--raw", str(raw), "--lake", lake, "--pipeline", "shop",
-                     "--run-id", "p1"]) == 0
+    assert jobs_run("qlik", raw, lake, "shop", "p1") == 0
     merge = json.loads((tmp_path / "lake/reports/shop/run=p1/merge.json").read_text())
     assert merge["tables"]["_.shop.prices"]["unconverted_values"] == {
         "amount": {"type": "decimal(6,2)", "nulled": 1, "rounded": 1, "example": "1.239"}}
@@ -108,8 +107,7 @@ def test_values_the_typed_state_cannot_hold_are_counted_and_alerted(spark, tmp_p
                   headers("UPDATE", seq(7)), before={"id": 1, "amount": "12.50", "code": "1", "note": "ok"}),
         json_data(PRICES_V2, {"id": 6, "amount": "2.00", "code": "6", "note": "digits"}, headers("INSERT", seq(8))),
     ]).write.parquet(str(raw))
-    assert cli.main(["run", "--format", "qlik", "--raw", str(raw), "--lake", lake, "--pipeline", "shop",
-                     "--run-id", "p2"]) == 0
+    assert jobs_run("qlik", raw, lake, "shop", "p2") == 0
     merge = json.loads((tmp_path / "lake/reports/shop/run=p2/merge.json").read_text())
     report = merge["tables"]["_.shop.prices"]
     assert [(t["column"], t["action"]) for t in report["type_changes"]] == [("code", "kept published type")]

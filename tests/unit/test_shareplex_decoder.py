@@ -14,10 +14,11 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from jobs import cli, publish
+from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
+from tests.pipeline_runs import jobs_run
 from tests.unit.decoder_support import raw_frame, with_exact_numbers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -225,8 +226,7 @@ def _fold_with_key_change(tmp_path):
     raw.mkdir()
     (raw / "shareplex.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     lake = tmp_path / "lake"
-    assert cli.main(["run", "--format", "shareplex", "--raw", str(raw), "--lake", str(lake), "--pipeline", "sp",
-                     "--run-id", "r1"]) == 0
+    assert jobs_run("shareplex", raw, lake, "sp", "r1") == 0
     table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "sp", "_.test.product")
     cols = ["id", "name", "description", "weight"]
     state = sorted(table.scan().to_arrow().select(cols).to_pylist(), key=lambda r: int(r["id"]))
@@ -304,8 +304,7 @@ def test_an_update_sent_as_before_and_after_images(spark, tmp_path):
         lake = tmp_path / f"lake{len(args)}"
         raw = tmp_path / "sp_ba.jsonl"
         raw.write_text("\n".join(values[:-1]) + "\n", encoding="utf-8")
-        assert cli.main(["run", "--format", "shareplex", "--raw", str(raw), "--lake", str(lake), "--pipeline", "sp",
-                         "--run-id", "r1", *args]) == 0
+        assert jobs_run("shareplex", raw, lake, "sp", "r1", *args) == 0
         table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "sp", "_.O.SP_BA")
         state = sorted(table.scan().to_arrow().select(["ID", "NAME", "CITY"]).to_pylist(), key=lambda r: r["ID"])
         assert state == [{"ID": "1", "NAME": "a2", "CITY": "y"}, {"ID": "20", "NAME": "b", "CITY": "x"}], args
