@@ -28,6 +28,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.contenders import CONTRACT_FORMATS
 from bench.generate import DECODER, FORMATS, ensure_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,7 +36,6 @@ CONTENDERS = ("pipeline", "floor", "naive_spark", "duckdb")
 # on request only (--contenders): the pipeline with its Spark SQL decoders instead of the JVM-side ones, and
 # the contract's lower bound (bench/contenders.py: change records written + naive fold; Debezium only)
 OPTIONAL_CONTENDERS = ("pipeline_sql", "contract_floor")
-CONTRACT_FORMATS = ("debezium", "debezium_schema")
 BINARY_FORMATS = ("dts_avro",)  # no JSON contenders: Spark and DuckDB cannot parse DTS Avro values
 
 

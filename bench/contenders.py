@@ -35,6 +35,8 @@ SPARK_ENVELOPES = {
             "beforeData:map<string,string>, headers:struct<operation:string, changeSequence:string>>>",
 }
 DELETE_OPS = ("d", "DELETE")
+# the formats whose envelope run_contract_floor projects into change records
+CONTRACT_FORMATS = ("debezium", "debezium_schema")
 
 
 def spark_columns(fmt: str):
@@ -66,7 +68,6 @@ def run_floor(spark, fmt: str, raw: str) -> dict:
 
 
 def run_naive_spark(spark, fmt: str, raw: str, out: str) -> dict:
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     df = spark.read.parquet(raw).select("topic", "offset", "key",
@@ -75,25 +76,30 @@ def run_naive_spark(spark, fmt: str, raw: str, out: str) -> dict:
         df = df.where(F.col("e")["type"] == "DT")
     op, key, position, row = spark_columns(fmt)
     events = df.select("topic", "offset", op.alias("op"), key.alias("k"), position.alias("pos"), row.alias("row"))
-    latest = Window.partitionBy("topic", "k").orderBy(F.col("pos").desc(), F.col("offset").desc())
+    return {"state_rows": write_latest_rows(events, ["topic", "k"], "pos", "row", out)}
+
+
+def write_latest_rows(events, keys: list[str], position: str, row: str, out: str) -> int:
+    """The naive fold: per ``keys`` the event of the highest (``position``, ``offset``) by a window, deletes
+    dropped, (keys, ``row``) written as Parquet to ``out``; the number of rows written."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    latest = Window.partitionBy(*keys).orderBy(F.col(position).desc(), F.col("offset").desc())
     state = (events.withColumn("rn", F.row_number().over(latest)).where(F.col("rn") == 1)
-             .where(~F.col("op").isin(*DELETE_OPS)).select("topic", "k", "row"))
+             .where(~F.col("op").isin(*DELETE_OPS)).select(*keys, row))
     state.write.mode("overwrite").parquet(out)
-    return {"state_rows": spark.read.parquet(out).count()}
+    return state.sparkSession.read.parquet(out).count()
 
 
 def run_contract_floor(spark, fmt: str, raw: str, out: str) -> dict:
     """The floor's parse + the canonical change records written as ``changes/`` + the naive window fold
     over them (module docstring); ``records_seconds``: the parse and the records' write alone."""
-    import time
-
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from jobs.spark import session_conf
-    from jobs.stages import CHANGE_RECORD_PARQUET_OPTIONS
+    from jobs.stages import write_change_records
 
-    if not fmt.startswith("debezium"):
+    if fmt not in CONTRACT_FORMATS:
         raise SystemExit(f"no contract floor for {fmt}: it projects Debezium's envelope only")
     start = time.perf_counter()
     e = F.from_json(F.col("value").cast("string"), SPARK_ENVELOPES[fmt])
@@ -114,15 +120,12 @@ def run_contract_floor(spark, fmt: str, raw: str, out: str) -> dict:
         "topic", "partition", "offset", F.col("timestamp").alias("kafka_ts"),
         F.xxhash64("value").cast("string").alias("event_id"))
     changes = f"{out}/changes"
-    with session_conf(spark, "spark.sql.maxConcurrentOutputFileWriters", "64"):
-        (records.withColumn("table", F.col("table_id")).write.mode("overwrite")
-         .options(**CHANGE_RECORD_PARQUET_OPTIONS).partitionBy("table").parquet(changes))
+    write_change_records(records, changes)
     records_seconds = time.perf_counter() - start
-    latest = Window.partitionBy("table", F.to_json("key")).orderBy(F.col("position").desc(), F.col("offset").desc())
-    state = (spark.read.parquet(changes).withColumn("rn", F.row_number().over(latest)).where(F.col("rn") == 1)
-             .where(F.col("op") != "d").select("table", "key", "after"))
-    state.write.mode("overwrite").parquet(f"{out}/state")
-    return {"state_rows": spark.read.parquet(f"{out}/state").count(), "records_seconds": round(records_seconds, 3)}
+    # a map cannot key a window: the key's JSON text does
+    events = spark.read.parquet(changes).withColumn("k", F.to_json("key"))
+    state_rows = write_latest_rows(events, ["table", "k"], "position", "after", f"{out}/state")
+    return {"state_rows": state_rows, "records_seconds": round(records_seconds, 3)}
 
 
 DUCKDB_PATHS = {

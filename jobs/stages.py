@@ -62,6 +62,15 @@ CHANGE_RECORD_PARQUET_OPTIONS = {"compression": "zstd",
                                  **{f"parquet.enable.dictionary#{c}": "false" for c in _UNIQUE_COLUMNS}}
 
 
+def write_change_records(changes: DataFrame, path: str) -> None:
+    """Change records to ``path`` in the lake's changes/ layout, replacing what is there."""
+    # partition column named `table` so the folders read table=<table_id> (Spark escapes the value); a
+    # writer open per table at once rather than a sort of every record by table
+    with session_conf(changes.sparkSession, "spark.sql.maxConcurrentOutputFileWriters", "64"):
+        changes.withColumn("table", F.col("table_id")).write.mode("overwrite").options(
+            **CHANGE_RECORD_PARQUET_OPTIONS).partitionBy("table").parquet(path)
+
+
 def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | list[str], options: DecodeOptions) -> dict:
     """raw -> changes/ + quarantine/ + decode.json; returns the decode report.
 
@@ -74,12 +83,7 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
         decoded = decode_messages(read_raw(spark, raw_path), fmt, replace(options, memory=memory))
         try:
             counts = decode_counts(decoded.outcomes)
-            changes_path = ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id))
-            # partition column named `table` so the folders read table=<table_id> (Spark escapes the
-            # value); a writer open per table at once rather than a sort of every record by table
-            with session_conf(spark, "spark.sql.maxConcurrentOutputFileWriters", "64"):
-                decoded.changes.withColumn("table", F.col("table_id")).write.mode("overwrite").options(
-                    **CHANGE_RECORD_PARQUET_OPTIONS).partitionBy("table").parquet(changes_path)
+            write_change_records(decoded.changes, ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id)))
             # nothing quarantined (the counts say so): an empty dataset, without a scan of every record
             quarantine = decoded.quarantine if counts["total"][QUARANTINED] else decoded.quarantine.limit(0)
             quarantine.write.mode("overwrite").parquet(
