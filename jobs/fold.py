@@ -336,17 +336,52 @@ def _ended_by_later_changes(changes: DataFrame, open_ids: list[str]) -> set[str]
     return {r["_open_tx"] for r in later}
 
 
+def _bracket_openings(changes: DataFrame) -> tuple[Column, Column]:
+    """(held, name) for the records an open bracket encloses: TX_BEGIN / TX_END markers without an id
+    (DataWorks, DTS without ``sourceTxid``) enclose the records that follow a BEGIN until an END.
+
+    Markers with a position bracket by position across the format's topics and partitions: the
+    position is the source's log order, and a key-partitioned topic puts a transaction's rows on other
+    partitions than its markers. Markers without one bracket by offset in their own partition. The
+    records from the last BEGIN on are open while no END follows it (a next BEGIN closes the one
+    before: logs do not interleave transactions)."""
+    markers = changes.where(F.col("op").isin(C.TX_BEGIN, C.TX_END) & F.col("tx_id").isNull())
+    by_position = (
+        markers.where(F.col("position").isNotNull()).groupBy("format").agg(
+            F.max(F.when(F.col("op") == C.TX_BEGIN, F.col("position"))).alias("open_from"),
+            F.max(F.when(F.col("op") == C.TX_END, F.col("position"))).alias("ended_at"))
+        .where(F.col("open_from").isNotNull()
+               & (F.col("ended_at").isNull() | (F.col("ended_at") < F.col("open_from"))))
+        .collect())
+    by_offset = (
+        markers.where(F.col("position").isNull()).groupBy("topic", "partition").agg(
+            F.max(F.when(F.col("op") == C.TX_BEGIN, F.col("offset"))).alias("open_from"),
+            F.max(F.when(F.col("op") == C.TX_END, F.col("offset"))).alias("ended_at"))
+        .where(F.col("open_from").isNotNull()
+               & (F.col("ended_at").isNull() | (F.col("ended_at") < F.col("open_from"))))
+        .collect())
+    held, name = F.lit(False), F.lit(None).cast("string")
+    for r in by_position:
+        here = (F.col("format") == r["format"]) & F.coalesce(F.col("position") >= F.lit(r["open_from"]), F.lit(False))
+        held, name = held | here, F.when(here, F.lit(f"bracket {r['format']}@{r['open_from']}")).otherwise(name)
+    for r in by_offset:
+        here = ((F.col("topic") == r["topic"]) & (F.col("partition") == r["partition"])
+                & (F.col("offset") >= F.lit(r["open_from"])))
+        label = f"bracket {r['topic']}/{r['partition']}@{r['open_from']}"
+        held, name = held | F.coalesce(here, F.lit(False)), F.when(here, F.lit(label)).otherwise(name)
+    return held, name
+
+
 def split_open_transactions(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
     """(applied, held): the records of transactions still open at the end of the snapshot are held.
 
     Two ways a format marks transactions:
     - by id: records of one ``tx_id`` of which some say whether they end it (``tx_last``: Qlik
-      transactionLastEvent, SharePlex idx n/size, Maxwell commit, a Debezium transaction topic's
-      BEGIN / END markers); the transaction is open while none of them is the end and no later
-      change of its partition has passed it (_ended_by_later_changes);
-    - by bracket: TX_BEGIN / TX_END markers without an id (DataWorks, DTS) enclose the records between
-      them in their partition; the records of a partition from its last TX_BEGIN on are open while no
-      TX_END follows it (a next TX_BEGIN closes the one before, as transactions do not interleave in a log).
+      transactionLastEvent, SharePlex idx n/size, Maxwell commit, DTS BEGIN / COMMIT with their
+      ``sourceTxid``, a Debezium transaction topic's BEGIN / END markers); the transaction is open while
+      none of them is the end and no later change of its partition has passed it
+      (_ended_by_later_changes). The id ties a transaction together across partitions;
+    - by bracket, where nothing names the transaction (_bracket_openings).
     Records without a transaction id or without markers are always applied. ``held`` has one more
     column, ``held_transaction``, naming the open transaction each record belongs to.
     """
@@ -358,25 +393,9 @@ def split_open_transactions(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
     )
     candidates = [r["tx_id"] for r in by_id_rows]
     open_ids = sorted(set(candidates) - _ended_by_later_changes(changes, candidates))
-    bracket_rows = (
-        changes.where(F.col("op").isin(C.TX_BEGIN, C.TX_END) & F.col("tx_id").isNull())
-        .groupBy("topic", "partition").agg(
-            F.max(F.when(F.col("op") == C.TX_BEGIN, F.col("offset"))).alias("open_from"),
-            F.max(F.when(F.col("op") == C.TX_END, F.col("offset"))).alias("ended_at"))
-        .where(F.col("open_from").isNotNull()
-               & (F.col("ended_at").isNull() | (F.col("ended_at") < F.col("open_from"))))
-        .collect()
-    )
     by_id = F.col("tx_id").isin(*open_ids) if open_ids else F.lit(False)
-    open_from = None
-    for r in bracket_rows:
-        here = (F.col("topic") == r["topic"]) & (F.col("partition") == r["partition"])
-        open_from = (F.when(here, F.lit(r["open_from"])) if open_from is None
-                     else open_from.when(here, F.lit(r["open_from"])))
-    by_bracket = F.coalesce(F.col("offset") >= open_from, F.lit(False)) if open_from is not None else F.lit(False)
-    held_tx = F.when(by_id, F.concat(F.lit("id "), F.col("tx_id"))).otherwise(
-        F.concat(F.lit("bracket "), F.col("topic"), F.lit("/"), F.col("partition").cast("string"),
-                 F.lit("@"), open_from.cast("string") if open_from is not None else F.lit("")))
+    by_bracket, bracket_name = _bracket_openings(changes)
+    held_tx = F.when(by_id, F.concat(F.lit("id "), F.col("tx_id"))).otherwise(bracket_name)
     is_held = F.coalesce(by_id, F.lit(False)) | by_bracket
     return changes.where(~is_held), changes.where(is_held).withColumn("held_transaction", held_tx)
 

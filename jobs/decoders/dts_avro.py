@@ -68,7 +68,7 @@ _MAP = "map<string,string>"
 # the columns the Python side adds to each raw row
 _DECODED_COLUMNS = (
     "error string, operation string, object_name string, record_id bigint, binlog_file bigint, "
-    "binlog_offset bigint, event_ms bigint, txid string, pk array<string>, columns array<string>, "
+    "binlog_offset bigint, event_ms bigint, txid string, source_txid string, pk array<string>, columns array<string>, "
     "before map<string,string>, after map<string,string>, before_absent array<string>, "
     "after_absent array<string>, types map<string,string>, ddl string"
 )
@@ -330,11 +330,21 @@ def _decode_record(value: bytes, schema: Any) -> dict[str, Any]:
         binlog_file=file_index, binlog_offset=offset,
         # DTS writes seconds; a 13-digit value is milliseconds
         event_ms=None if ts is None else (ts if abs(ts) >= 10**11 else ts * 1000),
-        txid=rec.get("sourceTxid") or None, pk=_primary_key(rec.get("tags") or {}), columns=columns,
+        txid=transaction_id(rec.get("sourceTxid"), rec.get("safeSourcePosition")),
+        source_txid=rec.get("sourceTxid") or None, pk=_primary_key(rec.get("tags") or {}), columns=columns,
         before=before, after=after, before_absent=before_absent, after_absent=after_absent, types=types,
         ddl=after_images if isinstance(after_images, str) else None,
     )
     return out
+
+
+def transaction_id(source_txid: str | None, safe_source_position: str | None) -> str | None:
+    """The transaction a record belongs to: its ``sourceTxid``, else (MySQL sources send "0" or
+    nothing) its ``safeSourcePosition``, the position of its transaction's BEGIN, which every record
+    of the transaction carries; None where neither is given (DtsAvroUdf.transactionId)."""
+    if source_txid and source_txid != "0":
+        return source_txid
+    return f"begin@{safe_source_position}" if safe_source_position else None
 
 
 def decode_batches(batches: Iterator[Any]) -> Iterator[Any]:
@@ -470,9 +480,11 @@ class DtsAvroDecoder:
         ddl = F.col("ddl")
 
         def marker(op: str) -> Column:
-            return F.array(marker_record(self.name, table_id, op, C.CDC, position, F.lit(None), F.lit(None),
+            # a marker names its transaction (sourceTxid): BEGIN, rows and COMMIT of a key-partitioned
+            # topic land on different partitions, and only the id ties them together
+            return F.array(marker_record(self.name, table_id, op, C.CDC, position, F.col("txid"), F.lit(None),
                                          F.lit(op == C.TX_END), event_time,
-                                         F.create_map(F.lit("marker"), op_name, F.lit("sourceTxid"), F.col("txid"))))
+                                         F.create_map(F.lit("marker"), op_name, F.lit("sourceTxid"), F.col("source_txid"))))
 
         records = (
             F.when(op_name == "BEGIN", marker(C.TX_BEGIN))

@@ -35,10 +35,10 @@ def chars(text, charset="utf8mb4", codec="utf-8"):
 
 
 def dts(op, table="mydb.t1", before=None, after=None, *, rid=1, pos="72469@78", pk=("a",), fields=None,
-        ts=1696984408, txid="0"):
+        ts=1696984408, txid="0", safe=None):
     """One Record, Avro-encoded. ``fields`` defaults to a (Integer) and b (Character)."""
     record = {
-        "version": 0, "id": rid, "sourceTimestamp": ts, "sourcePosition": pos, "safeSourcePosition": pos,
+        "version": 0, "id": rid, "sourceTimestamp": ts, "sourcePosition": pos, "safeSourcePosition": pos if safe is None else safe,
         "sourceTxid": txid, "source": {"sourceType": "MySQL", "version": "8.0.28"}, "operation": op,
         "objectName": table, "processTimestamps": None,
         "tags": {"pk_uk_info": json.dumps({"PRIMARY": list(pk)})} if pk else {"thread_id": "1"},

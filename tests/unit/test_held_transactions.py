@@ -1,7 +1,7 @@
 """A transaction still open at the end of a run's snapshot is held back and applied by the run that
 completes it; the report says how many are held. Formats mark transactions by id (Qlik
 transactionLastEvent, a Debezium transaction topic's BEGIN / END) or by bracket markers in their
-partition (DataWorks TRANSACTION_BEGIN / END, DTS BEGIN / COMMIT)."""
+log (DataWorks TRANSACTION_BEGIN / END, DTS BEGIN / COMMIT without an id)."""
 from __future__ import annotations
 
 import json
@@ -85,15 +85,37 @@ def split(spark, fmt: str, frame) -> tuple[list[tuple], list[tuple]]:
             sorted((r["partition"], r["offset"], r["op"], r["held_transaction"]) for r in held.collect()))
 
 
-def test_bracket_markers_hold_the_open_tail_of_each_partition(spark):
-    # partition 0: a closed transaction, then one whose TRANSACTION_END is not landed yet;
-    # partition 1: a BEGIN left open by a next BEGIN (logs do not interleave transactions), then closed
-    p0 = [dataworks("TRANSACTION_BEGIN", 10), dataworks("INSERT", 11, {"id": 1, "balance": 5}),
-          dataworks("TRANSACTION_END", 12), dataworks("TRANSACTION_BEGIN", 13),
+def test_positioned_bracket_markers_hold_across_partitions(spark):
+    # a key-partitioned topic: the markers on partition 0, the rows on partitions 1 and 2. The first
+    # transaction (10..13) has ended; the second (14..) has not: its rows are held wherever they landed
+    markers = [dataworks("TRANSACTION_BEGIN", 10), dataworks("TRANSACTION_END", 13), dataworks("TRANSACTION_BEGIN", 14)]
+    rows1 = [dataworks("INSERT", 11, {"id": 1, "balance": 5}), dataworks("INSERT", 15, {"id": 3, "balance": 7})]
+    rows2 = [dataworks("INSERT", 12, {"id": 2, "balance": 6}), dataworks("INSERT", 16, {"id": 4, "balance": 8})]
+    frame = raw_frame(spark, markers).unionByName(raw_frame(spark, rows1).withColumn("partition", F.lit(1))) \
+        .unionByName(raw_frame(spark, rows2).withColumn("partition", F.lit(2)))
+    applied, held = split(spark, "dataworks", frame)
+    opened = "bracket dataworks@00000000000000000014.1"
+    assert held == [(0, 2, "TX_BEGIN", opened), (1, 1, "INSERT", opened), (2, 1, "INSERT", opened)]
+    assert applied == [(0, 0, "TX_BEGIN"), (0, 1, "TX_END"), (1, 0, "INSERT"), (2, 0, "INSERT")]
+    # once the END is landed nothing is held
+    ended = frame.unionByName(raw_frame(spark, [*markers, dataworks("TRANSACTION_END", 17)]).where("offset = 3"))
+    applied, held = split(spark, "dataworks", ended)
+    assert held == [] and len(applied) == 8
+
+
+def test_bracket_markers_without_positions_hold_the_open_tail_of_each_partition(spark):
+    # markers without a usable sequenceId bracket by offset in their partition: partition 0 has a
+    # closed transaction, then one whose TRANSACTION_END is not landed yet; partition 1 a BEGIN left
+    # open by a next BEGIN (logs do not interleave transactions), then closed
+    def unpositioned(op: str, row: dict | None = None) -> str:
+        return dataworks(op, 0, row).replace('"sequenceId": "0"', '"sequenceId": null')
+
+    p0 = [unpositioned("TRANSACTION_BEGIN"), dataworks("INSERT", 11, {"id": 1, "balance": 5}),
+          unpositioned("TRANSACTION_END"), unpositioned("TRANSACTION_BEGIN"),
           dataworks("INSERT", 14, {"id": 2, "balance": 6}), dataworks("INSERT", 15, {"id": 3, "balance": 7})]
-    p1 = [dataworks("TRANSACTION_BEGIN", 20), dataworks("INSERT", 21, {"id": 4, "balance": 8}),
-          dataworks("TRANSACTION_BEGIN", 22), dataworks("INSERT", 23, {"id": 5, "balance": 9}),
-          dataworks("TRANSACTION_END", 24), dataworks("INSERT", 25, {"id": 6, "balance": 1})]
+    p1 = [unpositioned("TRANSACTION_BEGIN"), dataworks("INSERT", 21, {"id": 4, "balance": 8}),
+          unpositioned("TRANSACTION_BEGIN"), dataworks("INSERT", 23, {"id": 5, "balance": 9}),
+          unpositioned("TRANSACTION_END"), dataworks("INSERT", 25, {"id": 6, "balance": 1})]
     frame = raw_frame(spark, p0).unionByName(raw_frame(spark, p1).withColumn("partition", F.lit(1)))
     applied, held = split(spark, "dataworks", frame)
     assert held == [(0, 3, "TX_BEGIN", "bracket t/0@3"), (0, 4, "INSERT", "bracket t/0@3"),
@@ -104,12 +126,36 @@ def test_bracket_markers_hold_the_open_tail_of_each_partition(spark):
 def test_dts_begin_without_commit_is_held(spark):
     from tests.unit.test_dts_avro_decoder import chars, dts, integer
 
-    values = [dts("BEGIN", rid=1, pk=None, txid="9"), dts("INSERT", after=[integer(1), chars("a")], rid=2),
+    values = [dts("BEGIN", rid=1, pk=None, txid="9"), dts("INSERT", after=[integer(1), chars("a")], rid=2, txid="9"),
               dts("COMMIT", rid=3, pk=None, txid="9"), dts("BEGIN", rid=4, pk=None, txid="10"),
-              dts("UPDATE", before=[integer(1), chars("a")], after=[integer(1), chars("b")], rid=5)]
+              dts("UPDATE", before=[integer(1), chars("a")], after=[integer(1), chars("b")], rid=5, txid="10")]
     applied, held = split(spark, "dts_avro", raw_frame(spark, values))
     assert [op for _, _, op in applied] == ["TX_BEGIN", "INSERT", "TX_END"]
-    assert [(o, op) for _, o, op, _ in held] == [(3, "TX_BEGIN"), (4, "UPDATE")]
+    assert [(o, op, tx) for _, o, op, tx in held] == [(3, "TX_BEGIN", "id 10"), (4, "UPDATE", "id 10")]
+
+
+def test_dts_transactions_are_told_apart_by_id_across_partitions(spark):
+    """BEGIN and COMMIT on partition 0, the rows on partitions 1 and 2 (a topic partitioned by key):
+    the COMMIT ends its transaction on every partition. Without a sourceTxid (MySQL sends "0") the
+    safeSourcePosition, the transaction's BEGIN position, names it."""
+    from tests.unit.test_dts_avro_decoder import chars, dts, integer
+
+    def tx(n: int, begin: str, **ids):
+        return ([dts("BEGIN", rid=n, pk=None, pos=begin, **ids)],
+                [dts("INSERT", after=[integer(n), chars("a")], rid=n + 1, pos=f"{n}01@7", **ids)],
+                [dts("INSERT", after=[integer(n + 1), chars("b")], rid=n + 2, pos=f"{n}02@7", **ids)],
+                [dts("COMMIT", rid=n + 3, pk=None, pos=f"{n}03@7", **ids)])
+
+    for first, second in ((dict(txid="41"), dict(txid="42")),
+                          (dict(txid="0", safe="100@7"), dict(txid="0", safe="200@7"))):
+        b1, r1, s1, c1 = tx(1, "100@7", **first)
+        b2, r2, s2, _ = tx(2, "200@7", **second)  # its COMMIT is not landed yet
+        frame = raw_frame(spark, [*b1, *c1, *b2]).unionByName(
+            raw_frame(spark, [*r1, *r2]).withColumn("partition", F.lit(1))).unionByName(
+            raw_frame(spark, [*s1, *s2]).withColumn("partition", F.lit(2)))
+        applied, held = split(spark, "dts_avro", frame)
+        assert applied == [(0, 0, "TX_BEGIN"), (0, 1, "TX_END"), (1, 0, "INSERT"), (2, 0, "INSERT")]
+        assert [(p, o, op) for p, o, op, _ in held] == [(0, 2, "TX_BEGIN"), (1, 1, "INSERT"), (2, 1, "INSERT")]
 
 
 def test_debezium_transaction_topic_holds_transactions_without_their_end(spark):

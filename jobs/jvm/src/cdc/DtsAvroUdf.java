@@ -114,7 +114,7 @@ public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Lon
 
   /** One record as plain columns (jobs/decoders/dts_avro.py _DECODED_COLUMNS). */
   private static final class Columns {
-    String error, operation, objectName, txid, ddl;
+    String error, operation, objectName, txid, sourceTxid, ddl;
     Long recordId, binlogFile, binlogOffset, eventMs;
     List<String> pk, columns;
     Map<String, String> before, after, types;
@@ -173,8 +173,8 @@ public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Lon
     Long ts = (Long) rec.get("sourceTimestamp");
     // DTS writes seconds; a 13-digit value is milliseconds
     c.eventMs = ts == null ? null : Math.abs(ts) >= 100_000_000_000L ? ts : Math.multiplyExact(ts, 1000L);
-    String txid = text(rec.get("sourceTxid"));
-    c.txid = txid == null || txid.isEmpty() ? null : txid;
+    c.sourceTxid = text(rec.get("sourceTxid"));
+    c.txid = transactionId(c.sourceTxid, text(rec.get("safeSourcePosition")));
     c.operation = text(rec.get("operation"));
     c.objectName = text(rec.get("objectName"));
     c.recordId = (Long) rec.get("id");
@@ -182,6 +182,17 @@ public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Lon
     Object afterImages = rec.get("afterImages");
     c.ddl = afterImages instanceof CharSequence ? afterImages.toString() : null;
     return c;
+  }
+
+  /**
+   * The transaction a record belongs to: its {@code sourceTxid}, else (MySQL sources send "0" or
+   * nothing) its {@code safeSourcePosition}, the position of its transaction's BEGIN, which every record
+   * of the transaction carries; null where neither is given (jobs/decoders/dts_avro.py transaction_id).
+   */
+  static String transactionId(String sourceTxid, String safeSourcePosition) {
+    if (sourceTxid != null && !sourceTxid.isEmpty() && !"0".equals(sourceTxid)) return sourceTxid;
+    if (safeSourcePosition != null && !safeSourcePosition.isEmpty()) return "begin@" + safeSourcePosition;
+    return null;
   }
 
   private static Columns error(String reason) {
@@ -228,9 +239,10 @@ public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Lon
       String marker = TX_OPS.get(op);
       Map<String, String> detail = new LinkedHashMap<>();
       detail.put("marker", op);
-      detail.put("sourceTxid", c.txid);
+      detail.put("sourceTxid", c.sourceTxid == null || c.sourceTxid.isEmpty() ? null : c.sourceTxid);
+      // the marker names its transaction: on a key-partitioned topic only the id ties BEGIN, rows and COMMIT
       records.add(record(format, tableId == null ? noTable : tableId, marker, CDC, null, null, detail, null,
-          position, null, null, TX_END.equals(marker), eventTime, null, lineage));
+          position, c.txid, null, TX_END.equals(marker), eventTime, null, lineage));
       return outcome(DECODED, null, tableId, records);
     }
     // a column DTS did not capture (EmptyObject NONE) is left out of the after image; a key column so
