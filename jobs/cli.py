@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from jobs.canonical import table_id_forms
-from jobs.decoders import DecodeOptions, available_formats
+from jobs.decoders import MESSAGE_SHAPES, DecodeOptions, available_formats
 from jobs.lake import Lake, LakeError, check_name
 from jobs.raw import RawInputError, expand, parquet_files
 
@@ -55,6 +55,12 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--primary-keys", action="append", default=[], metavar="TABLE=COL[,COL...]",
         help="primary key of a table (full table id or its last part); repeatable; overrides message keys",
+    )
+    p.add_argument(
+        "--message-shape", choices=("auto", *MESSAGE_SHAPES), default="auto",
+        help="the shape of every topic's messages, for a format with several (Debezium: full 'envelope's or "
+        "ExtractNewRecordState 'unwrapped' rows); auto: decided per topic by its first run's messages and "
+        "kept; a message of another shape is quarantined",
     )
 
 
@@ -182,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         lake = _check(args)
         if args.command == "expire" and args.retain_last < 1:
             raise UsageError("--retain-last must keep at least the current snapshot (1)")
-        options = DecodeOptions(primary_keys=_primary_keys(getattr(args, "primary_keys", [])))
+        shape = getattr(args, "message_shape", "auto")
+        options = DecodeOptions(primary_keys=_primary_keys(getattr(args, "primary_keys", [])),
+                                message_shape=None if shape == "auto" else shape)
     except (UsageError, LakeError, RawInputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -4,11 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.canonical import CHANGE_RECORD_COLUMNS, QUARANTINE_SCHEMA
-from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, get_decoder, remembered_documents
+from jobs.decoders import (DECODED, ENVELOPE, IGNORED, MESSAGE_SHAPES, QUARANTINED, DecodeOptions, get_decoder,
+                           remembered_documents)
 from jobs.decoders.common import LINEAGE, event_id
 from jobs.spark import jvm_log_level
 
@@ -42,6 +43,52 @@ class Decoded:
     materialized: DataFrame  # what the three are projections of (see release)
     # documents of this snapshot that later runs may need (not yet in options.memory)
     remembered: list[str] = field(default_factory=list)
+    # topic -> shape decided by this run, for later runs (not yet in options.topic_shapes)
+    topic_shapes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TopicShape:
+    """The one shape a topic's messages have (a format with several, see jobs.decoders), and why."""
+
+    topic: str
+    shape: str
+    basis: str  # "--message-shape", "decided by an earlier run", or "N of M messages in this run"
+
+    def misfit_reason(self) -> str:
+        other = " or ".join(s for s in MESSAGE_SHAPES if s != self.shape)
+        return (f"does not fit its topic's shape: topic {self.topic!r} carries {self.shape} messages "
+                f"({self.basis}), this message is {other} (set --message-shape if the topic's shape changed)")
+
+
+def decide_topic_shapes(counts: dict[tuple[str, str], int], configured: str | None,
+                        remembered: dict[str, str]) -> dict[str, TopicShape]:
+    """Each topic's shape from the shapes of its messages in this run (``counts``: (topic, shape) ->
+    messages): the configured shape, else the one an earlier run decided, else the shape most of them
+    have (envelopes on a tie). A topic carries one shape: a message of another one does not belong there
+    (a stray object on a topic of envelopes must not become a row of a table named after the topic)."""
+    by_topic: dict[str, dict[str, int]] = {}
+    for (topic, shape), n in counts.items():
+        by_topic.setdefault(topic, {})[shape] = n
+    decided = {}
+    for topic, shapes in sorted(by_topic.items()):
+        if configured:
+            decided[topic] = TopicShape(topic, configured, "--message-shape")
+        elif topic in remembered:
+            decided[topic] = TopicShape(topic, remembered[topic], "decided by an earlier run")
+        else:
+            shape = max(sorted(shapes), key=lambda s: (shapes[s], s == ENVELOPE))
+            decided[topic] = TopicShape(topic, shape, f"{shapes[shape]} of {sum(shapes.values())} messages in this run")
+    return decided
+
+
+def _misfit_reason(shapes: dict[str, TopicShape]) -> Column:
+    """The reason a message does not fit its topic's shape (null where it fits or has no shape)."""
+    reason = F.lit(None).cast("string")
+    for topic, decided in shapes.items():
+        reason = F.when((F.col("topic") == topic) & (F.col("shape") != decided.shape),
+                        F.lit(decided.misfit_reason())).otherwise(reason)
+    return reason
 
 
 def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded:
@@ -57,17 +104,26 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
         options = replace(options, memory=tuple(sorted({*options.memory, *new})))
     decoded = decoder.decode(raw, options)
     exploded = materialize(decoded.select(
-        "status", "reason", "table_id", F.coalesce(F.size("records"), F.lit(0)).alias("record_count"),
+        "status", "reason", "table_id", F.coalesce(F.size("records"), F.lit(0)).alias("record_count"), "shape",
         # a decoded message's bytes live on in its change records: only the quarantine needs them kept
         *[F.when(F.col("status") == QUARANTINED, F.col(c)).alias(c) if c in ("key", "value", "headers")
           else F.col(c) for c in LINEAGE],
         F.posexplode_outer("records").alias("_record_index", "_record"),
     ))
     # the first row of each message (a message without records has one row, its index null)
-    outcomes = exploded.where(F.coalesce(F.col("_record_index") == 0, F.lit(True))).drop(
+    first_rows = exploded.where(F.coalesce(F.col("_record_index") == 0, F.lit(True))).drop(
         "_record_index", "_record")
+    shapes, misfits = _topic_shapes(decoder, first_rows, options)
+    misfit = F.lit(None).cast("string") if not misfits else _misfit_reason(shapes)
+    outcomes = first_rows if not misfits else first_rows.withColumns({
+        "status": F.when(misfit.isNotNull(), F.lit(QUARANTINED)).otherwise(F.col("status")),
+        "reason": F.coalesce(misfit, F.col("reason")),
+        # its table was named after the topic it does not belong to
+        "table_id": F.when(misfit.isNull(), F.col("table_id")),
+        "record_count": F.when(misfit.isNull(), F.col("record_count")).otherwise(F.lit(0)),
+    })
     changes = (
-        exploded.where((F.col("status") == DECODED) & F.col("_record").isNotNull())
+        exploded.where((F.col("status") == DECODED) & F.col("_record").isNotNull() & misfit.isNull())
         .select("_record.*")
         .select(*CHANGE_RECORD_COLUMNS)
     )
@@ -75,7 +131,7 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
     # record's own fields, here in generated code over the exploded rows
     changes = changes.withColumn("event_id", F.coalesce(F.col("event_id"), event_id(
         *[F.col(c) for c in ("table_id", "op", "position", "key", "before", "after")])))
-    quarantine = outcomes.where(F.col("status") == QUARANTINED).select(
+    quarantine = outcomes.where((F.col("status") == QUARANTINED) & misfit.isNull()).select(
         F.lit(fmt).alias("format"),
         "reason",
         "table_id",
@@ -86,8 +142,33 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
         "key",
         "value",
     )
+    if misfits:
+        quarantine = quarantine.unionByName(_misfits_with_bytes(raw, first_rows, misfit, fmt))
     quarantine = quarantine.select(*[F.col(f.name).cast(f.dataType) for f in QUARANTINE_SCHEMA.fields])
-    return Decoded(outcomes, changes, quarantine, exploded, new)
+    decided_here = {t: s.shape for t, s in shapes.items() if t not in options.topic_shapes and not options.message_shape}
+    return Decoded(outcomes, changes, quarantine, exploded, new, decided_here)
+
+
+def _topic_shapes(decoder, first_rows: DataFrame, options: DecodeOptions) -> tuple[dict[str, TopicShape], int]:
+    """Each topic's shape (decide_topic_shapes) and how many messages do not fit theirs; nothing for a
+    format with one shape. One small aggregate over the decoded messages: (topic, shape) -> count."""
+    if not getattr(decoder, "shaped", False):
+        return {}, 0
+    rows = (first_rows.where(F.col("shape").isNotNull()).groupBy("topic", "shape")
+            .agg(F.count(F.lit(1)).alias("n")).collect())
+    counts = {(r["topic"], r["shape"]): r["n"] for r in rows}
+    shapes = decide_topic_shapes(counts, options.message_shape, options.topic_shapes)
+    return shapes, sum(n for (topic, shape), n in counts.items() if shapes[topic].shape != shape)
+
+
+def _misfits_with_bytes(raw: DataFrame, first_rows: DataFrame, misfit: Column, fmt: str) -> DataFrame:
+    """The quarantine rows of the messages that do not fit their topic's shape, with their raw bytes
+    read again from the snapshot (the decoded frame keeps the bytes of quarantined messages only)."""
+    lineage = ["topic", "partition", "offset"]
+    which = first_rows.where(misfit.isNotNull()).select(*lineage, misfit.alias("reason"))
+    return raw.join(which, lineage).select(
+        F.lit(fmt).alias("format"), "reason", F.lit(None).cast("string").alias("table_id"), *lineage,
+        F.col("timestamp").alias("kafka_ts"), "key", "value")
 
 
 def decode_counts(outcomes: DataFrame) -> dict:

@@ -79,8 +79,8 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
     every pass over the held frame deserializes whole records (4M messages: fold + publish 61 -> 52 s,
     bench/README.md)."""
     with ctx.timed("decode"):
-        memory = load_memory(ctx)
-        decoded = decode_messages(read_raw(spark, raw_path), fmt, replace(options, memory=memory))
+        memory, shapes = load_memory(ctx)
+        decoded = decode_messages(read_raw(spark, raw_path), fmt, replace(options, memory=memory, topic_shapes=shapes))
         try:
             counts = decode_counts(decoded.outcomes)
             write_change_records(decoded.changes, ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id)))
@@ -90,24 +90,30 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
                 ctx.lake.spark_path(Lake.quarantine_dir(ctx.pipeline, ctx.run_id)))
         finally:
             release(decoded.materialized)
-        if decoded.remembered:
+        if decoded.remembered or decoded.topic_shapes:
             # knowledge from immutable landed data, keyed by run: a re-run rewrites the same file
             ctx.lake.write_json(f"{Lake.memory_dir(ctx.pipeline)}/run={ctx.run_id}.json",
-                                {"run_id": ctx.run_id, "documents": decoded.remembered})
+                                {"run_id": ctx.run_id, "documents": decoded.remembered,
+                                 "topic_shapes": decoded.topic_shapes})
         report = {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "format": fmt, "raw": raw_path, **counts,
-                  "remembered_documents": len(decoded.remembered)}
+                  "remembered_documents": len(decoded.remembered), "topic_shapes": decoded.topic_shapes}
         ctx.write_report("decode.json", report)
     return report
 
 
-def load_memory(ctx: RunContext) -> tuple[str, ...]:
-    """Every document remembered by earlier runs of the pipeline (see jobs.decoders.DecodeOptions)."""
+def load_memory(ctx: RunContext) -> tuple[tuple[str, ...], dict[str, str]]:
+    """Every document remembered by earlier runs of the pipeline, and the topic shapes they decided
+    (the first decision of a topic stands; see jobs.decoders.DecodeOptions)."""
     docs: set[str] = set()
-    for rel in ctx.lake.list_files(Lake.memory_dir(ctx.pipeline)):
+    shapes: dict[str, str] = {}
+    for rel in sorted(ctx.lake.list_files(Lake.memory_dir(ctx.pipeline))):
         if rel.endswith(f"/run={ctx.run_id}.json"):
             continue  # this run's own findings are found again
-        docs.update(ctx.lake.read_json(rel).get("documents", []))
-    return tuple(sorted(docs))
+        memory = ctx.lake.read_json(rel)
+        docs.update(memory.get("documents", []))
+        for topic, shape in memory.get("topic_shapes", {}).items():
+            shapes.setdefault(topic, shape)
+    return tuple(sorted(docs)), shapes
 
 
 @contextmanager

@@ -6,6 +6,8 @@ A decoder turns raw Kafka-schema rows into *outcomes*, one row per message:
     reason   why a message was quarantined or ignored (null when decoded)
     table_id the table a message belongs to, where known (for per-table counts)
     records  array<CHANGE_RECORD_SCHEMA> (empty unless decoded)
+    shape    the message's shape, where the format has several that one topic never mixes
+             (Debezium: 'envelope' or 'unwrapped' ExtractNewRecordState rows); else null
     + the raw lineage columns (key, value, topic, partition, offset, timestamp, headers)
 
 Everything after decoding (counts, quarantine, changes, the fold) is format-agnostic.
@@ -18,6 +20,8 @@ from typing import Callable, Protocol
 from pyspark.sql import DataFrame
 
 DECODED, QUARANTINED, IGNORED = "decoded", "quarantined", "ignored"
+ENVELOPE, UNWRAPPED = "envelope", "unwrapped"
+MESSAGE_SHAPES = (ENVELOPE, UNWRAPPED)
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,10 @@ class DecodeOptions:
     # documents remembered from earlier runs (Qlik metadata messages), kept in the lake by the
     # decode stage; each is self-describing JSON and a decoder uses those it understands
     memory: tuple[str, ...] = ()
+    # the shape every topic of the pipeline carries (--message-shape); None: decided per topic
+    message_shape: str | None = None
+    # topic -> the shape an earlier run of the pipeline decided it carries (jobs.decode)
+    topic_shapes: dict[str, str] = field(default_factory=dict)
 
 
 class Decoder(Protocol):

@@ -75,13 +75,15 @@ def marker_record(fmt: str, table_id: Column, op: str, phase: str, position: Col
     )
 
 
-def outcome(status: Column, reason: Column, table_id: Column, records: Column) -> list[Column]:
+def outcome(status: Column, reason: Column, table_id: Column, records: Column,
+            shape: Column | None = None) -> list[Column]:
     """The outcome columns every decoder returns, beside the raw lineage columns."""
     return [
         status.alias("status"),
         reason.cast(StringType()).alias("reason"),
         table_id.cast(StringType()).alias("table_id"),
         records.cast(RECORDS_TYPE).alias("records"),
+        (F.lit(None) if shape is None else shape).cast(StringType()).alias("shape"),
         *[F.col(c) for c in LINEAGE],
     ]
 
@@ -105,7 +107,7 @@ def decoded_on_jvm(raw: DataFrame, class_name: str, fmt: str, options: DecodeOpt
     # one column first: the projection below reads it four times, the UDF runs once
     decoded = raw.withColumn("_outcome", F.call_function(udf, *arguments))
     o = F.col("_outcome")
-    return decoded.select(*outcome(o["status"], o["reason"], o["table_id"], o["records"]))
+    return decoded.select(*outcome(o["status"], o["reason"], o["table_id"], o["records"], o["shape"]))
 
 
 def parse_value(schema: str, allow_comments: bool = False, text: Column | None = None) -> Column:

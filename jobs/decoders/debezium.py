@@ -32,7 +32,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
-from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
+from jobs.decoders import DECODED, ENVELOPE, IGNORED, QUARANTINED, UNWRAPPED, DecodeOptions, register
 from jobs import jvm
 from jobs.decoders.common import (
     configured_key,
@@ -309,6 +309,8 @@ JVM_DECODER = "cdc.DebeziumUdf"  # jobs/jvm/src/cdc/DebeziumUdf.java
 
 class DebeziumDecoder:
     name = "debezium"
+    # a topic carries full envelopes or ExtractNewRecordState rows, never both (jobs.decode)
+    shaped = True
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         if jvm.available(raw.sparkSession, JVM_DECODER):
@@ -568,7 +570,13 @@ class DebeziumDecoder:
             .when(F.col("reason").isin("tombstone", "heartbeat"), F.lit(IGNORED))
             .otherwise(F.lit(QUARANTINED))
         )
-        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+        # the message's shape, which its topic must share (jobs.decode.decide_topic_shapes): an
+        # ExtractNewRecordState row, or a full envelope (row event, transaction metadata, schema change)
+        shape = (F.when(value_is_empty | F.col("_is_heartbeat"), F.lit(None))
+                 .when(is_flat, F.when(F.col("_flat_size") > 0, F.lit(UNWRAPPED)))
+                 .when(F.col("_corrupt").isNull(), F.lit(ENVELOPE)))
+        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records),
+                                  shape))
 
 
 @register("debezium")

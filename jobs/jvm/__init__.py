@@ -72,10 +72,12 @@ def register_udf(spark: SparkSession, class_name: str, config: dict, return_type
 
 
 def outcome_type() -> DataType:
-    """The outcome struct a JVM-side decoder returns: status, reason, table_id and its change records."""
+    """The outcome struct a JVM-side decoder returns: status, reason, table_id, its change records and
+    the message's shape (jobs.decoders)."""
     from pyspark.sql.types import StringType, StructField, StructType
 
     from jobs.decoders.common import RECORDS_TYPE
 
     return StructType([StructField("status", StringType()), StructField("reason", StringType()),
-                       StructField("table_id", StringType()), StructField("records", RECORDS_TYPE)])
+                       StructField("table_id", StringType()), StructField("records", RECORDS_TYPE),
+                       StructField("shape", StringType())])

@@ -100,7 +100,7 @@ def decoded_both_ways(raw, monkeypatch, fmt: str, options=DecodeOptions(),
         decoded = decode_messages(raw, fmt, options)
         try:
             outcomes = {(r["topic"], r["partition"], r["offset"]): (r["status"], reason(r["reason"]), r["table_id"],
-                                                                    r["record_count"])
+                                                                    r["record_count"], r["shape"])
                         for r in decoded.outcomes.collect()}
             records: dict[tuple, list] = {}
             for r in decoded.changes.collect():

@@ -103,8 +103,8 @@ def test_init_is_full_load_transaction_markers_kept_and_control_records_ignored(
         ("SNAPSHOT", "FULL_LOAD", {"a": "7", "b": "seven"}),
         ("TX_END", "CDC", {"marker": "COMMIT", "sourceTxid": "77"}),
     ]
-    # the markers bracket by partition: no transaction id, an end flag on the end
-    assert [(r["tx_id"], r["tx_last"]) for r in records if r["op"] != "SNAPSHOT"] == [(None, False), (None, True)]
+    # the markers name their transaction (sourceTxid), with an end flag on the end
+    assert [(r["tx_id"], r["tx_last"]) for r in records if r["op"] != "SNAPSHOT"] == [("77", False), ("77", True)]
     assert quarantine == []
     assert counts["total"]["ignored"] == 2 and counts["balanced"]
     assert counts["ignored_reasons"] == {"heartbeat": 1, "tombstone": 1}

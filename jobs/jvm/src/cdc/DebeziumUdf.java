@@ -401,9 +401,12 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
     // 3. the reason, then the records of what decoded
     boolean keyless = rowKey == null;
     String reason = reason(env, j, isFlat, flatRow, heartbeat, isChange, opCode, op, tableId, before, after, keyless);
+    // the message's shape, which its topic must share (jobs/decode.py decide_topic_shapes)
+    String shape = heartbeat ? null : isFlat ? (flatRow != null && !flatRow.isEmpty() ? UNWRAPPED : null)
+        : j.corrupt ? null : ENVELOPE;
     if (reason != null) {
       return outcome("tombstone".equals(reason) || "heartbeat".equals(reason) ? IGNORED : QUARANTINED, reason,
-          tableId, null);
+          tableId, null, shape);
     }
     String txId = env.txId != null ? env.txId : src == null ? null : src[TX_ID];
     Long sourceMillis = src == null ? null : DebeziumTypes.tryLong(src[TS_MS]);
@@ -454,7 +457,7 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
       scope.put("scope", "last".equals(snapshot) ? "all" : "table");
       records.add(marker(tableId, LOAD_END, FULL_LOAD, position, null, null, null, eventTime, scope, lineage));
     }
-    return outcome(DECODED, null, tableId, records);
+    return outcome(DECODED, null, tableId, records, shape);
   }
 
   private static String reason(Envelope env, Parsed j, boolean isFlat, Map<String, String> flatRow, boolean heartbeat,

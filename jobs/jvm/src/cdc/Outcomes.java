@@ -25,6 +25,7 @@ public final class Outcomes {
       + "tx_id,tx_seq,tx_last,event_time,column_types,topic,partition,offset,kafka_ts,event_id";
 
   static final String DECODED = "decoded", QUARANTINED = "quarantined", IGNORED = "ignored";
+  static final String ENVELOPE = "envelope", UNWRAPPED = "unwrapped";
   static final String SNAPSHOT = "SNAPSHOT", INSERT = "INSERT", UPDATE = "UPDATE", DELETE = "DELETE",
       TRUNCATE = "TRUNCATE", DDL = "DDL", MESSAGE = "MESSAGE", TX_BEGIN = "TX_BEGIN", TX_END = "TX_END",
       LOAD_END = "LOAD_END", FULL_LOAD = "FULL_LOAD", CDC = "CDC";
@@ -54,7 +55,12 @@ public final class Outcomes {
   }
 
   static Row outcome(String status, String reason, String tableId, List<Row> records) {
-    return RowFactory.create(status, reason, tableId, records);
+    return RowFactory.create(status, reason, tableId, records, null);
+  }
+
+  /** An outcome with the message's shape, where its format has several (see jobs/decoders/__init__.py). */
+  static Row outcome(String status, String reason, String tableId, List<Row> records, String shape) {
+    return RowFactory.create(status, reason, tableId, records, shape);
   }
 
   static Instant instant(long micros) {
