@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import reduce
+from typing import NamedTuple
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
@@ -372,8 +373,17 @@ def _bracket_openings(changes: DataFrame) -> tuple[Column, Column]:
     return held, name
 
 
-def split_open_transactions(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(applied, held): the records of transactions still open at the end of the snapshot are held.
+class TransactionSplit(NamedTuple):
+    applied: DataFrame
+    held: DataFrame  # with ``held_transaction``, naming the open transaction of each record
+    # the highest position of a transaction marked by id that this split ends (None: none): a later
+    # run's record of a transaction at or before it is a redelivery of one already ended
+    ended_through: str | None
+
+
+def split_open_transactions(changes: DataFrame, ended_before: str | None = None) -> TransactionSplit:
+    """(applied, held, ended_through): the records of transactions still open at the end of the
+    snapshot are held.
 
     Two ways a format marks transactions:
     - by id: records of one ``tx_id`` of which some say whether they end it (``tx_last``: Qlik
@@ -382,22 +392,28 @@ def split_open_transactions(changes: DataFrame) -> tuple[DataFrame, DataFrame]:
       none of them is the end and no later change of its partition has passed it
       (_ended_by_later_changes). The id ties a transaction together across partitions;
     - by bracket, where nothing names the transaction (_bracket_openings).
-    Records without a transaction id or without markers are always applied. ``held`` has one more
-    column, ``held_transaction``, naming the open transaction each record belongs to.
+    Records without a transaction id or without markers are always applied. A transaction by id that
+    lies wholly at or before ``ended_before`` (earlier runs' ``ended_through``) is not open: its records
+    are redelivered copies of a transaction whose end an earlier run applied (the fold skips them as
+    replays); held, they would wait for an end that never comes again.
     """
-    # the open transactions are few (those the snapshot cut): found by one small aggregate and collected
+    # one small aggregate per transaction by id (a run holds a few thousand), collected
     by_id_rows = (
         changes.where(F.col("tx_id").isNotNull() & F.col("tx_last").isNotNull())
-        .groupBy("tx_id").agg(F.max(F.col("tx_last").cast("int")).alias("ended"))
-        .where(F.col("ended") == 0).select("tx_id").collect()
+        .groupBy("tx_id").agg(F.max(F.col("tx_last").cast("int")).alias("ended"),
+                              F.max("position").alias("last_position")).collect()
     )
-    candidates = [r["tx_id"] for r in by_id_rows]
+    candidates = [r["tx_id"] for r in by_id_rows if r["ended"] == 0
+                  and not (ended_before and r["last_position"] and r["last_position"] <= ended_before)]
     open_ids = sorted(set(candidates) - _ended_by_later_changes(changes, candidates))
+    ended_through = max((r["last_position"] for r in by_id_rows if r["tx_id"] not in open_ids and r["last_position"]),
+                        default=None)
     by_id = F.col("tx_id").isin(*open_ids) if open_ids else F.lit(False)
     by_bracket, bracket_name = _bracket_openings(changes)
     held_tx = F.when(by_id, F.concat(F.lit("id "), F.col("tx_id"))).otherwise(bracket_name)
     is_held = F.coalesce(by_id, F.lit(False)) | by_bracket
-    return changes.where(~is_held), changes.where(is_held).withColumn("held_transaction", held_tx)
+    return TransactionSplit(changes.where(~is_held), changes.where(is_held).withColumn("held_transaction", held_tx),
+                            ended_through)
 
 
 @dataclass

@@ -34,10 +34,19 @@ def held_input(lake: Lake, pipeline: str, run_id: str) -> str | None:
     return log[-1]["held"] if log else None
 
 
-def _record_held(lake: Lake, pipeline: str, run_id: str, held: str | None, consumed: str | None) -> None:
+def transactions_ended_before(lake: Lake, pipeline: str, run_id: str) -> str | None:
+    """The highest position of a transaction by id that the runs before this one ended (a re-run sees
+    what it saw the first time): records of a transaction at or before it are redeliveries."""
+    log = _held_log(lake, pipeline)
+    index = next((i for i, e in enumerate(log) if e["run_id"] == run_id), len(log))
+    return max((e["ended_through"] for e in log[:index] if e.get("ended_through")), default=None)
+
+
+def _record_held(lake: Lake, pipeline: str, run_id: str, held: str | None, consumed: str | None,
+                 ended_through: str | None) -> None:
     """A new run becomes the latest; re-running a run rewrites its own entry, never the ones after it."""
     log = _held_log(lake, pipeline)
-    entry = {"run_id": run_id, "held": held, "consumed": consumed}
+    entry = {"run_id": run_id, "held": held, "consumed": consumed, "ended_through": ended_through}
     index = next((i for i, e in enumerate(log) if e["run_id"] == run_id), None)
     if index is None:
         log.append(entry)
@@ -63,7 +72,8 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     if consumed:
         previous = spark.read.schema(changes.schema).parquet(lake.spark_path(consumed))
         changes = changes.unionByName(previous)
-    changes, held = fold.split_open_transactions(changes)
+    ended_before = transactions_ended_before(lake, pipeline, run_id)
+    changes, held, ended_through = fold.split_open_transactions(changes, ended_before)
     held = held.persist()
     held_counts = held.agg(F.count(F.lit(1)).alias("records"),
                            F.countDistinct("held_transaction").alias("tx")).first()
@@ -205,7 +215,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             **({"history": history_report} if history_report else {}),
         }
     # after every table's commit: the next run starts from this run's held records
-    _record_held(lake, pipeline, run_id, held_rel, consumed)
+    _record_held(lake, pipeline, run_id, held_rel, consumed, ended_through)
     return {"pipeline": pipeline, "run_id": run_id, "tables": tables,
             "held": {"transactions": held_counts["tx"], "records": held_counts["records"], "path": held_rel,
                      "released_from": consumed}}

@@ -79,30 +79,33 @@ def transactions(sim: SourceSimulator) -> dict[int, tuple[str, int, int]]:
             for n, index in enumerate(indexes, start=1)}
 
 
-def _place(sim: SourceSimulator, items: Iterator[tuple[int, Any, bytes | None, bytes]]) -> Iterator[dict[str, Any]]:
-    """Stream index, entry, key bytes, value bytes -> Kafka records; redeliveries repeat their original."""
+def _place(sim: SourceSimulator, items: Iterator[tuple]) -> Iterator[dict[str, Any]]:
+    """(stream index, entry, key bytes, value bytes[, is a transaction marker]) -> Kafka records, in
+    the order given; redeliveries repeat their original's row message (markers are not redelivered).
+    Messages with a key go to its partition, the others (markers, garbage) to partition 0."""
     kept: dict[int, tuple[bytes | None, bytes, str]] = {}
     offsets: dict[tuple[str, int], int] = defaultdict(int)
-    rendered: dict[int, tuple[Any, bytes | None, bytes]] = {}
-    for index, entry, key, value in items:
-        rendered[index] = (entry, key, value)
+    rendered: dict[int, list[tuple[bytes | None, bytes, bool]]] = defaultdict(list)
+    for index, _entry, key, value, *marker in items:
+        rendered[index].append((key, value, bool(marker and marker[0])))
     for index, entry in enumerate(sim.events):
         if entry.kind == "redelivery":
             if entry.original not in kept:
                 continue  # a redelivered tombstone or merged half: the tool never sent it
-            key, value, topic = kept[entry.original]
+            messages = [kept[entry.original]]
         elif index in rendered:
-            _, key, value = rendered[index]
             topic = sim.topic(entry.table) if entry.table else "garbage"
-            kept[index] = (key, value, topic)
+            messages = [(key, value, topic) for key, value, _ in rendered[index]]
+            kept.update({index: (key, value, topic) for key, value, marker in rendered[index][::-1] if not marker})
         else:
             continue
-        partition = kafka_partition(key, sim.n_partitions) if key else 0
-        offset = offsets[(topic, partition)]
-        offsets[(topic, partition)] = offset + 1
-        yield {"key": key, "value": value, "topic": topic, "partition": partition, "offset": offset,
-               "timestamp": _EPOCH_MS + timedelta(milliseconds=entry.kafka_ts_ms), "timestampType": 0,
-               "headers": None}
+        for key, value, topic in messages:
+            partition = kafka_partition(key, sim.n_partitions) if key else 0
+            offset = offsets[(topic, partition)]
+            offsets[(topic, partition)] = offset + 1
+            yield {"key": key, "value": value, "topic": topic, "partition": partition, "offset": offset,
+                   "timestamp": _EPOCH_MS + timedelta(milliseconds=entry.kafka_ts_ms), "timestampType": 0,
+                   "headers": None}
 
 
 def _key_bytes(spec: TableSpec, row: dict | None) -> bytes | None:
@@ -219,12 +222,19 @@ def _dts_value(spec: TableSpec, column: str, v: Any) -> Any:
     return (ns + "Character", {"charset": "utf8mb4", "value": str(v).encode("utf-8")})
 
 
-def dts_avro_records(sim: SourceSimulator) -> list[dict[str, Any]]:
+def dts_avro_records(sim: SourceSimulator, *, markers: bool = False) -> list[dict[str, Any]]:
+    """``markers``: each transaction's BEGIN before its first record and COMMIT after its last, each on
+    the partition of a key of its own (the rows follow theirs), naming it by ``sourceTxid`` (the GTID) in odd
+    transactions and by ``safeSourcePosition`` (its BEGIN's position, with sourceTxid "0" as MySQL
+    sources send it) in even ones."""
     from jobs.decoders.dts_avro import record_schema
 
     import fastavro
 
     schema = record_schema()
+    marks = transactions(sim) if markers else {}
+    # record ids leave room for the markers around a transaction's records
+    step = 10 if markers else 1
 
     def encode(record: dict[str, Any]) -> bytes:
         buf = io.BytesIO()
@@ -244,10 +254,15 @@ def dts_avro_records(sim: SourceSimulator) -> list[dict[str, Any]]:
             if e.kind == "garbage":  # unknown_op / update_without_after: an UPDATE without afterImages
                 operation, after = "UPDATE", None
             names = list(spec.column_names)
+            position = "" if op == "r" else f"{source.get('pos', 0)}@{binlog}"
+            tx_id, number, size = marks.get(index, (None, 0, 0))
+            txid, safe = str(source.get("gtid") or ""), ""
+            if tx_id is not None and int(tx_id[2:]) % 2 == 0:
+                txid, safe = "0", _tx_begin_position(sim, marks, tx_id, binlog)
             record = {
-                "version": 1, "id": serial, "sourceTimestamp": e.kafka_ts_ms // 1000,
-                "sourcePosition": "" if op == "r" else f"{source.get('pos', 0)}@{binlog}",
-                "safeSourcePosition": "", "sourceTxid": str(source.get("gtid") or ""),
+                "version": 1, "id": serial * step, "sourceTimestamp": e.kafka_ts_ms // 1000,
+                "sourcePosition": position,
+                "safeSourcePosition": safe, "sourceTxid": txid,
                 "source": {"sourceType": "MySQL", "version": "8.0.36"}, "operation": operation,
                 "objectName": f"{spec.db}.{spec.name}", "processTimestamps": None,
                 "tags": {"pk_uk_info": json.dumps({"PRIMARY": list(spec.primary_key)})},
@@ -256,9 +271,23 @@ def dts_avro_records(sim: SourceSimulator) -> list[dict[str, Any]]:
                 "afterImages": [_dts_value(spec, n, after.get(n)) for n in names] if after else None,
                 "bornTimestamp": e.kafka_ts_ms,
             }
+            control = {**record, "objectName": None, "tags": {}, "fields": None, "beforeImages": None,
+                       "afterImages": None}
+            if number == 1:
+                yield (index, e, _marker_key(tx_id, "BEGIN"),
+                       encode({**control, "operation": "BEGIN", "id": serial * step - 1}), True)
             yield index, e, _key_bytes(spec, after or before), encode(record)
+            if tx_id is not None and number == size:
+                yield (index, e, _marker_key(tx_id, "COMMIT"),
+                       encode({**control, "operation": "COMMIT", "id": serial * step + 1}), True)
 
     return list(_place(sim, items()))
+
+
+def _tx_begin_position(sim: SourceSimulator, marks: dict[int, tuple[str, int, int]], tx_id: str, binlog: int) -> str:
+    """The sourcePosition of a transaction's first record: where its BEGIN is."""
+    first = min(i for i, (t, _, _) in marks.items() if t == tx_id)
+    return f"{(sim.events[first].source or {}).get('pos', 0)}@{binlog}"
 
 
 # ---- JSON formats: Canal, Maxwell, DataWorks, SharePlex, OGG ---------------------------------------
@@ -399,10 +428,12 @@ _UNKNOWN_OP = {"canal": ("type", "XX"), "maxwell": ("type", "xx"), "dataworks": 
                "shareplex": ("meta.op", "xx"), "ogg": ("op_type", "X")}
 
 
-def json_format_records(sim: SourceSimulator, fmt: str) -> list[dict[str, Any]]:
-    """The stream as ``fmt`` messages (canal, maxwell, dataworks, shareplex, ogg)."""
+def json_format_records(sim: SourceSimulator, fmt: str, *, markers: bool = False) -> list[dict[str, Any]]:
+    """The stream as ``fmt`` messages (canal, maxwell, dataworks, shareplex, ogg). ``markers`` (DataWorks):
+    each transaction's TRANSACTION_BEGIN before its first row and TRANSACTION_END after its last, each on
+    the partition of a key of its own (the rows follow theirs), with sequenceIds around the rows'."""
     render = _JSON_MESSAGES[fmt]
-    marks = transactions(sim) if fmt in _TRANSACTIONAL else {}
+    marks = transactions(sim) if fmt in _TRANSACTIONAL or markers else {}
 
     def items() -> Iterator[tuple[int, Any, bytes | None, bytes]]:
         for serial, (index, e, op, before, after) in enumerate(logical_changes(sim), start=1):
@@ -421,11 +452,69 @@ def json_format_records(sim: SourceSimulator, fmt: str) -> list[dict[str, Any]]:
                     value = json.dumps(message).encode()
                 yield index, e, None, value
                 continue
+            if markers:
+                tx_id, number, size = marks.get(index, (None, 0, 0))
+                message = render(spec, op, before, after, e, serial * 10)
+                if number == 1:
+                    yield (index, e, _marker_key(tx_id, "BEGIN"),
+                           _dataworks_marker(message, "TRANSACTION_BEGIN", serial * 10 - 1), True)
+                yield index, e, _key_bytes(spec, after or before), json.dumps(message).encode()
+                if number and number == size:
+                    yield (index, e, _marker_key(tx_id, "END"),
+                           _dataworks_marker(message, "TRANSACTION_END", serial * 10 + 1), True)
+                continue
             message = render(spec, op, before, after, e, serial, marks[index]) if index in marks else \
                 render(spec, op, before, after, e, serial)
             yield index, e, _key_bytes(spec, after or before), json.dumps(message).encode()
 
     return list(_place(sim, items()))
+
+
+def _marker_key(tx_id: str, marker: str) -> bytes:
+    """A transaction marker's Kafka key: a transaction's BEGIN and END hash to partitions of their own,
+    as on a topic that the producer partitions by a hash of each record."""
+    return json.dumps({"transaction": tx_id, "marker": marker}).encode()
+
+
+def _dataworks_marker(row_message: dict, op: str, sequence_id: int) -> bytes:
+    payload = {**row_message["payload"], "before": None, "after": None, "op": op, "sequenceId": str(sequence_id)}
+    return json.dumps({**row_message, "payload": payload}).encode()
+
+
+def debezium_transaction_records(sim: SourceSimulator, with_schema: bool = False) -> list[dict[str, Any]]:
+    """The simulator's Debezium stream with transaction metadata: each committed transaction's events
+    carry ``transaction.id`` / ``total_order``, and its BEGIN and END (with ``event_count``) go to the
+    ``<prefix>.transaction`` topic, one partition, around its events (redeliveries stay as sent)."""
+    records = sim.to_kafka_records(with_schema)
+    members: dict[int, list[int]] = defaultdict(list)
+    for i, e in enumerate(sim.events):
+        if e.kind == "change" and e.tx_seq is not None and e.op != "r" and records[i]["value"]:
+            members[e.tx_seq].append(i)
+    order = {i: (seq, n) for seq, indexes in members.items() for n, i in enumerate(indexes, start=1)}
+    topic = next((sim.topic(t) for t in sim.tables), "server").split(".")[0] + ".transaction"
+    out: list[dict[str, Any]] = []
+
+    def marker(status: str, seq: int, record: dict) -> dict:
+        meta = {"status": status, "id": f"tx{seq}", "ts_ms": 0,
+                "event_count": len(members[seq]) if status == "END" else None, "data_collections": None}
+        offset = sum(1 for r in out if r["topic"] == topic)
+        return {**record, "key": None, "value": json.dumps(meta).encode(), "topic": topic, "partition": 0,
+                "offset": offset, "headers": None}
+
+    for i, record in enumerate(records):
+        if i not in order:
+            out.append(record)
+            continue
+        seq, n = order[i]
+        if n == 1:
+            out.append(marker("BEGIN", seq, record))
+        message = json.loads(record["value"])
+        envelope = message["payload"] if with_schema else message
+        envelope["transaction"] = {"id": f"tx{seq}", "total_order": n, "data_collection_order": n}
+        out.append({**record, "value": json.dumps(message).encode()})
+        if n == len(members[seq]):
+            out.append(marker("END", seq, record))
+    return out
 
 
 FORMAT_RECORDS = {

@@ -80,9 +80,12 @@ class DataWorksDecoder:
                 *[x for k, v in _TYPES.items() for x in (F.lit(k), F.lit(v))]), F.upper(c["type"])), F.lit("string"))),
         )
         source = schema["source"]
+        # a column without a name could not be told apart from the others (and cannot key a map)
+        nameless = F.coalesce(F.exists(columns, lambda c: c["name"].isNull()), F.lit(False))
         df = df.withColumns({
             "_op_code": payload["op"],
-            "_types": F.when(columns.isNotNull(), types),
+            "_nameless": nameless,
+            "_types": F.when(columns.isNotNull() & ~nameless, types),
             "table_id": F.when(F.coalesce(source["tableName"], F.lit("")) != "",
                                C.table_id_col(source["dbName"], source["schemaName"], source["tableName"])),
             "_seq": payload["sequenceId"],
@@ -167,6 +170,7 @@ class DataWorksDecoder:
             F.when(empty, F.lit("tombstone"))
             .when(F.col("j")["_corrupt"].isNotNull() | F.col("j").isNull(), F.lit("malformed JSON or not a JSON object"))
             .when(op_code.isNull(), F.lit("not a DataWorks message: no payload.op"))
+            .when(F.col("_nameless"), F.lit("schema.dataColumn has a column without a name"))
             .when(F.element_at(ignored, op_code).isNotNull(), F.element_at(ignored, op_code))
             .when(records.isNull(), F.concat(F.lit("unknown operation type '"), op_code, F.lit("'")))
             .when(table_id.isNull() & ~op_code.isin("TRANSACTION_BEGIN", "TRANSACTION_END"),

@@ -78,9 +78,9 @@ def dataworks(op: str, seq: int, row: dict | None = None) -> str:
                     "timestamp": {"eventTime": 1731662097000 + seq}}, "version": "1.0.0"})
 
 
-def split(spark, fmt: str, frame) -> tuple[list[tuple], list[tuple]]:
+def split(spark, fmt: str, frame, ended_before: str | None = None) -> tuple[list[tuple], list[tuple]]:
     """(applied, held) as (partition, offset, op, held transaction) in offset order."""
-    applied, held = split_open_transactions(decode_messages(frame, fmt, DecodeOptions()).changes)
+    applied, held, _ = split_open_transactions(decode_messages(frame, fmt, DecodeOptions()).changes, ended_before)
     return (sorted((r["partition"], r["offset"], r["op"]) for r in applied.collect()),
             sorted((r["partition"], r["offset"], r["op"], r["held_transaction"]) for r in held.collect()))
 
@@ -233,3 +233,17 @@ def test_a_transaction_whose_end_is_in_a_topic_not_landed_ends_when_a_later_one_
     # without U, T is held: its end may still come
     applied, held = split(spark, "qlik", raw_frame(spark, [json_metadata(ACCOUNTS), *t]))
     assert held == [(0, 1, "INSERT", "id T")] and applied == []
+
+
+def test_a_redelivered_part_of_a_transaction_an_earlier_run_ended_is_not_held(spark):
+    # T ended in an earlier run; this run holds a redelivered copy of its first change alone
+    t1 = msg(1, "INSERT", {"id": 1, "balance": 10}, "T", 1, False)
+    t2 = msg(2, "INSERT", {"id": 2, "balance": 20}, "T", 2, True)
+    split_once = split_open_transactions(
+        decode_messages(raw_frame(spark, [json_metadata(ACCOUNTS), t1, t2]), "qlik", DecodeOptions()).changes)
+    assert split_once.ended_through == change_sequence("2026110112000000", 2)
+    copy = raw_frame(spark, [json_metadata(ACCOUNTS), t1])
+    applied, held = split(spark, "qlik", copy, ended_before=split_once.ended_through)
+    assert held == [] and applied == [(0, 1, "INSERT")]
+    # without what earlier runs ended, the copy waits for an end
+    assert split(spark, "qlik", copy)[1] == [(0, 1, "INSERT", "id T")]
