@@ -17,6 +17,7 @@ from pathlib import Path
 
 from jobs.canonical import table_id_forms
 from jobs.decoders import MESSAGE_SHAPES, DecodeOptions, available_formats
+from jobs.errors import failure_line
 from jobs.lake import Lake, LakeError, check_name
 from jobs.raw import RawInputError, expand, parquet_files
 
@@ -42,6 +43,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lake", required=True, help="lake root: a local folder, file://, s3:// or s3a:// URI")
     p.add_argument("--pipeline", required=True, help="pipeline name: the Iceberg namespace and lake sub-folder")
     p.add_argument("--run-id", required=True, help="id of this run (re-running an id is safe and changes nothing)")
+    p.add_argument("--debug", action="store_true",
+                   help="on a failure, the Python traceback after the one line that says what failed")
 
 
 def _decode_args(p: argparse.ArgumentParser) -> None:
@@ -196,40 +199,44 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from jobs import stages
-    from jobs.spark import build_spark
 
     ctx = stages.RunContext(lake, args.pipeline, args.run_id)
-    if args.command == "expire":  # pyiceberg only: no Spark
-        try:
-            _print_expiry(stages.run_expire(ctx, args.as_of, args.retain_days, args.retain_last, args.dry_run))
-        except Exception as exc:  # noqa: BLE001 - one clear line, then the traceback
-            print(f"error: expire failed: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+    try:
+        return _run_command(args, ctx, options)
+    except Exception as exc:  # noqa: BLE001 - an operational failure is one line (jobs.errors), exit 1
+        print(failure_line(args.command, ctx.stage, exc), file=sys.stderr)
+        if args.debug:
             raise
+        return 1
+
+
+def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
+    from jobs import stages
+    from jobs.spark import build_spark
+
+    if args.command == "expire":  # pyiceberg only: no Spark
+        _print_expiry(stages.run_expire(ctx, args.as_of, args.retain_days, args.retain_last, args.dry_run))
         return 0
     spark = build_spark(f"cdc-{args.command}-{args.pipeline}")
-    try:
-        if args.command == "run":
-            stages.run_decode(spark, ctx, args.format, args.raw, options)
-            stages.run_merge(spark, ctx, history=args.history, buckets=args.state_buckets)
-            stages.run_validate(spark, ctx)
-            stages.run_reconcile(ctx, args.source_counts)
-            alert = stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
-            ctx.write_report("run.json", {"timings_s": ctx.timings, "alert_sent": alert.get("sent")})
-            _print_summary(ctx, alert)
-            return _alert_exit(alert)
-        elif args.command == "decode":
-            stages.run_decode(spark, ctx, args.format, args.raw, options)
-        elif args.command == "merge":
-            stages.run_merge(spark, ctx, history=args.history, buckets=args.state_buckets)
-        elif args.command == "validate":
-            stages.run_validate(spark, ctx)
-        elif args.command == "reconcile":
-            stages.run_reconcile(ctx, args.source_counts)
-        elif args.command == "alert":
-            return _alert_exit(stages.run_alert(ctx, args.alert_to, args.quarantine_threshold))
-    except Exception as exc:  # noqa: BLE001 - one clear line; the traceback is in the Spark log
-        print(f"error: {args.command} failed: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
-        raise
+    if args.command == "run":
+        stages.run_decode(spark, ctx, args.format, args.raw, options)
+        stages.run_merge(spark, ctx, history=args.history, buckets=args.state_buckets)
+        stages.run_validate(spark, ctx)
+        stages.run_reconcile(ctx, args.source_counts)
+        alert = stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
+        ctx.write_report("run.json", {"timings_s": ctx.timings, "alert_sent": alert.get("sent")})
+        _print_summary(ctx, alert)
+        return _alert_exit(alert)
+    elif args.command == "decode":
+        stages.run_decode(spark, ctx, args.format, args.raw, options)
+    elif args.command == "merge":
+        stages.run_merge(spark, ctx, history=args.history, buckets=args.state_buckets)
+    elif args.command == "validate":
+        stages.run_validate(spark, ctx)
+    elif args.command == "reconcile":
+        stages.run_reconcile(ctx, args.source_counts)
+    elif args.command == "alert":
+        return _alert_exit(stages.run_alert(ctx, args.alert_to, args.quarantine_threshold))
     return 0
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
@@ -14,6 +15,7 @@ from jobs.decoders.common import LINEAGE, event_id
 from jobs.spark import jvm_log_level
 
 UNATTRIBUTED = "_unattributed"  # messages whose table could not be told (broken JSON, tombstones)
+_EARLIEST, _LATEST = datetime(1, 1, 2), datetime(9999, 12, 30)
 
 
 def materialize(df: DataFrame) -> DataFrame:
@@ -129,8 +131,13 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
     )
     # a decoder may leave a record's id to the stage (the JVM-side ones do): the same function of the
     # record's own fields, here in generated code over the exploded rows
-    changes = changes.withColumn("event_id", F.coalesce(F.col("event_id"), event_id(
-        *[F.col(c) for c in ("table_id", "op", "position", "key", "before", "after")])))
+    changes = changes.withColumns({
+        "event_id": F.coalesce(F.col("event_id"), event_id(
+            *[F.col(c) for c in ("table_id", "op", "position", "key", "before", "after")])),
+        # a commit time past what readers hold (Python's datetime, and so pyiceberg and GX, ends in
+        # year 9999) is a broken message's, not a time: unknown
+        "event_time": F.when(F.col("event_time").between(F.lit(_EARLIEST), F.lit(_LATEST)), F.col("event_time")),
+    })
     quarantine = outcomes.where((F.col("status") == QUARANTINED) & misfit.isNull()).select(
         F.lit(fmt).alias("format"),
         "reason",

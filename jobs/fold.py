@@ -255,12 +255,21 @@ def to_canonical_string(col: Column, spark_type: str) -> Column:
     return col.cast("string")
 
 
+# the dates Spark holds and readers do not: Python's (pyiceberg's statistics, GX) end in year 9999
+_READABLE_DATES = ("0001-01-02", "9999-12-30")
+
+
 def from_canonical_string(col: Column, spark_type: str) -> Column:
     if spark_type == "binary":
         return F.try_to_binary(col, F.lit("base64"))
     if spark_type == "string":
         return col
-    return col.try_cast(spark_type)
+    typed = col.try_cast(spark_type)
+    if spark_type in ("date", "timestamp"):
+        # a date past what readers hold does not convert: published null, and counted as unconverted
+        earliest, latest = (F.lit(d).cast(spark_type) for d in _READABLE_DATES)
+        return F.when(typed.between(earliest, latest), typed)
+    return typed
 
 
 _EXAMPLE_CHARS = 100

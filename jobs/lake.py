@@ -165,8 +165,14 @@ class Lake:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise LakeError(f"lake {self.root} cannot be created: {exc.strerror}") from None
-        if not os.access(path, os.W_OK):
-            raise LakeError(f"lake {self.root} is not writable")
+        # a file written and removed: permission bits do not tell (root ignores them, a read-only mount not)
+        probe = path / f".cdc-write-probe-{os.getpid()}"
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise LakeError(f"lake {self.root} is not writable ({exc.strerror}): check the folder's owner, "
+                            "permissions and mount") from None
 
 
 def _split_s3(full: str) -> tuple[str, str]:

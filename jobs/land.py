@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from jobs import failpoints
 from jobs.lake import Lake, LakeError, _s3, _split_s3, check_name
 
 log = logging.getLogger("jobs.land")
@@ -285,6 +286,7 @@ def _existing_manifest(lake: Lake, rel_dir: str, topic: str) -> dict[str, Any] |
 
 
 def _commit(lake: Lake, rel_dir: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    failpoints.reached("land.files-written")
     lake.write_json(f"{rel_dir}/{MANIFEST}", manifest)
     return manifest
 

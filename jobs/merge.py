@@ -7,7 +7,7 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import fold, publish
+from jobs import failpoints, fold, publish
 from jobs.lake import Lake, check_name
 
 
@@ -81,6 +81,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     if held_rel:
         held.drop("held_transaction").write.mode("overwrite").parquet(lake.spark_path(held_rel))
     held.unpersist()
+    failpoints.reached("merge.held-written")
     infos = fold.describe_changes(changes)
     every_load_end = max((i.every_load_end for i in infos.values() if i.every_load_end), default=None)
     if every_load_end:
@@ -94,9 +95,8 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
         table = publish.load_table(catalog, pipeline, table_id)
         done = publish.published_by(table, run_id)
         if done is not None:
-            # the rows of the snapshot this run committed, not of a later run's
-            tables[table_id] = {"already_published": True, "snapshot_id": done,
-                                "state_rows": publish.snapshot_record_count(table, done)}
+            # what this run committed and reported, not a later run's rows
+            tables[table_id] = publish.published_report(table, done)
             continue
 
         prior_columns = publish.table_columns(table) if table is not None else {}
@@ -190,30 +190,31 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             if history:
                 history_report = _publish_history(spark, catalog, pipeline, table_id, run_id, result_of_fold,
                                                   data_columns, key_columns)
+            report = {
+                "records": info.records,
+                "key_columns": key_columns,
+                # a table whose messages carry no key is keyed by the whole row
+                "key_source": "whole row (no key in the messages)" if set(key_columns) == set(data_columns)
+                else "message key or --primary-keys",
+                **({"rekeyed_from": published_keys} if rekeyed else {}),
+                "type_changes": type_changes,
+                "unconverted_values": unconverted,
+                "added_columns": added,
+                "dropped_columns": dropped,
+                "full_load_position": load_position,
+                "full_load": load,
+                "key_moves": info.key_moves,
+                **({"history": history_report} if history_report else {}),
+            }
             result = publish.publish_state(
                 catalog, pipeline, table_id, result_of_fold.changed if delta else result_of_fold.state,
                 {**data_columns, **fold.META_COLUMNS}, run_id, properties, tombstones=result_of_fold.tombstones,
-                bucketing=bucketing, replaced=result_of_fold.replaced if delta else None,
+                bucketing=bucketing, replaced=result_of_fold.replaced if delta else None, report=report,
             )
         finally:
             result_of_fold.release()
-        tables[table_id] = {
-            **result.as_dict(),
-            "records": info.records,
-            "key_columns": key_columns,
-            # a table whose messages carry no key is keyed by the whole row
-            "key_source": "whole row (no key in the messages)" if set(key_columns) == set(data_columns)
-            else "message key or --primary-keys",
-            **({"rekeyed_from": published_keys} if rekeyed else {}),
-            "type_changes": type_changes,
-            "unconverted_values": unconverted,
-            "added_columns": added,
-            "dropped_columns": dropped,
-            "full_load_position": load_position,
-            "full_load": load,
-            "key_moves": info.key_moves,
-            **({"history": history_report} if history_report else {}),
-        }
+        tables[table_id] = {**result.as_dict(), **report}
+        failpoints.reached("merge.table-committed")
     # after every table's commit: the next run starts from this run's held records
     _record_held(lake, pipeline, run_id, held_rel, consumed, ended_through)
     return {"pipeline": pipeline, "run_id": run_id, "tables": tables,

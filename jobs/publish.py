@@ -22,7 +22,7 @@ import json
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -33,6 +33,8 @@ from jobs.canonical import hashed_table_name, iceberg_table_name, joined_table_n
 from jobs.lake import Lake
 
 RUN_ID_PROP = "cdc.run-id"
+# the committing run's report of the table, in its snapshot's summary (JSON)
+REPORT_PROP = "cdc.report"
 KEY_COLUMNS_PROP = "cdc.key-columns"
 FULL_LOAD_POSITION_PROP = "cdc.full-load-position"
 TABLE_ID_PROP = "cdc.table-id"
@@ -378,13 +380,16 @@ def publish_state(
     tombstones: DataFrame | None = None,
     bucketing: Bucketing | None = None,
     replaced: DataFrame | None = None,
+    report: dict | None = None,
 ) -> Published:
     """Write the new state with Spark, then commit it as one Iceberg snapshot of the table.
 
     With ``bucketing``, ``state`` holds the rows of the touched buckets only, and only those buckets'
     files are replaced; without, ``state`` is the whole table. With ``replaced`` too (the prior rows
     of the keys this run changed, read with their positions), ``state`` holds the changed rows only:
-    they are appended, and the replaced rows deleted by position; no file is rewritten."""
+    they are appended, and the replaced rows deleted by position; no file is rewritten. ``report``
+    (the run's report of the table) is kept in the snapshot's summary with what this commit did
+    (REPORT_PROP), so that a re-run of the run reports what the run did (published_report)."""
     from pyiceberg.table import _parquet_files_to_data_files
 
     from jobs.row_delta import RowDelta
@@ -453,6 +458,17 @@ def publish_state(
     summary = {RUN_ID_PROP: run_id, "cdc.pipeline": pipeline}
     new_files = list(_parquet_files_to_data_files(txn.table_metadata, new_paths, txn._table.io))
     delete_files = [_position_delete_file(txn, path) for path in delete_paths]
+    published = Published(table_id, f"{pipeline}.{name}", None, 0, len(new_paths), len(old_data),
+                          sum(f.file_size_in_bytes for f in new_files + delete_files),
+                          sum(f.file_size_in_bytes for f in old_data + old_deletes),
+                          buckets=bucketing.buckets if bucketing else None,
+                          buckets_rewritten=(0 if replaced is not None else len(touched) if touched is not None
+                                             else bucketing.buckets) if bucketing else None,
+                          mode="delta" if replaced is not None else "rewrite",
+                          position_deletes=sum(f.record_count for f in delete_files),
+                          delete_files_added=len(delete_files), delete_files_removed=len(old_deletes))
+    if report is not None:
+        summary[REPORT_PROP] = json.dumps({**published.as_dict(), **report}, sort_keys=True, default=str)
     # pyiceberg's own overwrite when no delete file is added or removed; its producer writes data
     # manifests only, so RowDelta (the same with manifests of delete files) otherwise
     producer = (RowDelta(txn, summary) if delete_files or old_deletes
@@ -464,16 +480,19 @@ def publish_state(
             overwrite.append_data_file(data_file)
     committed = txn.commit_transaction()
     snapshot = committed.current_snapshot()
-    return Published(table_id, f"{pipeline}.{name}", snapshot.snapshot_id if snapshot else None,
-                     _live_records(snapshot), len(new_paths), len(old_data),
-                     sum(f.file_size_in_bytes for f in new_files + delete_files),
-                     sum(f.file_size_in_bytes for f in old_data + old_deletes),
-                     buckets=bucketing.buckets if bucketing else None,
-                     buckets_rewritten=(0 if replaced is not None else len(touched) if touched is not None
-                                        else bucketing.buckets) if bucketing else None,
-                     mode="delta" if replaced is not None else "rewrite",
-                     position_deletes=sum(f.record_count for f in delete_files),
-                     delete_files_added=len(delete_files), delete_files_removed=len(old_deletes))
+    return replace(published, snapshot_id=snapshot.snapshot_id if snapshot else None,
+                   state_rows=_live_records(snapshot))
+
+
+def published_report(table, snapshot_id: int) -> dict:
+    """What the run that committed ``snapshot_id`` reported of the table (REPORT_PROP), with the
+    snapshot's id and rows, marked ``already_published``; the id and rows alone for a snapshot
+    committed without one."""
+    snapshot = table.metadata.snapshot_by_id(snapshot_id)
+    summary = snapshot.summary.additional_properties if snapshot and snapshot.summary else {}
+    stored = json.loads(summary[REPORT_PROP]) if REPORT_PROP in summary else {}
+    return {**stored, "already_published": True, "snapshot_id": snapshot_id,
+            "state_rows": snapshot_record_count(table, snapshot_id)}
 
 
 def _write_position_deletes(replaced: DataFrame, tasks: list, deletes_dir: str, codec: str) -> None:

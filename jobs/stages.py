@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from jobs import failpoints
 from jobs.canonical import CHANGE_RECORD_SCHEMA
 from jobs.decode import decode_counts, decode_messages, release
 from jobs.decoders import QUARANTINED, DecodeOptions
@@ -30,6 +31,7 @@ class RunContext:
     pipeline: str
     run_id: str
     timings: dict[str, float] = field(default_factory=dict)
+    stage: str | None = None  # the stage running (or the last one run): what a failure names
 
     @property
     def report_dir(self) -> str:
@@ -45,6 +47,7 @@ class RunContext:
     @contextmanager
     def timed(self, stage: str):
         start = time.perf_counter()
+        self.stage = stage
         try:
             yield
         finally:
@@ -84,6 +87,7 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
         try:
             counts = decode_counts(decoded.outcomes)
             write_change_records(decoded.changes, ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id)))
+            failpoints.reached("decode.changes-written")
             # nothing quarantined (the counts say so): an empty dataset, without a scan of every record
             quarantine = decoded.quarantine if counts["total"][QUARANTINED] else decoded.quarantine.limit(0)
             quarantine.write.mode("overwrite").parquet(
@@ -159,6 +163,7 @@ def run_validate(spark: SparkSession, ctx: RunContext) -> dict:
                 results.append(validate_state(state, table_id, keys))
         report = validation_report(results)
         ctx.write_report("validation.json", report)
+        failpoints.reached("validate.report-written")
         # the data docs kept with the run: one escaped HTML page
         ctx.lake.write_text(f"{ctx.report_dir}/validation.html", render_data_docs(results))
     return report

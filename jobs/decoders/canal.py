@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, is_truncate, outcome, pad_unsigned, parse_value
+from jobs.decoders.common import configured_key, event_id, is_truncate, key_of, outcome, pad_unsigned, parse_value
 
 _MAP = "map<string,string>"
 _VALUE_SCHEMA = (
@@ -117,10 +117,6 @@ def _overlay(row: Column, old: Column) -> Column:
     return F.map_concat(replaced, extra)
 
 
-def _key_of(image: Column, pk: Column) -> Column:
-    return F.when(image.isNotNull() & pk.isNotNull(),
-                  F.map_from_arrays(pk, F.transform(pk, lambda c: F.element_at(image, c))))
-
 
 class CanalDecoder:
     name = "canal"
@@ -172,8 +168,8 @@ class CanalDecoder:
         def keyed(x: Column) -> Column:
             return F.struct(
                 x["after"].alias("after"), x["before"].alias("before"),
-                F.coalesce(configured_key(table_id, x["after"], options), _key_of(x["after"], pk)).alias("new_key"),
-                F.coalesce(configured_key(table_id, x["before"], options), _key_of(x["before"], pk)).alias("old_key"),
+                F.coalesce(configured_key(table_id, x["after"], options), key_of(x["after"], pk)).alias("new_key"),
+                F.coalesce(configured_key(table_id, x["before"], options), key_of(x["before"], pk)).alias("old_key"),
             )
 
         df = df.withColumn("_keyed", F.transform(F.col("_images"), keyed))

@@ -39,6 +39,15 @@ def configured_key(table_id: Column, image: Column, options: DecodeOptions) -> C
     )
 
 
+def key_of(image: Column, columns: Column) -> Column:
+    """The key of ``image`` by the key ``columns`` a message names; null when it names none (or only
+    entries without a name, which cannot key a map): the decoder then keys by --primary-keys or the
+    whole row."""
+    named = F.filter(columns, lambda c: c.isNotNull())
+    return F.when(image.isNotNull() & (F.size(named) > 0),
+                  F.map_from_arrays(named, F.transform(named, lambda c: F.element_at(image, c))))
+
+
 def event_id(table_id: Column, op: Column, position: Column, key: Column, before: Column, after: Column) -> Column:
     """Deterministic id of an event's content: a redelivered message (same bytes, or re-sent by a
     restarted connector with a new ts_ms) gets the same id; distinct rows sharing one position do not."""

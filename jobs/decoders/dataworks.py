@@ -29,8 +29,16 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import (configured_key, event_id, is_truncate, marker_record, outcome, pad_unsigned,
-                                  parse_value)
+from jobs.decoders.common import (
+    configured_key,
+    event_id,
+    is_truncate,
+    key_of,
+    marker_record,
+    outcome,
+    pad_unsigned,
+    parse_value,
+)
 
 _MAP = "map<string,string>"
 _IMAGE = f"struct<dataColumn:{_MAP}>"
@@ -60,10 +68,6 @@ def _typed_image(image: Column, types: Column) -> Column:
         ).otherwise(v),
     )
 
-
-def _key_of(image: Column, pk: Column) -> Column:
-    return F.when(image.isNotNull() & pk.isNotNull() & (F.size(pk) > 0),
-                  F.map_from_arrays(pk, F.transform(pk, lambda c: F.element_at(image, c))))
 
 
 class DataWorksDecoder:
@@ -102,8 +106,8 @@ class DataWorksDecoder:
         pk = F.when(F.size(F.coalesce(schema["primaryKey"], F.array())) > 0, schema["primaryKey"]).otherwise(row_id_col)
         position_base = F.when(~full_load & F.col("_seq").rlike(r"^[0-9]+$"), pad_unsigned(F.col("_seq")))
         df = df.withColumns({
-            "_new_key": F.coalesce(configured_key(F.col("table_id"), after, options), _key_of(after, pk)),
-            "_old_key": F.coalesce(configured_key(F.col("table_id"), before, options), _key_of(before, pk)),
+            "_new_key": F.coalesce(configured_key(F.col("table_id"), after, options), key_of(after, pk)),
+            "_old_key": F.coalesce(configured_key(F.col("table_id"), before, options), key_of(before, pk)),
             "_position": F.when(position_base.isNotNull(), F.concat(
                 position_base, F.when(op_code == "UPDATE_BEFOR", F.lit(".0")).otherwise(F.lit(".1")))),
         })

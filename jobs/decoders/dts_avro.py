@@ -58,6 +58,7 @@ from jobs.decoders.common import (
     decoded_on_jvm,
     event_id,
     is_truncate,
+    key_of,
     marker_record,
     outcome,
     pad_unsigned,
@@ -382,10 +383,6 @@ def _arrow_types() -> dict[str, Any]:
 
 
 # ---- Spark side ----------------------------------------------------------------------------------
-def _key_of(image: Column, pk: Column) -> Column:
-    return F.when(image.isNotNull() & pk.isNotNull(),
-                  F.map_from_arrays(pk, F.transform(pk, lambda c: F.element_at(image, c))))
-
 
 JVM_DECODER = "cdc.DtsAvroUdf"  # jobs/jvm/src/cdc/DtsAvroUdf.java
 
@@ -432,8 +429,8 @@ class DtsAvroDecoder:
         key_image = F.when(before.isNotNull() & (F.size(absent) > 0), F.map_concat(
             F.map_filter(before, lambda k, v: F.array_contains(absent, k)), after)).otherwise(after)
         df = df.withColumns({
-            "_new_key": F.coalesce(configured_key(table_id, key_image, options), _key_of(key_image, pk), key_image),
-            "_old_key": F.coalesce(configured_key(table_id, before, options), _key_of(before, pk), before),
+            "_new_key": F.coalesce(configured_key(table_id, key_image, options), key_of(key_image, pk), key_image),
+            "_old_key": F.coalesce(configured_key(table_id, before, options), key_of(before, pk), before),
         })
         new_key, old_key = F.col("_new_key"), F.col("_old_key")
 

@@ -27,8 +27,15 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import (EXACT_IMAGE, configured_key, event_id, outcome, pad_unsigned,
-                                  parse_with_exact_images)
+from jobs.decoders.common import (
+    EXACT_IMAGE,
+    configured_key,
+    event_id,
+    key_of,
+    outcome,
+    pad_unsigned,
+    parse_with_exact_images,
+)
 
 _MAP = "map<string,string>"
 _VALUE_SCHEMA = (
@@ -42,10 +49,6 @@ _IGNORED_TYPES = {"bootstrap-start": "bootstrap marker", "bootstrap-complete": "
                   "heartbeat": "heartbeat"}
 _LAST_IN_TX = "9999999999"  # xoffset of the commit row, which Maxwell writes without one
 
-
-def _key_of(image: Column, cols: Column) -> Column:
-    return F.when(image.isNotNull() & cols.isNotNull(),
-                  F.map_from_arrays(cols, F.transform(cols, lambda c: F.element_at(image, c))))
 
 
 def _kafka_key_columns(key: Column) -> Column:
@@ -103,8 +106,8 @@ class MaxwellDecoder:
         table_id, before, after, key_cols = (F.col(c) for c in ("table_id", "_before", "_after", "_key_cols"))
         msg_type = F.col("_type")
         df = df.withColumns({
-            "_new_key": F.coalesce(configured_key(table_id, after, options), _key_of(after, key_cols)),
-            "_old_key": F.coalesce(configured_key(table_id, before, options), _key_of(before, key_cols)),
+            "_new_key": F.coalesce(configured_key(table_id, after, options), key_of(after, key_cols)),
+            "_old_key": F.coalesce(configured_key(table_id, before, options), key_of(before, key_cols)),
         })
 
         # 2. reasons, then the records of what decoded

@@ -30,8 +30,15 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import (EXACT_IMAGE, configured_key, event_id, outcome, pad_unsigned,
-                                  parse_with_exact_images)
+from jobs.decoders.common import (
+    EXACT_IMAGE,
+    configured_key,
+    event_id,
+    key_of,
+    outcome,
+    pad_unsigned,
+    parse_with_exact_images,
+)
 
 _MAP = "map<string,string>"
 _VALUE_SCHEMA = (
@@ -56,10 +63,6 @@ def _overlay(base: Column, top: Column) -> Column:
     """``base`` with ``top``'s values winning (explicitly, whatever the map-key dedup policy)."""
     return F.map_concat(F.map_filter(base, lambda k, v: ~F.map_contains_key(top, k)), top)
 
-
-def _key_of(image: Column, cols: Column) -> Column:
-    return F.when(image.isNotNull() & cols.isNotNull(),
-                  F.map_from_arrays(cols, F.transform(cols, lambda c: F.element_at(image, c))))
 
 
 class OggDecoder:
@@ -104,9 +107,9 @@ class OggDecoder:
         has_configured = configured_key(table_id, _empty_map(), options).isNotNull()
         df = df.withColumns({
             # key rule: --primary-keys, else the message's primary_keys, else (keyless) the whole row
-            "_new_key": F.coalesce(configured_key(table_id, new_image, options), _key_of(new_image, pk_cols)),
-            "_old_key": F.coalesce(configured_key(table_id, old_image, options), _key_of(old_image, pk_cols)),
-            "_del_key": F.coalesce(configured_key(table_id, del_image, options), _key_of(del_image, pk_cols),
+            "_new_key": F.coalesce(configured_key(table_id, new_image, options), key_of(new_image, pk_cols)),
+            "_old_key": F.coalesce(configured_key(table_id, old_image, options), key_of(old_image, pk_cols)),
+            "_del_key": F.coalesce(configured_key(table_id, del_image, options), key_of(del_image, pk_cols),
                                    del_image),
         })
         new_key, old_key = F.col("_new_key"), F.col("_old_key")

@@ -46,7 +46,7 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, outcome, parse_value
+from jobs.decoders.common import configured_key, event_id, key_of, outcome, parse_value
 
 _MAP = "map<string,string>"
 _AVRO_MAGIC = b"atMSG"
@@ -238,10 +238,6 @@ def _typed_image(image: Column, types: Column) -> Column:
     return F.when(image.isNotNull(), F.transform_values(image, convert))
 
 
-def _key_of(image: Column, pk: Column) -> Column:
-    return F.when(image.isNotNull() & pk.isNotNull(),
-                  F.map_from_arrays(pk, F.transform(pk, lambda c: F.element_at(image, c))))
-
 
 class QlikDecoder:
     name = "qlik"
@@ -326,8 +322,8 @@ class QlikDecoder:
         # other formats' keyless tables: an UPDATE is then a DELETE of the before row + an INSERT
         whole_row = has_meta & pk.isNull()
         df = df.withColumns({
-            "_new_key": F.coalesce(configured_key(tid, after, options), _key_of(after, pk), F.when(whole_row, after)),
-            "_old_key": F.coalesce(configured_key(tid, before, options), _key_of(before, pk),
+            "_new_key": F.coalesce(configured_key(tid, after, options), key_of(after, pk), F.when(whole_row, after)),
+            "_old_key": F.coalesce(configured_key(tid, before, options), key_of(before, pk),
                                    F.when(whole_row, before)),
         })
         new_key, old_key = F.col("_new_key"), F.col("_old_key")

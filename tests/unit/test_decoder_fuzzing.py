@@ -29,6 +29,7 @@ from jobs import canonical as C
 from jobs.decode import decode_counts, decode_messages, release
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions
 from tests.support.fuzz import FORMATS, HUGE_CHARS, MEANING_PRESERVING, MUTATIONS, corpus, mutate
+from tests.pipeline_runs import jobs_run
 from tests.unit.decoder_support import raw_frame
 
 EXAMPLES = int(os.environ.get("CDC_FUZZ_EXAMPLES", "4"))
@@ -122,3 +123,21 @@ def test_no_input_crashes_a_decoder_or_unbalances_its_counts(spark, monkeypatch,
         TRIED[fmt] += len(values)
 
     run()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_fuzzed_input_crashes_a_whole_run(spark, tmp_path, fmt):
+    """A whole `jobs run` (fold, publish, validation, reconciliation) over a format's messages with
+    hostile variants among them completes, and its counts balance: what a decoder lets through (odd
+    column names, huge values, NaN) must not break a later stage."""
+    rnd = random.Random(f"{fmt}-run")
+    messages = list(corpus(fmt))
+    values = messages + [mutate(rnd.choice(messages), rnd.choice(MUTATIONS), rnd, fmt, 64 * 1024) for _ in range(150)]
+    raw = tmp_path / "raw"
+    raw_frame(spark, values, keys=[None] * len(values)).write.parquet(str(raw))
+    extra = ["--primary-keys=ITEMS=id", "--primary-keys=STOCK=item_id,site"] if fmt == "shareplex" else []
+    assert jobs_run(fmt, raw, tmp_path / "lake", "fz", "r1", *extra) == 0
+    decoded = json.loads((tmp_path / "lake/reports/fz/run=r1/decode.json").read_text())
+    assert decoded["balanced"] and decoded["total"]["landed"] == len(values)
+    TRIED[f"{fmt} (whole run)"] += len(values)

@@ -1,0 +1,164 @@
+"""Killed at any moment, nothing lost: a `jobs run` killed with SIGKILL of its whole process group
+(driver, JVM, Python workers) during the decode, during the fold, between two tables' commits, after
+its held transactions or its validation report, then re-run under the same run id, publishes the
+same state, history and reports as a run that was never interrupted; readers never see a file of the
+killed attempt. A killed landing leaves no manifest, and landing the interval again lands the same
+messages. The kill points are the failpoints of jobs/failpoints.py, and moments found by watching the
+lake for a Spark write in progress."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from jobs import publish
+from jobs.lake import Lake
+from scripts.format_streams import debezium_transaction_records
+from scripts.simulate_source import write_parquet
+from tests.conftest import REPO
+from tests.integration.test_workload_replay import make_workload
+from tests.pipeline_runs import jobs_run
+
+pytestmark = pytest.mark.integration
+
+PIPELINE = "shop"
+
+
+def raw_parts(tmp_path: Path) -> list[Path]:
+    """Two raw snapshots of a Debezium stream with transaction metadata (the second run releases what
+    the first held), partitioned by key."""
+    records = debezium_transaction_records(make_workload(71, "postgresql", 80))
+    half = len(records) // 2
+    paths = []
+    for i, part in enumerate((records[:half], records[half:])):
+        path = tmp_path / f"raw{i}"
+        write_parquet(path / "part-0.parquet", part)
+        paths.append(path)
+    return paths
+
+
+def run_args(raw: Path, lake: Path, run_id: str) -> list[str]:
+    return ["run", "--format", "debezium", "--raw", str(raw), "--lake", str(lake), "--pipeline", PIPELINE,
+            "--run-id", run_id, "--history"]
+
+
+def killed_run(raw: Path, lake: Path, run_id: str, kill_at: str | None = None,
+               kill_when: Path | None = None) -> None:
+    """`python -m jobs run` in a process group of its own, killed (SIGKILL) at failpoint ``kill_at``, or
+    by this test as soon as ``kill_when`` (a glob under the lake) exists."""
+    env = {**os.environ, "CDC_JIT": "c1", "PYTHONPATH": str(REPO)}
+    env.pop("CDC_KILL_AT", None)
+    if kill_at:
+        env["CDC_KILL_AT"] = kill_at
+    proc = subprocess.Popen([sys.executable, "-m", "jobs", *run_args(raw, lake, run_id)], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    if kill_when is not None:
+        deadline = time.monotonic() + 600
+        while proc.poll() is None and time.monotonic() < deadline and not list(lake.glob(str(kill_when))):
+            time.sleep(0.02)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == -signal.SIGKILL, f"the run was not killed ({proc.returncode}): {err.decode()[-2000:]}"
+
+
+def published(lake: Path) -> dict[str, list[dict]]:
+    """Every table of the pipeline as a reader sees it (pyiceberg's scan of the current snapshot)."""
+    catalog = publish.open_catalog(Lake.at(str(lake)))
+    tables = {}
+    for ident in catalog.list_tables(PIPELINE):
+        table = catalog.load_table(ident)
+        for task in table.scan().plan_files():  # every file a reader is sent to exists
+            assert Path(task.file.file_path.removeprefix("file://")).exists(), task.file.file_path
+        rows = table.scan().to_arrow().to_pylist()
+        tables[ident[-1]] = sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+    return tables
+
+
+_RUN_SPECIFIC = {"snapshot_id", "already_published", "seconds", "timings_s", "generated_at", "run_time"}
+
+
+def report(lake: Path, run_id: str, name: str) -> object:
+    """A report of the run without what differs between two lakes (snapshot ids, times)."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in _RUN_SPECIFIC}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(json.loads((lake / f"reports/{PIPELINE}/run={run_id}/{name}").read_text()))
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, spark):
+    """The uninterrupted runs: their raw snapshots and lake."""
+    tmp = tmp_path_factory.mktemp("reference")
+    raws = raw_parts(tmp)
+    for i, raw in enumerate(raws):
+        assert jobs_run("debezium", raw, tmp / "lake", PIPELINE, f"run{i}", "--history") == 0
+    return raws, tmp / "lake"
+
+
+KILLS = {
+    "during the decode": dict(kill_when=Path(f"changes/{PIPELINE}/run=run1/_temporary")),
+    "decode written": dict(kill_at="decode.changes-written"),
+    "held written": dict(kill_at="merge.held-written"),
+    "during the fold": dict(kill_when=Path("warehouse/**/data/run=run1/_temporary")),
+    "between two tables' commits": dict(kill_at="merge.table-committed"),
+    "during the reports": dict(kill_at="validate.report-written"),
+}
+
+
+@pytest.mark.parametrize("moment", list(KILLS))
+def test_a_killed_run_rerun_publishes_what_an_uninterrupted_run_does(spark, tmp_path, reference, moment):
+    raws, expected_lake = reference
+    lake = tmp_path / "lake"
+    assert jobs_run("debezium", raws[0], lake, PIPELINE, "run0", "--history") == 0
+    killed_run(raws[1], lake, "run1", **KILLS[moment])
+    assert jobs_run("debezium", raws[1], lake, PIPELINE, "run1", "--history") == 0
+    assert published(lake) == published(expected_lake)
+    for name in ("decode.json", "merge.json", "validation.json", "reconciliation.json"):
+        assert report(lake, "run1", name) == report(expected_lake, "run1", name), name
+    # one snapshot per table and run: the re-run committed nothing twice
+    catalog = publish.open_catalog(Lake.at(str(lake)))
+    for ident in catalog.list_tables(PIPELINE):
+        runs = [s.summary.additional_properties.get(publish.RUN_ID_PROP) for s in catalog.load_table(ident).snapshots()]
+        assert runs.count("run1") <= 1 and runs.count("run0") <= 1, (ident, runs)
+
+
+def test_a_killed_landing_leaves_no_manifest_and_lands_the_same_messages_again(tmp_path):
+    dumps = tmp_path / "dumps"
+    write_parquet(dumps / "part-0.parquet", debezium_transaction_records(make_workload(72, "postgresql", 20)))
+    window = ["--start", "2026-10-01T00:00:00Z", "--end", "2026-12-01T00:00:00Z"]
+
+    def land(lake: Path, kill: bool) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env.pop("CDC_KILL_AT", None)
+        if kill:
+            env["CDC_KILL_AT"] = "land.files-written"
+        return subprocess.run([sys.executable, "-m", "jobs", "land", "--from-files", str(dumps), "--lake", str(lake),
+                               "--pipeline", PIPELINE, *window], env=env, cwd=REPO, capture_output=True,
+                              start_new_session=True, timeout=300)
+
+    def landed(lake: Path) -> dict[str, list[tuple]]:
+        out = {}
+        for manifest in sorted(lake.glob(f"raw/{PIPELINE}/*/interval=*/_manifest.json")):
+            rows = pq.read_table(manifest.parent).to_pylist()
+            out[manifest.parent.parent.name] = sorted((r["partition"], r["offset"], r["value"]) for r in rows)
+        return out
+
+    assert land(tmp_path / "clean", kill=False).returncode == 0
+    lake = tmp_path / "lake"
+    assert land(lake, kill=True).returncode == -signal.SIGKILL
+    assert list(lake.glob(f"raw/{PIPELINE}/*/interval=*/*.parquet")), "killed before it wrote anything"
+    assert not list(lake.glob("**/_manifest.json"))
+    assert land(lake, kill=False).returncode == 0
+    assert landed(lake) == landed(tmp_path / "clean") != {}
