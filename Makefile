@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` and `make test`.
-.PHONY: setup setup-dev demo test test-unit test-properties demo-topics bench
+.PHONY: setup setup-dev demo test test-unit test-properties test-fuzz demo-topics bench
 
 setup:
 	scripts/setup.sh
@@ -29,6 +29,11 @@ test-unit: setup-dev
 test-properties: setup-dev
 	CDC_PROPERTY_EXAMPLES=40 .venv/bin/python -m pytest -q tests/integration/test_properties.py \
 		tests/unit/test_debezium_jvm.py::test_generated_messages
+
+## the decoders' fuzz tests with a larger budget, from a random seed, with values of tens of MB
+test-fuzz: setup-dev
+	CDC_FUZZ_EXAMPLES=$${CDC_FUZZ_EXAMPLES:-40} CDC_FUZZ_HUGE_CHARS=$${CDC_FUZZ_HUGE_CHARS:-25000000} \
+		.venv/bin/python -m pytest -q -s tests/unit/test_decoder_fuzzing.py
 
 ## regenerate the bundled demo topics and source database (deterministic)
 demo-topics: setup
