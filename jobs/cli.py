@@ -247,7 +247,9 @@ ALERT_NOT_SENT = 3
 
 def _alert_exit(alert: dict) -> int:
     if alert.get("error"):
-        print(f"error: data-quality alert not sent: {alert['error']}", file=sys.stderr)
+        print(f"error: data-quality alert not sent: {alert['error']}; check the SMTP server, its sender and "
+              "recipient rules and the connection smtp_default or SMTP_* (then python -m jobs alert sends it again)",
+              file=sys.stderr)
         return ALERT_NOT_SENT
     return 0
 
