@@ -406,17 +406,20 @@ def split_open_transactions(changes: DataFrame, ended_before: str | None = None)
     are redelivered copies of a transaction whose end an earlier run applied (the fold skips them as
     replays); held, they would wait for an end that never comes again.
     """
-    # one small aggregate per transaction by id (a run holds a few thousand), collected
-    by_id_rows = (
-        changes.where(F.col("tx_id").isNotNull() & F.col("tx_last").isNotNull())
-        .groupBy("tx_id").agg(F.max(F.col("tx_last").cast("int")).alias("ended"),
-                              F.max("position").alias("last_position")).collect()
-    )
-    candidates = [r["tx_id"] for r in by_id_rows if r["ended"] == 0
-                  and not (ended_before and r["last_position"] and r["last_position"] <= ended_before)]
-    open_ids = sorted(set(candidates) - _ended_by_later_changes(changes, candidates))
-    ended_through = max((r["last_position"] for r in by_id_rows if r["tx_id"] not in open_ids and r["last_position"]),
-                        default=None)
+    # per transaction by id, one aggregate; only the unended ones (those the snapshot cut) reach the driver
+    per_tx = (changes.where(F.col("tx_id").isNotNull() & F.col("tx_last").isNotNull())
+              .groupBy("tx_id").agg(F.max(F.col("tx_last").cast("int")).alias("ended"),
+                                    F.max("position").alias("last_position")))
+    replayed = F.coalesce(F.col("last_position") <= F.lit(ended_before), F.lit(False)) if ended_before \
+        else F.lit(False)
+    found = per_tx.agg(
+        F.max(F.when(F.col("ended") == 1, F.col("last_position"))).alias("ended_through"),
+        F.collect_list(F.when((F.col("ended") == 0) & ~replayed, F.struct("tx_id", "last_position"))).alias("unended"),
+    ).first()
+    candidates = {r["tx_id"]: r["last_position"] for r in found["unended"]}
+    open_ids = sorted(set(candidates) - _ended_by_later_changes(changes, list(candidates)))
+    ended_through = max([p for p in (found["ended_through"], *(candidates[t] for t in candidates if t not in open_ids))
+                         if p], default=None)
     by_id = F.col("tx_id").isin(*open_ids) if open_ids else F.lit(False)
     by_bracket, bracket_name = _bracket_openings(changes)
     held_tx = F.when(by_id, F.concat(F.lit("id "), F.col("tx_id"))).otherwise(bracket_name)
