@@ -32,7 +32,7 @@ test-properties: setup-dev
 
 ## the decoders' fuzz tests with a larger budget, from a random seed, with values of tens of MB
 test-fuzz: setup-dev
-	CDC_FUZZ_EXAMPLES=$${CDC_FUZZ_EXAMPLES:-40} CDC_FUZZ_HUGE_CHARS=$${CDC_FUZZ_HUGE_CHARS:-25000000} \
+	CDC_FUZZ_EXAMPLES=$${CDC_FUZZ_EXAMPLES:-40} CDC_FUZZ_HUGE_CHARS=$${CDC_FUZZ_HUGE_CHARS:-12000000} \
 		.venv/bin/python -m pytest -q -s tests/unit/test_decoder_fuzzing.py
 
 ## regenerate the bundled demo topics and source database (deterministic)

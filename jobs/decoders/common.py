@@ -119,10 +119,16 @@ def decoded_on_jvm(raw: DataFrame, class_name: str, fmt: str, options: DecodeOpt
     return decoded.select(*outcome(o["status"], o["reason"], o["table_id"], o["records"], o["shape"]))
 
 
+# from_json's bounds: the longest string a message may hold (Jackson's own 20M characters would
+# quarantine the value of a large TEXT or JSON column as malformed JSON; memory is the real bound), as
+# the JVM-side decoders read (jobs/jvm/src/cdc/Json.java MAX_STRING_CHARS)
+JSON_LIMITS = {"maxStringLen": "536870912"}
+
+
 def parse_value(schema: str, allow_comments: bool = False, text: Column | None = None) -> Column:
     """The message value (or ``text``) parsed into the format's envelope schema (which must end in
     ``_corrupt:string``): a value that is not JSON, or not an object, leaves its text there."""
-    options = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE"}
+    options = {"columnNameOfCorruptRecord": "_corrupt", "mode": "PERMISSIVE", **JSON_LIMITS}
     if allow_comments:  # vendor examples carry // comments
         options["allowComments"] = "true"
     return F.from_json(F.col("value").cast("string") if text is None else text, schema, options)

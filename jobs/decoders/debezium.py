@@ -35,6 +35,7 @@ from jobs import canonical as C
 from jobs.decoders import DECODED, ENVELOPE, IGNORED, QUARANTINED, UNWRAPPED, DecodeOptions, register
 from jobs import jvm
 from jobs.decoders.common import (
+    JSON_LIMITS,
     configured_key,
     decoded_on_jvm,
     event_id,
@@ -358,7 +359,7 @@ class DebeziumDecoder:
         a schema section, and from_json into the one field skips the rest of the value (the document's
         text, and so its hash, is the same as the full parse's)."""
         text = F.col("value").cast("string")
-        doc = F.from_json(text, "struct<schema:string>")["schema"]
+        doc = F.from_json(text, "struct<schema:string>", JSON_LIMITS)["schema"]
         docs = (
             raw.where(text.contains('"payload"'))
             .select(doc.alias("doc"))
@@ -385,7 +386,7 @@ class DebeziumDecoder:
             & F.col("value").isNotNull() & (F.length("value") > 0)
         )
         df = staged.withColumns({
-            "_flat": F.when(flat_candidate, F.from_json(F.col("value").cast("string"), _MAP)),
+            "_flat": F.when(flat_candidate, F.from_json(F.col("value").cast("string"), _MAP, JSON_LIMITS)),
             # in a step of its own: within one expression a CASE evaluates it once per branch
             "_key_parsed": parse_message_key(F.col("key")),
         })
@@ -394,7 +395,7 @@ class DebeziumDecoder:
         # statement and the changed tables; parsed on its own, only for those messages
         change_candidate = (env["op"].isNull() & src.isNotNull() & F.col("_corrupt").isNull()
                             & F.col("value").cast("string").contains('"tableChanges"'))
-        change = F.from_json(F.col("value").cast("string"), _SCHEMA_CHANGE)
+        change = F.from_json(F.col("value").cast("string"), _SCHEMA_CHANGE, JSON_LIMITS)
         bare = F.struct(change["ddl"].alias("ddl"), change["tableChanges"].alias("tableChanges"))
         df = df.withColumn("_schema_change", F.when(change_candidate, F.when(
             change["payload"].isNotNull(), change["payload"]).otherwise(bare)))
@@ -403,7 +404,7 @@ class DebeziumDecoder:
         # with the converter's schemas on, the flat row is the payload beside its schema section
         df = df.withColumn("_flat", F.when(
             (F.size(flat) == 2) & F.map_contains_key(flat, "schema") & F.map_contains_key(flat, "payload"),
-            F.from_json(F.element_at(flat, "payload"), _MAP)).otherwise(flat))
+            F.from_json(F.element_at(flat, "payload"), _MAP, JSON_LIMITS)).otherwise(flat))
         is_flat = F.col("_is_flat")
         flat_deleted = F.coalesce(F.lower(F.element_at(flat, "__deleted")) == "true", F.lit(False))
         flat_row = F.map_filter(flat, lambda k, v: ~k.startswith("__"))

@@ -24,6 +24,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.decode import decode_counts, decode_messages, release
@@ -141,3 +142,19 @@ def test_no_fuzzed_input_crashes_a_whole_run(spark, tmp_path, fmt):
     decoded = json.loads((tmp_path / "lake/reports/fz/run=r1/decode.json").read_text())
     assert decoded["balanced"] and decoded["total"]["landed"] == len(values)
     TRIED[f"{fmt} (whole run)"] += len(values)
+
+
+@pytest.mark.parametrize("side", ["1", "0"], ids=["jvm", "sql"])
+def test_a_value_of_tens_of_megabytes_is_decoded_not_quarantined(spark, monkeypatch, side):
+    """A large TEXT / JSON column's value (25 MB) is a row like any other: JSON parsers' own bounds
+    (Jackson's 20M characters) would quarantine it as malformed JSON (found by the fuzz budget)."""
+    monkeypatch.setenv("CDC_JVM_DECODERS", side)
+    big = "Z" * 25_000_000
+    value = json.dumps({"op": "c", "after": {"id": 1, "doc": big}, "source": {
+        "connector": "postgresql", "db": "d", "schema": "s", "table": "t", "lsn": 5}})
+    decoded = decode_messages(raw_frame(spark, [value], keys=['{"id": 1}']), "debezium", DecodeOptions())
+    try:
+        assert decode_counts(decoded.outcomes)["total"]["decoded"] == 1
+        assert decoded.changes.select(F.length(F.col("after")["doc"]).alias("n")).first()["n"] == len(big)
+    finally:
+        release(decoded.materialized)

@@ -20,8 +20,16 @@ import org.apache.spark.sql.catalyst.json.JSONOptions;
  * the first one's place, and malformed UTF-8 read as the replacement character.
  */
 final class Json {
+  /**
+   * The longest string a message may hold, in characters: Jackson's own bound (20M) would quarantine
+   * the value of a large TEXT or JSON column as malformed JSON; memory is the real bound. The Spark SQL
+   * side reads with the same (jobs/decoders/common.py JSON_LIMITS).
+   */
+  static final String MAX_STRING_CHARS = "536870912";
+
   static final JsonFactory FACTORY =
-      new JSONOptions(scala.collection.immutable.Map$.MODULE$.<String, String>empty(), "UTC", "")
+      new JSONOptions(scala.collection.immutable.Map$.MODULE$.<String, String>empty()
+          .updated("maxStringLen", MAX_STRING_CHARS), "UTC", "")
           .buildJsonFactory();
 
   private Json() {}
