@@ -152,7 +152,8 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
     if misfits:
         quarantine = quarantine.unionByName(_misfits_with_bytes(raw, first_rows, misfit, fmt))
     quarantine = quarantine.select(*[F.col(f.name).cast(f.dataType) for f in QUARANTINE_SCHEMA.fields])
-    decided_here = {t: s.shape for t, s in shapes.items() if t not in options.topic_shapes and not options.message_shape}
+    decided_here = {t: s.shape for t, s in shapes.items()
+                    if t not in options.topic_shapes and not options.message_shape}
     return Decoded(outcomes, changes, quarantine, exploded, new, decided_here)
 
 

@@ -481,7 +481,8 @@ class DtsAvroDecoder:
             # topic land on different partitions, and only the id ties them together
             return F.array(marker_record(self.name, table_id, op, C.CDC, position, F.col("txid"), F.lit(None),
                                          F.lit(op == C.TX_END), event_time,
-                                         F.create_map(F.lit("marker"), op_name, F.lit("sourceTxid"), F.col("source_txid"))))
+                                         F.create_map(F.lit("marker"), op_name,
+                                                      F.lit("sourceTxid"), F.col("source_txid"))))
 
         records = (
             F.when(op_name == "BEGIN", marker(C.TX_BEGIN))

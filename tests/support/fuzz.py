@@ -187,7 +187,8 @@ def _mutate_avro(value: bytes, kind: str, rnd: random.Random, huge_chars: int) -
     elif kind == "hostile_name":
         record["objectName"] = rnd.choice(_HOSTILE_NAMES)
     elif kind == "huge_string" and images:
-        record[images[0]][0] = ("com.alibaba.dts.formats.avro.Character", {"charset": "utf8", "value": b"Z" * huge_chars})
+        record[images[0]][0] = ("com.alibaba.dts.formats.avro.Character",
+                                {"charset": "utf8", "value": b"Z" * huge_chars})
     elif kind == "invalid_utf8" and images:
         record[images[0]][0] = ("com.alibaba.dts.formats.avro.Character",
                                 {"charset": "utf8mb4", "value": rnd.choice([b"\xff\xfe", b"\xc3", b"a\xed\xa0\x80b"])})

@@ -96,8 +96,8 @@ def build_batch(fmt: str, case) -> tuple[list[bytes], dict[int, int]]:
     values: list[bytes] = []
     same_as: dict[int, int] = {}
     originals: dict[int, int] = {}  # corpus index -> its offset in the batch
-    for index, kind, seed in case:
-        values.append(mutate(messages[index], kind, random.Random(seed), fmt, HUGE))
+    for index, kind, rnd_seed in case:
+        values.append(mutate(messages[index], kind, random.Random(rnd_seed), fmt, HUGE))
         if kind in MEANING_PRESERVING:
             variant = len(values) - 1
             if index not in originals:
