@@ -186,11 +186,25 @@ def _int_param(params: dict, name: str, default: int) -> int:
         return default
 
 
+def _text_or(value, default: str) -> str:
+    """A schema field's text as Jackson's asText reads it (DebeziumTypes.textOr): a container has none."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else "" if isinstance(value, (list, dict)) else str(value)
+
+
+def _named(field) -> bool:
+    """A schema field with a name (a non-empty string; a broken schema may hold anything there)."""
+    return isinstance(field, dict) and isinstance(field.get("field"), str) and field["field"] != ""
+
+
 def column_spec(field: dict) -> ColumnSpec:
     """Kafka Connect field schema (with Debezium's logical names) -> state type + value conversion."""
-    name = field.get("name") or ""
-    ftype = (field.get("type") or "string").lower()
-    params = field.get("parameters") or {}
+    name = _text_or(field.get("name"), "")
+    ftype = _text_or(field.get("type"), "string").lower()
+    params = field.get("parameters") if isinstance(field.get("parameters"), dict) else {}
     if name == "org.apache.kafka.connect.data.Decimal":
         scale = _int_param(params, "scale", 0)
         precision = min(_int_param(params, "connect.decimal.precision", 38), 38)
@@ -212,13 +226,11 @@ def row_specs(schema_doc: str) -> dict[str, ColumnSpec]:
     except (TypeError, ValueError):
         return {}
     fields = doc.get("fields") if isinstance(doc, dict) else None
-    fields = [f for f in fields or [] if isinstance(f, dict) and f.get("field")]
+    fields = [f for f in (fields if isinstance(fields, list) else []) if _named(f)]
     for wanted in ("after", "before"):
         for field in fields:
             if field["field"] == wanted and isinstance(field.get("fields"), list):
-                return {
-                    f["field"]: column_spec(f) for f in field["fields"] if isinstance(f, dict) and f.get("field")
-                }
+                return {f["field"]: column_spec(f) for f in field["fields"] if _named(f)}
     if not {"op", "source", "before", "after"} & {f["field"] for f in fields}:
         # no envelope: the schema of an ExtractNewRecordState row, whose fields are the row's columns
         return {f["field"]: column_spec(f) for f in fields if not f["field"].startswith("__")}
