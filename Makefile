@@ -30,9 +30,9 @@ test-properties: setup-dev
 	CDC_PROPERTY_EXAMPLES=40 .venv/bin/python -m pytest -q tests/integration/test_properties.py \
 		tests/unit/test_debezium_jvm.py::test_generated_messages
 
-## the decoders' fuzz tests with a larger budget, from a random seed, with values of tens of MB
+## the decoders' fuzz tests with a larger budget, from a random seed, with values of megabytes
 test-fuzz: setup-dev
-	CDC_FUZZ_EXAMPLES=$${CDC_FUZZ_EXAMPLES:-40} CDC_FUZZ_HUGE_CHARS=$${CDC_FUZZ_HUGE_CHARS:-12000000} \
+	CDC_FUZZ_EXAMPLES=$${CDC_FUZZ_EXAMPLES:-40} CDC_FUZZ_HUGE_CHARS=$${CDC_FUZZ_HUGE_CHARS:-2000000} \
 		.venv/bin/python -m pytest -q -s tests/unit/test_decoder_fuzzing.py
 
 ## regenerate the bundled demo topics and source database (deterministic)

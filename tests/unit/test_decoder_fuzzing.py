@@ -11,7 +11,8 @@ Avro branches) beside some of the originals. Whatever the input:
 - a variant that means the same as its original (an extra field, other whitespace) decodes to the
   same outcome and the same records.
 Budget: ``CDC_FUZZ_EXAMPLES`` examples per format (default 4, from a fixed seed so that CI repeats
-itself; ``make test-fuzz`` runs more from a random seed, and sends values of tens of MB).
+itself; ``make test-fuzz`` runs more from a random seed, with values of megabytes; a 25 MB value has a
+test of its own).
 """
 from __future__ import annotations
 
