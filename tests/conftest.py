@@ -1,4 +1,4 @@
-"""Shared fixtures: one SparkSession for the whole test session, and the shared/ folder."""
+"""Shared fixtures: one SparkSession for the whole test session, and the test resources folder."""
 from __future__ import annotations
 
 import logging
@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("CDC_SHARED_DIR", REPO.parent / "shared"))
+# the vendor documents (seeds/) and captured messages (samples/, each folder's SOURCE.md gives their
+# provenance and licence) the tests read: kept in the repository, so a fresh clone tests itself
+SHARED = Path(os.environ.get("CDC_SHARED_DIR", REPO / "tests" / "resources"))
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 # importing airflow creates $AIRFLOW_HOME (default ~/airflow): keep tests out of the user's home. The
@@ -56,5 +58,5 @@ def _release_cached_data(request):
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.fail(f"shared/ not found at {SHARED} (set CDC_SHARED_DIR)")
+        pytest.fail(f"test resources not found at {SHARED} (set CDC_SHARED_DIR)")
     return SHARED
