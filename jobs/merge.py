@@ -7,7 +7,11 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import failpoints, fold, publish
+from jobs import failpoints, publish
+from jobs.fold import core, describe, plan, transactions
+from jobs.fold.buckets import key_bucket, touched_buckets
+from jobs.fold.history import HISTORY_META, close_history
+from jobs.fold.types import META_COLUMNS, unconverted_values
 from jobs.lake import Lake, check_name
 
 
@@ -69,157 +73,107 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     catalog = publish.open_catalog(lake)
     publish.ensure_namespace(catalog, pipeline)
     consumed = held_input(lake, pipeline, run_id)
-    if consumed:
-        previous = spark.read.schema(changes.schema).parquet(lake.spark_path(consumed))
-        changes = changes.unionByName(previous)
-    ended_before = transactions_ended_before(lake, pipeline, run_id)
-    changes, held, ended_through = fold.split_open_transactions(changes, ended_before)
-    held = held.persist()
-    held_counts = held.agg(F.count(F.lit(1)).alias("records"),
-                           F.countDistinct("held_transaction").alias("tx")).first()
-    held_rel = f"{Lake.held_dir(pipeline)}/run={check_name('run id', run_id)}" if held_counts["records"] else None
-    if held_rel:
-        held.drop("held_transaction").write.mode("overwrite").parquet(lake.spark_path(held_rel))
-    held.unpersist()
+    changes, held, ended_through = _hold_open_transactions(spark, lake, pipeline, run_id, changes, consumed)
     failpoints.reached("merge.held-written")
-    infos = fold.describe_changes(changes)
-    every_load_end = max((i.every_load_end for i in infos.values() if i.every_load_end), default=None)
-    if every_load_end:
-        # the end of a snapshot of several tables closes the pending loads of tables this run has no
-        # row of (their rows came in earlier runs)
-        for table_id in _pending_load_tables(catalog, pipeline, every_load_end, exclude=set(infos)):
-            infos[table_id] = fold.TableChanges(table_id, load_end_marker=every_load_end,
-                                                every_load_end=every_load_end)
     tables: dict[str, dict] = {}
-    for table_id, info in sorted(infos.items()):
-        table = publish.load_table(catalog, pipeline, table_id)
+    for info in _tables_of(catalog, pipeline, changes):
+        table = publish.load_table(catalog, pipeline, info.table_id)
         done = publish.published_by(table, run_id)
         if done is not None:
             # what this run committed and reported, not a later run's rows
-            tables[table_id] = publish.published_report(table, done)
+            tables[info.table_id] = publish.published_report(table, done)
             continue
-
-        prior_columns = publish.table_columns(table) if table is not None else {}
-        data_columns = {c: t for c, t in prior_columns.items() if c not in fold.META_COLUMNS}
-        type_changes = []
-        for col in info.columns:
-            declared = fold.state_type(info.types.get(col))
-            if col not in data_columns:
-                data_columns[col] = declared
-            elif info.types.get(col) and declared != data_columns[col]:
-                # never silently cast away: widen where Iceberg can promote the column, else keep the
-                # published type (values that do not fit it become null); either way it is reported
-                promoted = fold.promotable(data_columns[col], declared)
-                type_changes.append({"column": col, "published": data_columns[col], "declared": declared,
-                                     "action": "promoted" if promoted else "kept published type"})
-                if promoted:
-                    data_columns[col] = declared
-        # a published column that no full row image of this run names was dropped at the source (or is
-        # no longer replicated): it is kept, null in new rows, and reported
-        dropped = sorted(c for c in prior_columns if c not in fold.META_COLUMNS and info.full_image_columns is not None
-                         and c not in info.full_image_columns)
-        added = [c for c in info.columns if prior_columns and c not in prior_columns]
-        published_keys = publish.key_columns_of(table)
-        key_columns = published_keys or info.key_columns
-        # Keyed by columns this run's records do not all name: the table was keyed by its whole row
-        # while its messages carried no key (inserts only, in text dumps), or by a key block that also
-        # held a changed column's old value (SharePlex), and the run's deletes and updates name the key
-        # the source finds rows by. The columns both name are the table's key from now on (its rows
-        # re-keyed, so every bucket is rewritten).
-        common = [c for c in published_keys or [] if c in info.key_columns]
-        rekeyed = bool(common and len(common) < len(published_keys))
-        if rekeyed:
-            key_columns = common
-        if not key_columns:
-            tables[table_id] = {"error": "no key columns could be determined", "records": info.records}
-            continue
-        props = table.properties if table is not None else {}
-        truncated_through = props.get(publish.TRUNCATE_POSITION_PROP)
-        if info.truncate_position and truncated_through and info.truncate_position <= truncated_through:
-            # a TRUNCATE an earlier run applied, redelivered: it must not empty what came after it
-            info = replace(info, has_truncate=False, truncate_position=None, truncate_lineage=None)
-        load_position = max([p for p in (props.get(publish.FULL_LOAD_POSITION_PROP), info.full_load_position) if p],
-                            default=None)
-        truncate_position = max(
-            [p for p in (truncated_through, info.truncate_position) if p], default=None
-        )
-        loaded_through = props.get(publish.FULL_LOAD_POSITION_PROP)
-        if info.load_start_position and loaded_through and info.load_start_position <= loaded_through \
-                and not props.get(publish.PENDING_LOAD_PROP):
-            # redelivered rows of a load already applied are no new load: a new one starts past them
-            info.load_start_position = fold.load_start_after(changes, info, loaded_through)
-        load = complete_load(props.get(publish.PENDING_LOAD_PROP), info)
-        table_changes = changes.where(F.col("table_id") == table_id)
-        key_types = {k: data_columns[k] for k in key_columns}
-        bucketing = _bucketing(table, table_changes, key_types, buckets,
-                               whole_table=info.has_truncate or bool(load and load["complete"]) or rekeyed
-                               or any(t["column"] in key_columns for t in type_changes))
-        # merge-on-read when the run changes few of the touched buckets' rows (see jobs.publish)
-        delta = bucketing is not None and publish.deltas_fit(table, bucketing.touched, info.records)
-        tombstones = publish.read_tombstones(spark, table, key_types)
-        if rekeyed and tombstones is not None:
-            tombstones = fold.narrowed_tombstones(tombstones, publish.read_state(spark, table), key_columns)
-        result_of_fold = fold.fold_table(
-            publish.read_state(spark, table, bucketing.touched if bucketing else None, positions=delta),
-            tombstones,
-            table_changes,
-            info,
-            data_columns,
-            key_columns,
-            run_id,
-            skip_cdc_through=load_position,
-            skip_all_through=truncated_through,
-            history=history,
-            replace_before=load["start"] if load and load["complete"] else None,
-            as_delta=delta,
-        )
-        delta = delta and result_of_fold.replaced is not None
-        properties = {publish.KEY_COLUMNS_PROP: json.dumps(key_columns)}
-        if load_position:
-            properties[publish.FULL_LOAD_POSITION_PROP] = load_position
-        if truncate_position:
-            properties[publish.TRUNCATE_POSITION_PROP] = truncate_position
-        pending = load and not load["complete"]
-        if pending or props.get(publish.PENDING_LOAD_PROP):
-            properties[publish.PENDING_LOAD_PROP] = json.dumps(
-                {"start": load["start"], "end": load["end"]}) if pending else ""
+        published = _published(table)
+        replayed_through = plan.replayed_load_floor(info, published)
+        if replayed_through:
+            info = replace(info, load_start_position=describe.load_start_after(changes, info, replayed_through))
         try:
-            # before the publish, which then reads the folded rows from the cache this fills
-            unconverted = fold.unconverted_values(F.col("_cdc_s.row"), data_columns, result_of_fold.folded)
-            history_report = None
-            if history:
-                history_report = _publish_history(spark, catalog, pipeline, table_id, run_id, result_of_fold,
-                                                  data_columns, key_columns)
-            report = {
-                "records": info.records,
-                "key_columns": key_columns,
-                # a table whose messages carry no key is keyed by the whole row
-                "key_source": "whole row (no key in the messages)" if set(key_columns) == set(data_columns)
-                else "message key or --primary-keys",
-                **({"rekeyed_from": published_keys} if rekeyed else {}),
-                "type_changes": type_changes,
-                "unconverted_values": unconverted,
-                "added_columns": added,
-                "dropped_columns": dropped,
-                "full_load_position": load_position,
-                "full_load": load,
-                "key_moves": info.key_moves,
-                **({"history": history_report} if history_report else {}),
-            }
-            result = publish.publish_state(
-                catalog, pipeline, table_id, result_of_fold.changed if delta else result_of_fold.state,
-                {**data_columns, **fold.META_COLUMNS}, run_id, properties, tombstones=result_of_fold.tombstones,
-                bucketing=bucketing, replaced=result_of_fold.replaced if delta else None, report=report,
-            )
-        finally:
-            result_of_fold.release()
-        tables[table_id] = {**result.as_dict(), **report}
+            table_plan = plan.plan_table(info, published, buckets)
+        except plan.PlanError as e:
+            tables[info.table_id] = {"error": str(e), "records": info.records}
+            continue
+        table_changes = changes.where(F.col("table_id") == info.table_id)
+        tables[info.table_id] = _fold_and_publish(spark, catalog, pipeline, run_id, table, table_plan,
+                                                  table_changes, history)
         failpoints.reached("merge.table-committed")
     # after every table's commit: the next run starts from this run's held records
-    _record_held(lake, pipeline, run_id, held_rel, consumed, ended_through)
-    return {"pipeline": pipeline, "run_id": run_id, "tables": tables,
-            "held": {"transactions": held_counts["tx"], "records": held_counts["records"], "path": held_rel,
-                     "released_from": consumed}}
+    _record_held(lake, pipeline, run_id, held["path"], consumed, ended_through)
+    return {"pipeline": pipeline, "run_id": run_id, "tables": tables, "held": held}
+
+
+def _hold_open_transactions(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
+                            consumed: str | None) -> tuple[DataFrame, dict, str | None]:
+    """The records this run applies (with those an earlier run held), and the report of what it holds
+    back, written under ``held/``; and the highest position of a transaction the run ends."""
+    if consumed:
+        previous = spark.read.schema(changes.schema).parquet(lake.spark_path(consumed))
+        changes = changes.unionByName(previous)
+    split = transactions.split_open_transactions(changes, transactions_ended_before(lake, pipeline, run_id))
+    held = split.held.persist()
+    counts = held.agg(F.count(F.lit(1)).alias("records"), F.countDistinct("held_transaction").alias("tx")).first()
+    held_rel = f"{Lake.held_dir(pipeline)}/run={check_name('run id', run_id)}" if counts["records"] else None
+    if held_rel:
+        held.drop("held_transaction").write.mode("overwrite").parquet(lake.spark_path(held_rel))
+    held.unpersist()
+    report = {"transactions": counts["tx"], "records": counts["records"], "path": held_rel, "released_from": consumed}
+    return split.applied, report, split.ended_through
+
+
+def _tables_of(catalog, pipeline: str, changes: DataFrame) -> list[describe.TableChanges]:
+    """What the run brings per table, in table order; with the tables whose pending full load the end
+    of a snapshot of several tables closes, though this run has no row of them (their rows came in
+    earlier runs)."""
+    infos = describe.describe_changes(changes)
+    every_load_end = max((i.every_load_end for i in infos.values() if i.every_load_end), default=None)
+    if every_load_end:
+        for table_id in _pending_load_tables(catalog, pipeline, every_load_end, exclude=set(infos)):
+            infos[table_id] = describe.TableChanges(table_id, load_end_marker=every_load_end,
+                                                    every_load_end=every_load_end)
+    return [infos[t] for t in sorted(infos)]
+
+
+def _published(table) -> plan.PublishedTable:
+    if table is None:
+        return plan.PublishedTable()
+    return plan.PublishedTable(
+        columns=publish.table_columns(table), key_columns=tuple(publish.key_columns_of(table) or ()),
+        properties=dict(table.properties),
+        buckets=int(table.properties[publish.BUCKETS_PROP]) if publish.is_bucketed(table) else None,
+    )
+
+
+def _fold_and_publish(spark: SparkSession, catalog, pipeline: str, run_id: str, table, p: plan.TablePlan,
+                      table_changes: DataFrame, history: bool) -> dict:
+    """The Spark work the plan asks for: fold the table's changes over the rows they touch, commit the
+    new state (a delta of position deletes where it fits, see jobs.publish), and report it."""
+    key_columns, key_types = list(p.key_columns), p.key_types
+    bucketing = _bucketing(table_changes, p)
+    delta = bucketing is not None and publish.deltas_fit(table, bucketing.touched, p.changes.records)
+    tombstones = publish.read_tombstones(spark, table, key_types)
+    if p.rekeyed_from and tombstones is not None:
+        tombstones = core.narrowed_tombstones(tombstones, publish.read_state(spark, table), key_columns)
+    folded = core.fold_table(
+        publish.read_state(spark, table, bucketing.touched if bucketing else None, positions=delta),
+        tombstones, table_changes, p.changes, dict(p.columns), key_columns, run_id,
+        skip_cdc_through=p.skip_cdc_through, skip_all_through=p.skip_all_through, history=history,
+        replace_before=p.replace_before, as_delta=delta,
+    )
+    delta = delta and folded.replaced is not None
+    try:
+        # before the publish, which then reads the folded rows from the cache this fills
+        report = {**p.report(),
+                  "unconverted_values": unconverted_values(F.col("_cdc_s.row"), dict(p.columns), folded.folded)}
+        if history:
+            report["history"] = _publish_history(spark, catalog, pipeline, p.table_id, run_id, folded,
+                                                 dict(p.columns), key_columns)
+        result = publish.publish_state(
+            catalog, pipeline, p.table_id, folded.changed if delta else folded.state,
+            {**p.columns, **META_COLUMNS}, run_id, dict(p.properties), tombstones=folded.tombstones,
+            bucketing=bucketing, replaced=folded.replaced if delta else None, report=report,
+        )
+    finally:
+        folded.release()
+    return {**result.as_dict(), **report}
 
 
 def _pending_load_tables(catalog, pipeline: str, ended_through: str, exclude: set[str]) -> list[str]:
@@ -228,52 +182,24 @@ def _pending_load_tables(catalog, pipeline: str, ended_through: str, exclude: se
     pending = []
     for ident in catalog.list_tables(pipeline):
         props = catalog.load_table(ident).properties
-        table_id, load = props.get(publish.TABLE_ID_PROP), props.get(publish.PENDING_LOAD_PROP)
+        table_id, load = props.get(publish.TABLE_ID_PROP), props.get(plan.PENDING_LOAD_PROP)
         if (load and table_id and table_id not in exclude and publish.HISTORY_OF_PROP not in props
                 and json.loads(load)["end"] <= ended_through):
             pending.append(table_id)
     return sorted(pending)
 
 
-def _bucketing(table, table_changes: DataFrame, typed_keys: dict[str, str], buckets: int,
-               whole_table: bool) -> publish.Bucketing | None:
+def _bucketing(table_changes: DataFrame, p: plan.TablePlan) -> publish.Bucketing | None:
     """Which buckets of the table this run rewrites: those its changes touch, or all of them when the
-    table is new, of an earlier layout, replaced (TRUNCATE, a complete full load) or re-keyed.
-    None: the table is and stays unbucketed (``buckets`` 0 for a table without a layout yet)."""
-    if publish.is_bucketed(table):
-        buckets = int(table.properties[publish.BUCKETS_PROP])
-        touched = None if whole_table else fold.touched_buckets(table_changes, typed_keys, buckets)
-    elif buckets == 0:
+    plan rewrites the whole table. None: the table is and stays unbucketed."""
+    if p.buckets is None:
         return None
-    else:
-        touched = None
-    return publish.Bucketing(buckets, fold.key_bucket(typed_keys, buckets), touched)
-
-
-def complete_load(pending: str | None, info: fold.TableChanges) -> dict | None:
-    """The table's latest full load: where it starts and ends, and whether it is complete -- a CDC event
-    of the table after its end closes it (in this run, or in a later one for a load still pending), and
-    so does the format's end-of-load marker at or after its end (Debezium snapshot=last).
-    A load continues a pending one when no CDC event of the table came between them."""
-    previous = json.loads(pending) if pending else None
-    if info.load_start_position:
-        start = info.load_start_position
-        # no CDC event between the pending load's end and this run's rows (a redelivered older one
-        # does not count): the same load goes on
-        if previous and (info.cdc_before_position is None or info.cdc_before_position <= previous["end"]):
-            start = previous["start"]
-        end = info.full_load_position
-    elif previous:
-        start, end = previous["start"], previous["end"]
-    else:
-        return None
-    complete = ((info.cdc_max_position is not None and info.cdc_max_position > end)
-                or (info.load_end_marker is not None and info.load_end_marker >= end))
-    return {"start": start, "end": end, "complete": complete}
+    touched = None if p.whole_table else touched_buckets(table_changes, p.key_types, p.buckets)
+    return publish.Bucketing(p.buckets, key_bucket(p.key_types, p.buckets), touched)
 
 
 def _publish_history(spark: SparkSession, catalog, pipeline: str, table_id: str, run_id: str,
-                     result_of_fold: fold.FoldResult, data_columns: dict[str, str], key_columns: list[str]) -> dict:
+                     result_of_fold: core.FoldResult, data_columns: dict[str, str], key_columns: list[str]) -> dict:
     """The table's SCD2 history after this run, committed as one snapshot of its history table (first,
     so that a state published by this run always has its history)."""
     history_id = publish.history_table_id(table_id)
@@ -282,10 +208,10 @@ def _publish_history(spark: SparkSession, catalog, pipeline: str, table_id: str,
     if done is not None:
         return {"already_published": True, "snapshot_id": done}
     prior_columns = publish.table_columns(table) if table is not None else {}
-    columns = {**{c: t for c, t in prior_columns.items() if c not in fold.HISTORY_META}, **data_columns}
-    rows = fold.close_history(publish.read_state(spark, table), result_of_fold.versions, key_columns, columns,
+    columns = {**{c: t for c, t in prior_columns.items() if c not in HISTORY_META}, **data_columns}
+    rows = close_history(publish.read_state(spark, table), result_of_fold.versions, key_columns, columns,
                               result_of_fold.removals)
-    result = publish.publish_state(catalog, pipeline, history_id, rows, {**columns, **fold.HISTORY_META}, run_id,
+    result = publish.publish_state(catalog, pipeline, history_id, rows, {**columns, **HISTORY_META}, run_id,
                                    {publish.HISTORY_OF_PROP: table_id,
                                     publish.KEY_COLUMNS_PROP: json.dumps(key_columns)})
     return result.as_dict()

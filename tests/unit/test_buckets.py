@@ -1,9 +1,9 @@
-"""Key-hash buckets of state rows (jobs.fold.key_bucket / touched_buckets)."""
+"""Key-hash buckets of state rows (jobs.fold.buckets.key_bucket / touched_buckets)."""
 from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from jobs.fold import key_bucket, touched_buckets
+from jobs.fold.buckets import key_bucket, touched_buckets
 
 
 def test_bucket_is_in_range_spread_and_stable_under_key_promotion(spark):

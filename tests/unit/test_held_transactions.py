@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from jobs import publish
 from jobs.decode import decode_messages
 from jobs.decoders import DecodeOptions
-from jobs.fold import split_open_transactions
+from jobs.fold.transactions import split_open_transactions
 from jobs.lake import Lake
 from scripts.qlik_messages import QlikColumn, QlikTable, change_sequence, headers, json_data, json_metadata
 from tests.pipeline_runs import jobs_run

@@ -1,0 +1,53 @@
+"""A key's events inside the fold: their struct, their order, and the SQL that applies them over a row."""
+from __future__ import annotations
+
+import operator
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs import canonical as C
+
+
+def op_rank() -> Column:
+    """Inside one position and offset a delete goes first: a delete + create pair ends created."""
+    return F.when(F.col("op") == C.DELETE, F.lit(1)).otherwise(F.lit(2))
+
+
+def key_join(left: DataFrame, right: DataFrame, keys: list[str], how: str) -> DataFrame:
+    return left.alias("_l").join(right.select(*keys).alias("_r"), aliased_keys_match("_l", "_r", keys), how)
+
+
+# an event inside the fold (``o`` orders a key's events; ``copy`` tells redelivered copies apart)
+def event_struct(o: Column, op: Column, after: Column, present: Column, position: Column, event_time: Column,
+           copy: Column, stays: Column | None = None) -> Column:
+    """``stays``: the event is the image half of a key change that moves nothing (stays_under_key)."""
+    return F.struct(o.alias("o"), op.alias("op"), after.alias("after"), present.alias("present"),
+                    position.alias("position"), event_time.alias("event_time"), copy.alias("copy"),
+                    (F.lit(False) if stays is None else stays).alias("stays"))
+
+
+def in_order(events: Column) -> Column:
+    return F.array_sort(events, lambda l, r: F.when(l["o"] < r["o"], -1).when(l["o"] > r["o"], 1).otherwise(0))
+
+
+def aliased_keys_match(left: str, right: str, keys: list[str]) -> Column:
+    """The key columns of the frames aliased ``left`` and ``right`` equal, null-safe."""
+    return reduce(operator.and_, [F.col(f"{left}.{k}").eqNullSafe(F.col(f"{right}.{k}")) for k in keys])
+
+
+PRIOR_META = ["_prior_row", "_prior_pos", "_prior_op", "_prior_ts", "_prior_run"]
+# the internal op of a moved row's arrival at its new key (never published: its update follows it)
+MOVE = "MOVE"
+# which of a key's events apply over its prior state (SQL over ``e`` and ``_prior_pos``)
+APPLIES_SQL = """CASE
+    -- a full-load row without a position (Qlik REFRESH) predates every positioned change:
+    -- redelivered or landed late, it never overrides a row a CDC event has changed
+    WHEN e.position IS NULL THEN NOT (e.op = 'SNAPSHOT' AND _prior_pos IS NOT NULL)
+    ELSE _prior_pos IS NULL OR e.position > _prior_pos END"""
+# the row after an event (SQL over ``acc.row`` and ``e``): a delete removes it, a partial image
+# merges over the prior row
+ROW_AFTER_SQL = """CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>)
+                     WHEN e.present IS NULL THEN e.after
+                     ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END"""
