@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from jobs import storage
 from jobs.canonical import table_id_forms
 from jobs.decoders import MESSAGE_SHAPES, DecodeOptions, available_formats
 from jobs.errors import failure_line
@@ -162,10 +163,10 @@ def _check(args: argparse.Namespace) -> Lake:
         raise UsageError(f"unknown format {args.format!r}; known: {', '.join(available_formats())}")
     for raw in getattr(args, "raw", None) or []:
         for path in expand(raw):
-            if "://" not in path and not Path(path).exists():
+            if not storage.exists(path):
                 raise UsageError(f"--raw {path}: no such file or directory")
-            if path.startswith(("s3://", "s3a://")) or Path(path).is_dir():
-                parquet_files(path if "://" not in path else "s3://" + path.split("://", 1)[1])  # landings complete
+            if storage.is_dir(path):
+                parquet_files(path)  # landings complete
     counts = getattr(args, "source_counts", None)
     if counts and "://" not in counts and not Path(counts).is_file():
         raise UsageError(f"--source-counts {counts}: neither a SQLAlchemy URL nor an existing JSON file")

@@ -23,13 +23,12 @@ position are replays and are skipped).
 """
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from urllib.parse import urlparse
 
+from jobs import storage
 from jobs.publish import (METADATA_DELETE_AFTER_COMMIT, RUN_ID_PROP, TABLE_ID_PROP, TOMBSTONES_PROP, list_file_info,
                           list_files)
 
@@ -170,10 +169,7 @@ def _delete_tree(io, uri: str) -> int:
     files = list_files(uri)
     for path in files:
         io.delete(path)
-    parsed = urlparse(uri)
-    local = parsed.path if parsed.scheme == "file" else uri
-    if parsed.scheme in ("", "file") and os.path.isdir(local):
-        shutil.rmtree(local)  # the folders left, and the checksum files Spark writes beside its own
+    storage.delete_tree(uri)  # the folders left, and the checksum files Spark writes beside its own
     return len(files)
 
 

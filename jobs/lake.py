@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from jobs import storage
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+=-]{0,199}$")
 
 
@@ -101,47 +103,24 @@ class Lake:
     def warehouse(self) -> str:
         return "warehouse"
 
-    # ---- small files (reports, manifests) --------------------------------------------------
+    # ---- files (reports, manifests, landed snapshots): jobs.storage, local or S3 alike -------
     def write_text(self, rel: str, text: str) -> str:
         full = self.join(rel)
-        if self.is_s3:
-            bucket, key = _split_s3(full)
-            _s3().put_object(Bucket=bucket, Key=key, Body=text.encode("utf-8"))
-        else:
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            tmp = full + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, full)  # readers never see half a report
+        storage.write_text(full, text)  # readers never see half a report
         return full
 
     def read_text(self, rel: str) -> str:
-        full = self.join(rel)
-        if self.is_s3:
-            bucket, key = _split_s3(full)
-            return _s3().get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8")
-        with open(full, encoding="utf-8") as fh:
-            return fh.read()
+        return storage.read_text(self.join(rel))
 
     def exists(self, rel: str) -> bool:
-        full = self.join(rel)
-        if self.is_s3:
-            bucket, key = _split_s3(full)
-            resp = _s3().list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
-            return resp.get("KeyCount", 0) > 0
-        return os.path.exists(full)
+        return storage.exists(self.join(rel))
 
-    def list_files(self, rel: str) -> list[str]:
-        """Relative paths of the files directly under folder ``rel`` (none when it does not exist)."""
-        full = self.join(rel)
-        if self.is_s3:
-            bucket, prefix = _split_s3(full + "/")
-            names = []
-            for page in _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
-                names += [o["Key"][len(prefix):] for o in page.get("Contents", [])]
-        else:
-            names = [e.name for e in os.scandir(full) if e.is_file()] if os.path.isdir(full) else []
-        return sorted(f"{rel.strip('/')}/{n}" for n in names if n and not n.endswith(".tmp"))
+    def list_files(self, rel: str, recursive: bool = False) -> list[str]:
+        """Relative paths of the files under folder ``rel`` (directly under it, unless ``recursive``);
+        none when it does not exist."""
+        base = rel.strip("/")
+        found = storage.list_files(self.join(rel), recursive=recursive)
+        return [f"{base}/{f.rel}" for f in found if not f.rel.endswith(".tmp")]  # a write under way
 
     def write_json(self, rel: str, obj: Any) -> str:
         return self.write_text(rel, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
@@ -149,40 +128,44 @@ class Lake:
     def read_json(self, rel: str) -> Any:
         return json.loads(self.read_text(rel))
 
+    def make_dirs(self, rel: str) -> None:
+        storage.make_dirs(self.join(rel))
+
+    def delete_tree(self, rel: str) -> None:
+        storage.delete_tree(self.join(rel))
+
+    def upload(self, local: str, rel: str) -> str:
+        """Copy a local file (or folder) into the lake at ``rel``; its full path."""
+        full = self.join(rel)
+        storage.upload(local, full)
+        return full
+
     def check_usable(self) -> None:
         """Fail early, with one clear line, on a lake that cannot be written."""
         if self.is_s3:
-            bucket, _ = _split_s3(self.root + "/")
             try:
-                _s3().head_bucket(Bucket=bucket)
-            except Exception as exc:  # noqa: BLE001 - any client error means unusable
+                found = storage.exists(f"s3://{urlparse(self.root).netloc}")
+            except OSError as exc:
                 raise LakeError(f"lake {self.root}: bucket not reachable ({type(exc).__name__})") from None
+            if not found:
+                raise LakeError(f"lake {self.root}: bucket not reachable (no such bucket)")
             return
-        path = Path(self.root)
-        if path.exists() and not path.is_dir():
+        if storage.exists(self.root) and not storage.is_dir(self.root):
             raise LakeError(f"lake {self.root} is a file, not a folder")
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            storage.make_dirs(self.root)
         except OSError as exc:
-            raise LakeError(f"lake {self.root} cannot be created: {exc.strerror}") from None
+            raise LakeError(f"lake {self.root} cannot be created: {_reason(exc)}") from None
         # a file written and removed: permission bits do not tell (root ignores them, a read-only mount not)
-        probe = path / f".cdc-write-probe-{os.getpid()}"
+        probe = self.join(f".cdc-write-probe-{os.getpid()}")
         try:
-            probe.write_bytes(b"")
-            probe.unlink()
+            storage.write_bytes(probe, b"")
+            storage.delete_file(probe)
         except OSError as exc:
-            raise LakeError(f"lake {self.root} is not writable ({exc.strerror}): check the folder's owner, "
+            raise LakeError(f"lake {self.root} is not writable ({_reason(exc)}): check the folder's owner, "
                             "permissions and mount") from None
 
 
-def _split_s3(full: str) -> tuple[str, str]:
-    parsed = urlparse(full)
-    return parsed.netloc, parsed.path.lstrip("/")
-
-
-def _s3():
-    """A boto3 S3 client; endpoint and credentials come from the environment (never logged)."""
-    import boto3
-
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    return boto3.client("s3", endpoint_url=endpoint) if endpoint else boto3.client("s3")
+def _reason(exc: OSError) -> str:
+    # pyarrow's messages repeat the path; the error number's text is the part worth a line
+    return os.strerror(exc.errno) if exc.errno else str(exc)

@@ -46,8 +46,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs import failpoints
-from jobs.lake import Lake, LakeError, _s3, _split_s3, check_name
+from jobs import failpoints, storage
+from jobs.lake import Lake, LakeError, check_name
 
 log = logging.getLogger("jobs.land")
 
@@ -142,20 +142,9 @@ def topic_dir(lake: Lake, pipeline: str, topic: str) -> str:
 def landed_intervals(lake: Lake, pipeline: str, topic: str) -> list[LandedInterval]:
     """Intervals of a topic whose manifest exists (committed snapshots), ordered by start."""
     base = topic_dir(lake, pipeline, topic)
-    names: list[str] = []
-    if lake.is_s3:
-        bucket, prefix = _split_s3(lake.join(base) + "/")
-        paginator = _s3().get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
-            for obj in page.get("Contents", []):
-                rest = obj["Key"][len(prefix):]
-                folder, _, leaf = rest.partition("/")
-                if leaf == MANIFEST:
-                    names.append(folder)
-    else:
-        root = Path(lake.join(base))
-        if root.is_dir():
-            names = [p.name for p in root.iterdir() if (p / MANIFEST).is_file()]
+    # one listing of the topic's files, not a request per interval folder (S3)
+    names = [rel[len(base) + 1:-len(MANIFEST) - 1] for rel in lake.list_files(base, recursive=True)
+             if rel.count("/") == base.count("/") + 2 and rel.endswith(f"/{MANIFEST}")]
     out = []
     for name in names:
         if not name.startswith("interval="):
@@ -180,17 +169,8 @@ class _Output:
     def clear(self) -> None:
         """Remove what an interrupted run may have left (no manifest yet), so readers of the folder
         never see files of two attempts."""
-        full = self.lake.join(self.rel_dir)
-        if self.lake.is_s3:
-            bucket, prefix = _split_s3(full + "/")
-            client = _s3()
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-                keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-                if keys:
-                    client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-        else:
-            shutil.rmtree(full, ignore_errors=True)
-            os.makedirs(full, exist_ok=True)
+        self.lake.delete_tree(self.rel_dir)
+        self.lake.make_dirs(self.rel_dir)  # where local files are written; nothing on S3
 
     def local_path(self, name: str) -> str:
         if self.staging is not None:
@@ -206,8 +186,7 @@ class _Output:
                 digest.update(chunk)
         size = os.path.getsize(path)
         if self.staging is not None:
-            bucket, key = _split_s3(self.lake.join(f"{self.rel_dir}/{name}"))
-            _s3().upload_file(path, bucket, key)
+            self.lake.upload(path, f"{self.rel_dir}/{name}")
             os.remove(path)
         return {"name": name, "bytes": size, "sha256": digest.hexdigest()}
 
@@ -625,40 +604,30 @@ def _ms_iso(ms: int | None) -> str | None:
 def _source_files(source_dir: str) -> Iterator[tuple[str, str]]:
     """(readable local path, path relative to source_dir) of every Parquet file, in name order.
     S3 files are downloaded one at a time to a temporary folder (bounded disk)."""
-    if source_dir.startswith(("s3://", "s3a://")):
-        bucket, prefix = _split_s3("s3://" + source_dir.split("://", 1)[1].rstrip("/") + "/")
-        client = _s3()
-        keys = sorted(
-            o["Key"]
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-            for o in page.get("Contents", [])
-            if o["Key"].endswith(".parquet")
-        )
-        if not keys:
-            raise LandError(f"{source_dir}: no .parquet files")
-        tmp = tempfile.mkdtemp(prefix="cdc-land-src-")
-        try:
-            for key in keys:
-                local = os.path.join(tmp, "current.parquet")
-                client.download_file(bucket, key, local)
-                yield local, key[len(prefix):]
-                os.remove(local)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return
-    root = Path(source_dir.removeprefix("file://"))
-    if not root.exists():
+    if storage.is_dir(source_dir):
+        # hidden and underscore names are writers' bookkeeping (_SUCCESS, .crc, _temporary/)
+        rels = sorted((f.rel for f in storage.list_files(source_dir, suffix=".parquet")
+                       if not any(part.startswith((".", "_")) for part in f.rel.split("/"))),
+                      key=lambda rel: rel.split("/"))
+        found = [(f"{source_dir.rstrip('/')}/{rel}", rel) for rel in rels]
+    elif storage.exists(source_dir):
+        found = [(source_dir, source_dir.rsplit("/", 1)[-1])]
+    else:
         raise LandError(f"{source_dir}: no such file or directory")
-    if root.is_file():
-        yield str(root), root.name
-        return
-    # hidden and underscore names are writers' bookkeeping (_SUCCESS, .crc, _temporary/)
-    files = [f for f in sorted(root.rglob("*.parquet"))
-             if f.is_file() and not any(part.startswith((".", "_")) for part in f.relative_to(root).parts)]
-    if not files:
+    if not found:
         raise LandError(f"{source_dir}: no .parquet files")
-    for f in files:
-        yield str(f), f.relative_to(root).as_posix()
+    if not storage.is_s3(source_dir):
+        yield from ((storage.local_path(location), rel) for location, rel in found)
+        return
+    tmp = tempfile.mkdtemp(prefix="cdc-land-src-")
+    try:
+        for location, rel in found:
+            local = os.path.join(tmp, "current.parquet")
+            storage.download(location, local)
+            yield local, rel
+            os.remove(local)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _default_topic(source_dir: str, rel_path: str) -> str:

@@ -17,18 +17,17 @@ its touched buckets whole instead (copy-on-write), which drops their delete file
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
-from urllib.parse import urlparse
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs import storage
 from jobs.canonical import hashed_table_name, iceberg_table_name, joined_table_name
 from jobs.lake import Lake
 
@@ -103,7 +102,7 @@ def open_catalog(lake: Lake):
     if lake.is_s3:
         raise ValueError("an S3 lake needs CDC_ICEBERG_CATALOG naming a pyiceberg catalog (SQLite cannot live on S3)")
     warehouse = lake.join(lake.warehouse)
-    os.makedirs(warehouse, exist_ok=True)
+    lake.make_dirs(lake.warehouse)
     return SqlCatalog(
         "cdc",
         uri=f"sqlite:///{warehouse}/catalog.db",
@@ -304,23 +303,9 @@ def list_files(uri: str, suffix: str = "") -> list[str]:
 
 def list_file_info(uri: str, suffix: str = "") -> list[tuple[str, float, int]]:
     """(URI, modification time as epoch seconds, bytes) of each file list_files names, in its order."""
-    parsed = urlparse(uri)
-    if parsed.scheme in ("s3", "s3a"):
-        from jobs.lake import _s3
-
-        bucket, prefix = parsed.netloc, parsed.path.lstrip("/").rstrip("/") + "/"
-        found = []
-        for page in _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            found += [(f"s3://{bucket}/{o['Key']}", o["LastModified"].timestamp(), o["Size"])
-                      for o in page.get("Contents", []) if o["Key"].endswith(suffix)]
-        return sorted(found)
-    local = parsed.path if parsed.scheme == "file" else uri
-    found = []
-    for path in sorted(glob.glob(os.path.join(local, "**", "*" + suffix), recursive=True)):
-        if os.path.isfile(path):
-            stat = os.stat(path)
-            found.append(("file://" + path, stat.st_mtime, stat.st_size))
-    return found
+    # hidden names are no file of the lake's: the .crc checksums Hadoop writes beside local files
+    return [(f.uri, f.mtime, f.size) for f in storage.list_files(uri, suffix=suffix)
+            if not any(part.startswith(".") for part in f.rel.split("/"))]
 
 
 def _list_parquet(uri: str) -> list[str]:

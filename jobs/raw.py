@@ -18,6 +18,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from jobs import storage
+
 KAFKA_SCHEMA = StructType(
     [
         StructField("key", BinaryType()),
@@ -118,8 +120,7 @@ def parquet_files(folder: str) -> list[str]:
 
     found = list_files(folder)
     present = set(found)
-    # list_files names local files file://<path>; an S3 folder is already a URI
-    root = folder.rstrip("/") if "://" in folder else "file://" + folder.rstrip("/")
+    root = storage.uri(folder)  # in the form list_files names the files
     selected: list[str] = []
     manifests: dict[str, set[str]] = {}
     for uri in found:
@@ -153,22 +154,12 @@ def _listed_files(interval: str, present: set[str]) -> set[str]:
     if manifest_uri not in present:
         raise RawInputError(f"{interval} has no {MANIFEST}: its landing did not finish (or is still running); "
                             "land the interval again before decoding it")
-    manifest = json.loads(_read_text(manifest_uri))
+    manifest = json.loads(storage.read_text(manifest_uri))
     names = {f["name"] for f in manifest.get("files", [])}
     missing = sorted(n for n in names if f"{interval}/{n}" not in present)
     if missing:
         raise RawInputError(f"{interval}: {MANIFEST} lists {', '.join(missing[:3])}, missing from the folder")
     return names
-
-
-def _read_text(uri: str) -> str:
-    if uri.startswith("s3://"):
-        from jobs.lake import _s3, _split_s3
-
-        bucket, key = _split_s3(uri)
-        return _s3().get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8")
-    with open(uri.removeprefix("file://"), encoding="utf-8") as fh:
-        return fh.read()
 
 
 def read_kafka_parquet(spark: SparkSession, files: list[str]) -> DataFrame:
