@@ -33,7 +33,8 @@ test-properties: setup-dev
 ## the decoders' fuzz tests with a larger budget, from a random seed, with values of megabytes
 test-fuzz: setup-dev
 	CDC_FUZZ_EXAMPLES=$${CDC_FUZZ_EXAMPLES:-40} CDC_FUZZ_HUGE_CHARS=$${CDC_FUZZ_HUGE_CHARS:-2000000} \
-		.venv/bin/python -m pytest -q -s tests/unit/test_decoder_fuzzing.py
+		.venv/bin/python -m pytest -q -s tests/unit/test_decoder_fuzzing.py \
+		tests/integration/test_decoder_fuzzing_runs.py
 
 ## regenerate the bundled demo topics and source database (deterministic)
 demo-topics: setup

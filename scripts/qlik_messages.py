@@ -1,5 +1,5 @@
 """Qlik Replicate messages built the way Replicate writes them (seed 000 and
-shared/samples/qlik/attunity-json-converter), for tests and generated workloads.
+tests/resources/qlik/attunity-json-converter), for tests and generated workloads.
 
 A table is described once (``QlikTable``: schema, table, version, columns with Replicate types and
 ``primaryKeyPosition``); from it come the metadata message (JSON or Avro envelope, with the

@@ -10,11 +10,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# the vendor documents (seeds/) and captured messages (samples/, each folder's SOURCE.md gives their
-# provenance and licence) the tests read: kept in the repository, so a fresh clone tests itself
-SHARED = Path(os.environ.get("CDC_SHARED_DIR", REPO / "tests" / "resources"))
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from tests.support.paths import RESOURCES  # noqa: E402 - REPO on sys.path first
+
+# the vendor documents (seeds/) and captured messages (<format>/, each folder's SOURCE.md gives their
+# provenance and licence) the tests read: kept in the repository, so a fresh clone tests itself;
+# CDC_SHARED_DIR points at another folder laid out the same way
+SHARED = Path(os.environ.get("CDC_SHARED_DIR", RESOURCES))
 # importing airflow creates $AIRFLOW_HOME (default ~/airflow): keep tests out of the user's home. The
 # xdist workers (make test runs two) inherit the controller's environment: each gets a home of its own,
 # so two workers' Airflow metadata databases never meet
@@ -32,7 +36,7 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", "--driver-memory 4g pyspark-shell")
 # Test-sized data (tens to thousands of records): 2 shuffle partitions, and no adaptive execution,
 # whose re-planning at every shuffle costs more than it saves on data this small (four test files,
 # with 2 partitions: 359 s with it, 317 s without). Semantics depend on neither; the DAG test's
-# spark-submit and the command line's subprocesses (test_workload_replay.run_cli) run with adaptive
+# spark-submit and the command line's subprocesses (tests/support/replay.run_cli) run with adaptive
 # execution, as production does.
 os.environ.setdefault("CDC_SHUFFLE_PARTITIONS", "2")
 os.environ.setdefault("CDC_SPARK_ADAPTIVE", "false")
@@ -57,6 +61,22 @@ def _release_cached_data(request):
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
+    """The test resources: ``<format>/`` (captured messages, their SOURCE.md beside them) and ``seeds/``."""
     if not SHARED.is_dir():
         pytest.fail(f"test resources not found at {SHARED} (set CDC_SHARED_DIR)")
+    if (SHARED / "samples").is_dir() and not (SHARED / "debezium").is_dir():
+        pytest.fail(f"{SHARED} holds samples/<format>/: the tests read <format>/ and seeds/ side by side "
+                    "(tests/resources/README.md)")
     return SHARED
+
+
+@pytest.fixture
+def small_raw(spark, tmp_path):
+    """A raw folder of one Debezium insert (tests/unit and tests/integration test_operational_errors.py)."""
+    from tests.support.decoders import raw_frame
+
+    raw = tmp_path / "raw"
+    value = '{"op": "c", "after": {"id": 1}, "source": {"connector": "postgresql", "db": "d", "schema": "s", ' \
+            '"table": "t", "lsn": 5}}'
+    raw_frame(spark, [value], keys=['{"id": 1}']).write.parquet(str(raw))
+    return raw

@@ -14,7 +14,6 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 from jobs.alert import alert_reasons, render_alert_html, run_alert, smtp_settings
 
 pytestmark = [
-    pytest.mark.integration,
     # the login tests allow AUTH without TLS on purpose (a local sink); aiosmtpd warns about it
     pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS:UserWarning"),
 ]

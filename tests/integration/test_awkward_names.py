@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from jobs import canonical, publish
 from jobs.lake import Lake
-from tests.integration.test_key_blocks import message, run, write
-from tests.integration.test_workload_replay import published_rows
-from tests.pipeline_runs import jobs_run
-
-pytestmark = pytest.mark.integration
+from tests.support.pipeline_runs import jobs_run
+from tests.support.replay import published_rows
+from tests.support.shareplex import message, run, write
 
 
 def rows(lake: Path, table: str) -> list[dict]:

@@ -10,51 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs import publish, stages
-from jobs.decoders import DecodeOptions
-from jobs.lake import Lake
-from scripts.simulate_source import SourceSimulator, TableSpec, write_parquet
-
-pytestmark = pytest.mark.integration
-
-TABLE = TableSpec("db", "public", "accounts", [("id", "int"), ("owner", "text"), ("balance", "decimal(12,2)")],
-                  ["id"])
-TABLE_ID = "db.public.accounts"
-BUCKETS = 16
-
-
-class Runs:
-    def __init__(self, spark, tmp_path, sim: SourceSimulator):
-        self.spark, self.tmp_path, self.sim = spark, tmp_path, sim
-        self.lake = Lake.at(str(tmp_path / "lake"))
-        self.sent = 0
-
-    def run(self, run_id: str, buckets: int = BUCKETS) -> dict:
-        records = self.sim.to_kafka_records(with_schema=True)
-        raw = self.tmp_path / run_id / "p.parquet"
-        write_parquet(raw, records[self.sent:])
-        self.sent = len(records)
-        ctx = stages.RunContext(self.lake, "buckets", run_id)
-        stages.run_decode(self.spark, ctx, "debezium", str(raw.parent), DecodeOptions())
-        return stages.run_merge(self.spark, ctx, buckets=buckets)["tables"][TABLE_ID]
-
-    def table(self):
-        return publish.load_table(publish.open_catalog(self.lake), "buckets", TABLE_ID)
-
-    def rows(self) -> list[dict]:
-        arrow = self.table().scan().to_arrow().select(["id", "owner", "balance"])
-        return sorted(arrow.to_pylist(), key=lambda r: r["id"])
-
-    def expected(self) -> list[dict]:
-        return sorted(({c: r[c] for c in ("id", "owner", "balance")} for r in self.sim.expected_state("accounts")),
-                      key=lambda r: r["id"])
-
-
-def loaded(spark, tmp_path, seed: int, rows: int, partitions: int = 1) -> tuple[SourceSimulator, Runs]:
-    """A simulated source of ``rows`` accounts, snapshotted, and the runs that will publish it."""
-    sim = SourceSimulator(seed, [TABLE], "postgresql", n_partitions=partitions)
-    sim.populate("accounts", rows)
-    sim.snapshot()
-    return sim, Runs(spark, tmp_path, sim)
+from scripts.simulate_source import SourceSimulator
+from tests.support.bucketed import BUCKETS, TABLE, TABLE_ID, Runs, loaded
 
 
 def _bucket_files(table) -> dict[int, set[str]]:

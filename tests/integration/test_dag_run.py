@@ -25,9 +25,7 @@ from aiosmtpd.controller import Controller
 from jobs import airflow_tasks as tasks
 from jobs.canonical import safe_part
 from jobs.lake import Lake
-from tests.integration.servers import KafkaMessage, create_topic, kafka_bootstrap, produce  # noqa: F401
-
-pytestmark = pytest.mark.integration
+from tests.support.servers import KafkaMessage, create_topic, produce
 REPO = Path(__file__).resolve().parents[2]
 UTC = timezone.utc
 DAY1, DAY2, DAY3 = (datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3))

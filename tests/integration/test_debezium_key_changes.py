@@ -10,13 +10,10 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pytest
 
 from jobs.raw import KAFKA_SCHEMA
-from tests.integration.test_workload_replay import published_rows
-from tests.pipeline_runs import jobs_run
-
-pytestmark = pytest.mark.integration
+from tests.support.pipeline_runs import jobs_run
+from tests.support.replay import published_rows
 
 SOURCE = {"version": "2.7.0.Final", "connector": "postgresql", "name": "pg", "db": "shop", "schema": "public",
           "table": "docs", "snapshot": "false", "txId": 600}

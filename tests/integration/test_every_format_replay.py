@@ -10,62 +10,20 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import datetime
-from decimal import Decimal
 
 import pytest
 
 from scripts.format_streams import FORMAT_RECORDS, logical_changes
 from scripts.simulate_source import SourceSimulator
-from tests.integration.test_history import expected_versions, history_rows
-from tests.integration.test_workload_replay import (
-    TABLES, assert_state_equals_source, make_workload, published_rows, run_parts)
-
-pytestmark = pytest.mark.integration
+from tests.support.replay import (
+    TABLES, assert_state_equals_source, assert_state_means_source, expected_versions, history_rows, make_workload,
+    run_parts, same_value)
 
 
 def run_slices(records, tmp_path, runs: int, fmt: str, extra: list[str] = ()) -> list[dict]:
     size = -(-len(records) // runs)
     lake = run_parts(tmp_path, [records[i * size:(i + 1) * size] for i in range(runs)], fmt, extra=extra)
     return [json.loads((lake / f"reports/wl/run=run{i}/decode.json").read_text()) for i in range(runs)]
-
-
-def same_value(kind: str, actual, expected, ms_only: bool) -> bool:
-    if actual is None or expected is None:
-        return actual is None and expected is None
-    if kind in ("int", "bigint"):
-        return int(actual) == int(expected)
-    if kind == "decimal":
-        return Decimal(str(actual)) == Decimal(str(expected))
-    if kind == "double":
-        return float(actual) == pytest.approx(float(expected))
-    if kind == "boolean":
-        return str(actual).lower() in ("true", "1") if expected else str(actual).lower() in ("false", "0")
-    if kind == "date":
-        return str(actual)[:10] == expected.isoformat()
-    if kind == "timestamp":
-        got = actual if isinstance(actual, datetime) else datetime.fromisoformat(str(actual))
-        want = expected.replace(tzinfo=None)
-        if ms_only:
-            want = want.replace(microsecond=want.microsecond // 1000 * 1000)
-        return got.replace(tzinfo=None) == want
-    return actual == expected
-
-
-def assert_state_means_source(sim: SourceSimulator, lake, fmt: str,
-                              expected_states: dict[str, list[dict]] | None = None) -> None:
-    for table, spec in sim.tables.items():
-        rows = expected_states[table] if expected_states else sim.expected_state(table)
-        expected = {tuple(str(r[k]) for k in spec.primary_key): r for r in rows}
-        # Oracle-style tools (SharePlex, OGG) name tables in upper case
-        name = table.upper() if fmt in ("shareplex", "ogg") else table
-        actual = {tuple(str(r[k]) for k in spec.primary_key): r for r in published_rows(lake, "wl", name)}
-        assert actual.keys() == expected.keys(), f"{table}: keys differ"
-        for key, row in expected.items():
-            for column, value in row.items():
-                got = actual[key][column]
-                assert same_value(spec.column_type(column).kind, got, value, fmt == "dataworks"), \
-                    f"{table} {key}.{column}: published {got!r}, source {value!r}"
 
 
 @pytest.mark.parametrize("stream, runs, seed", [

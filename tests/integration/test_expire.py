@@ -10,9 +10,7 @@ from urllib.parse import urlparse
 import pytest
 
 from jobs import cli, publish
-from tests.integration.test_bucketed_state import loaded
-
-pytestmark = pytest.mark.integration
+from tests.support.bucketed import loaded
 
 
 def _on_disk(table, folder: str, suffix: str = ".parquet") -> set[str]:

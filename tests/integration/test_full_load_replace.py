@@ -9,10 +9,8 @@ import json
 import pytest
 
 from scripts.simulate_source import SourceSimulator
-from tests.integration.test_workload_replay import TABLES, assert_state_equals_source, published_rows, run_parts
-from tests.pipeline_runs import jobs_run
-
-pytestmark = pytest.mark.integration
+from tests.support.pipeline_runs import jobs_run
+from tests.support.replay import TABLES, assert_state_equals_source, published_rows, run_parts
 
 
 def workload() -> tuple[SourceSimulator, int]:

@@ -5,34 +5,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import pytest
 
-from jobs import publish
 from jobs.lake import Lake
 from scripts.simulate_source import SourceSimulator
-from tests.integration.test_workload_replay import TABLES, normalise, published_rows, run_parts
-
-pytestmark = pytest.mark.integration
-
-
-def expected_versions(sim: SourceSimulator) -> dict[str, dict[tuple, list]]:
-    """table -> key -> [(op, row image or None)], in the source's commit order (mysql binlog)."""
-    ops = {"r": "SNAPSHOT", "c": "INSERT", "u": "UPDATE", "d": "DELETE"}
-    out: dict[str, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
-    for e in sim.events:
-        if e.kind != "change":
-            continue
-        spec = sim.tables[e.table]
-        key = tuple(str(e.key[k]) for k in spec.primary_key)
-        image = None if e.op == "d" else {c: normalise(e.after[c]) for c in spec.column_names}
-        out[e.table][key].append((ops[e.op], image))
-    return out
-
-
-def history_rows(lake, table: str) -> list[dict]:
-    catalog = publish.open_catalog(Lake.at(str(lake)))
-    (ident,) = [t for t in catalog.list_tables("wl") if t[-1].endswith(f"__{table}__history")]
-    return catalog.load_table(ident).scan().to_arrow().to_pylist()
+from tests.support.replay import TABLES, expected_versions, history_rows, normalise, published_rows, run_parts
 
 
 def test_history_has_every_version_of_every_key(spark, tmp_path):

@@ -6,31 +6,9 @@ row, whatever else its key block holds: the columns its image does not carry kee
 expected states are written out by hand from the messages."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
-import pytest
-
-from tests.integration.test_workload_replay import published_rows
-from tests.pipeline_runs import jobs_run
-
-pytestmark = pytest.mark.integration
-
-
-def run(lake: Path, run_id: str, raw: Path) -> None:
-    assert jobs_run("shareplex", raw, lake, "p", run_id) == 0
-
-
-def message(table: str, op: str, scn: int, data: dict, key: dict | None = None) -> str:
-    meta = {"time": "2017-06-16T14:24:34", "userid": 84, "op": op, "scn": str(scn), "rowid": "AAATGpAAIAAItcIAAA",
-            "trans": f"7.0.{scn}", "seq": 1, "size": 1, "table": table, "idx": "1/1",
-            "posttime": "2017-06-16T14:33:52"}
-    return json.dumps({"meta": meta, "data": data, **({"key": key} if key is not None else {})})
-
-
-def write(path: Path, lines: list[str]) -> Path:
-    path.write_text("\n".join(lines) + "\n")
-    return path
+from tests.support.replay import published_rows
+from tests.support.shareplex import message, run, write
 
 
 def test_an_update_whose_key_block_holds_the_changed_columns_old_value_keeps_the_other_columns(spark, tmp_path):

@@ -22,11 +22,9 @@ from jobs import publish
 from jobs.lake import Lake
 from scripts.format_streams import debezium_transaction_records
 from scripts.simulate_source import write_parquet
-from tests.conftest import REPO
-from tests.integration.test_workload_replay import make_workload
-from tests.pipeline_runs import jobs_run
-
-pytestmark = pytest.mark.integration
+from tests.support.paths import REPO
+from tests.support.pipeline_runs import jobs_run
+from tests.support.replay import make_workload
 
 PIPELINE = "shop"
 

@@ -30,19 +30,8 @@ from pyspark.sql.types import (
 
 from jobs.lake import Lake
 from jobs.land import KAFKA_ARROW_SCHEMA, LandError, land_files, land_kafka, main
-from tests.integration.servers import (  # noqa: F401 - pytest fixtures
-    KafkaMessage,
-    create_bucket,
-    create_topic,
-    kafka_bootstrap,
-    produce,
-    s3_client,
-    s3_endpoint,
-    s3_lake_env,
-)
-from tests.pipeline_runs import jobs_run
-
-pytestmark = pytest.mark.integration
+from tests.support.pipeline_runs import jobs_run
+from tests.support.servers import KafkaMessage, create_bucket, create_topic, produce, s3_client
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T1, T2, T3 = (T0 + timedelta(hours=h) for h in (1, 2, 3))

@@ -26,10 +26,7 @@ from hypothesis import strategies as st
 
 from scripts.format_streams import FORMAT_RECORDS
 from scripts.simulate_source import SourceSimulator
-from tests.integration.test_every_format_replay import assert_state_means_source
-from tests.integration.test_workload_replay import TABLES, assert_state_equals_source, run_parts
-
-pytestmark = pytest.mark.integration
+from tests.support.replay import TABLES, assert_state_equals_source, assert_state_means_source, run_parts
 EXAMPLES = int(os.environ.get("CDC_PROPERTY_EXAMPLES", "3"))
 # (stream, decoder format, connector the model logs like, typed state)
 STREAMS = [
@@ -99,6 +96,7 @@ def land_in_runs(records: list[dict], runs: int, rng: random.Random) -> list[lis
 
 # the default budget is derandomized (the same examples every run, so CI is repeatable); a larger
 # budget explores new ones
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=EXAMPLES <= 3,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(

@@ -8,8 +8,6 @@ from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from scripts.simulate_source import SourceSimulator, TableSpec, write_parquet
 
-pytestmark = pytest.mark.integration
-
 TABLE = TableSpec("db", "public", "accounts", [("id", "int"), ("owner", "text"), ("balance", "decimal(12,2)")],
                   ["id"])
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 
 from scripts.simulate_source import SourceSimulator, write_parquet
-from tests.integration.test_workload_replay import (
+from tests.support.replay import (
     TABLES, assert_state_equals_source, published_rows, run_one, run_parts)
-
-pytestmark = pytest.mark.integration
 
 
 def workload() -> SourceSimulator:
@@ -28,7 +25,7 @@ def workload() -> SourceSimulator:
 
 
 def run_all(records, tmp_path, runs: int) -> Path:
-    """The stream cut into ``runs`` parts, one run each (test_workload_replay.run_parts) in a folder of
+    """The stream cut into ``runs`` parts, one run each (tests/support/replay.run_parts) in a folder of
     its own (``split<runs>``: its lake, raw0, raw1, ...; run ids run0, run1, ...); that folder."""
     folder = tmp_path / f"split{runs}"
     folder.mkdir()

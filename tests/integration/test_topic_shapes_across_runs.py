@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from jobs import publish
 from jobs.lake import Lake
-from tests.pipeline_runs import jobs_run
-from tests.unit.decoder_support import raw_frame
-from tests.unit.test_topic_shapes import TOPIC, envelope
-
-pytestmark = pytest.mark.integration
+from tests.support.decoders import raw_frame
+from tests.support.pipeline_runs import jobs_run
+from tests.support.topic_shapes import TOPIC, envelope
 
 
 def test_a_later_run_keeps_the_topics_shape(spark, tmp_path):

@@ -13,10 +13,7 @@ from jobs import cli
 from scripts.format_streams import (
     FORMAT_RECORDS, debezium_transaction_records, dts_avro_records, json_format_records)
 from scripts.simulate_source import write_parquet
-from tests.integration.test_every_format_replay import assert_state_means_source
-from tests.integration.test_workload_replay import assert_state_equals_source, make_workload
-
-pytestmark = pytest.mark.integration
+from tests.support.replay import assert_state_equals_source, assert_state_means_source, make_workload
 
 STREAMS = {
     "debezium": debezium_transaction_records,

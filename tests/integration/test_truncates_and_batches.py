@@ -6,18 +6,15 @@ TRUNCATE in such a batch empties what precedes it in the log, not what follows. 
 earlier run applied, redelivered in a later one, empties nothing. A table first keyed by its whole
 row (its messages carried no key) takes the narrower key a later run's deletes and updates name, as
 the same messages in one run would. Expected states are the vendors'
-(the SeaTunnel sample's final table, shared/samples/canal/SOURCE.md) or written out by hand."""
+(the SeaTunnel sample's final table, tests/resources/canal/SOURCE.md) or written out by hand."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pytest
 
-from tests.integration.test_workload_replay import published_rows
-from tests.pipeline_runs import jobs_run
-
-pytestmark = pytest.mark.integration
+from tests.support.pipeline_runs import jobs_run
+from tests.support.replay import published_rows
 
 
 def run(lake: Path, run_id: str, fmt: str, raw: Path) -> None:
@@ -30,7 +27,7 @@ def state(lake: Path, table: str, column: str) -> dict[str, object]:
 
 def test_a_canal_batch_is_ordered_by_offset_and_truncated_where_its_truncate_lies(spark, tmp_path, shared_dir):
     lake = tmp_path / "lake"
-    run(lake, "r1", "canal", shared_dir / "samples/canal/seatunnel/canal_data.txt")
+    run(lake, "r1", "canal", shared_dir / "canal/seatunnel/canal_data.txt")
     # SeaTunnel's KafkaFormatIT: 1101 and 1107 updated after the insert of the batch, 1109 deleted
     assert state(lake, "products", "weight") == {
         "1101": "4.56", "1102": "8.1", "1103": "0.8", "1104": "0.75", "1105": "0.875", "1106": "1.0",

@@ -5,43 +5,17 @@ emits the Debezium messages a connector would; the pipeline sees only the messag
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import subprocess
-import sys
-from datetime import datetime
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import pytest
 
 from jobs import cli, publish
 from jobs.lake import Lake
-from scripts.simulate_source import INVENTORY_TABLES, SourceSimulator, encode_value, write_parquet
-from tests.pipeline_runs import jobs_run
-
-pytestmark = pytest.mark.integration
-REPO = Path(__file__).resolve().parents[2]
-
-TABLES = INVENTORY_TABLES
-
-
-def make_workload(seed: int, connector: str, ops: int, replica_identity_default: bool = False) -> SourceSimulator:
-    tables = list(TABLES)
-    if replica_identity_default:
-        # updates without before images and unchanged TOAST columns sent as "unavailable"
-        tables[0] = dataclasses.replace(tables[0], replica_identity="default", toasted=("name",))
-    sim = SourceSimulator(seed, tables, connector, n_partitions=3)
-    sim.populate("items", 40)
-    sim.populate("stock", 30)
-    sim.snapshot()
-    sim.random_ops(ops // 2, max_tx_size=3, concurrency=2)
-    sim.redeliver(0.05)
-    sim.garbage(5)
-    sim.random_ops(ops - ops // 2, max_tx_size=3, concurrency=2)
-    sim.redeliver(0.03)
-    return sim
+from scripts.simulate_source import SourceSimulator, write_parquet
+from tests.support.pipeline_runs import jobs_run
+from tests.support.replay import assert_state_equals_source, make_workload, run_cli
 
 
 def write_runs(sim: SourceSimulator, tmp: Path, with_schema: bool, runs: int) -> list[Path]:
@@ -55,74 +29,6 @@ def write_runs(sim: SourceSimulator, tmp: Path, with_schema: bool, runs: int) ->
         write_parquet(path / "part-0.parquet", records[i * size:(i + 1) * size])
         paths.append(path)
     return paths
-
-
-def run_one(raw: Path, lake: Path, run_id: str, fmt: str = "debezium", pipeline: str = "wl",
-            extra: Sequence[str] = ()) -> None:
-    """One `jobs run` of a raw folder, in this process, asserted to succeed."""
-    assert jobs_run(fmt, raw, lake, pipeline, run_id, *extra) == 0
-
-
-def run_parts(tmp: Path, parts: Iterable[list], fmt: str = "debezium", pipeline: str = "wl",
-              extra: Sequence[str] = ()) -> Path:
-    """One `jobs run` per part of the messages, in order (raw folders raw0, raw1, ..., run ids run0,
-    run1, ...), each asserted to succeed; the lake."""
-    lake = tmp / "lake"
-    for i, part in enumerate(parts):
-        raw = tmp / f"raw{i}"
-        raw.mkdir()
-        write_parquet(raw / "part-0.parquet", part)
-        run_one(raw, lake, f"run{i}", fmt, pipeline, extra)
-    return lake
-
-
-def published_rows(lake: Path, pipeline: str, table: str) -> list[dict]:
-    catalog = publish.open_catalog(Lake.at(str(lake)))
-    (ident,) = [t for t in catalog.list_tables(pipeline) if t[-1].endswith(f"__{table}")]
-    rows = catalog.load_table(ident).scan().to_arrow().to_pylist()
-    return [{k: v for k, v in r.items() if not k.startswith("_cdc_")} for r in rows]
-
-
-def normalise(value):
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=None)
-    return value
-
-
-def assert_state_equals_source(sim: SourceSimulator, lake: Path, pipeline: str, with_schema: bool,
-                               expected_states: dict[str, list[dict]] | None = None) -> None:
-    """``expected_states``: the source's state at an earlier moment, where not the current one."""
-    for table, spec in sim.tables.items():
-        expected = expected_states[table] if expected_states else sim.expected_state(table)
-        actual = published_rows(lake, pipeline, table)
-        if not with_schema:
-            # without a schema section the messages carry no types: state holds the values as sent
-            expected = [
-                {c: (None if v is None else str(encode_value(spec.column_type(c), v, False)).replace("True", "true")
-                     .replace("False", "false")) for c, v in row.items()}
-                for row in expected
-            ]
-        key = lambda r: tuple(str(r[k]) for k in spec.primary_key)  # noqa: E731
-        exp = sorted(({k: normalise(v) for k, v in r.items()} for r in expected), key=key)
-        act = sorted(({k: normalise(v) for k, v in r.items()} for r in actual), key=key)
-        assert len(act) == len(exp), f"{table}: {len(act)} rows published, {len(exp)} in the source"
-        doubles = {c for c in spec.column_names if spec.column_type(c).kind == "double"}
-        for a, e in zip(act, exp):
-            assert a.keys() == e.keys()
-            for c in a:
-                if c in doubles and a[c] is not None and e[c] is not None:
-                    assert float(a[c]) == pytest.approx(float(e[c])), f"{table}.{c}: {a} != {e}"
-                else:
-                    assert a[c] == e[c], f"{table}.{c}: {a} != {e}"
-
-
-def run_cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    # the command line as a user runs it: adaptive execution on, as in production (conftest turns it off);
-    # a fresh JVM for a few thousand messages, so the JIT's quick compiler only (CDC_JIT, jobs.spark)
-    env = {"CDC_JIT": "c1", **{k: v for k, v in (os.environ if env is None else env).items()
-                               if k != "CDC_SPARK_ADAPTIVE"}, "PYTHONPATH": str(REPO), "CDC_SPARK_MASTER": "local[2]"}
-    return subprocess.run([sys.executable, "-m", "jobs", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=600)
 
 
 def test_postgres_with_schema_two_runs_through_the_cli(spark, tmp_path):

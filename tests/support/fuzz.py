@@ -1,4 +1,5 @@
-"""Hostile variants of real messages, for the decoders' fuzz tests (tests/unit/test_decoder_fuzzing.py).
+"""Hostile variants of real messages, for the decoders' fuzz tests (tests/unit/test_decoder_fuzzing.py,
+and whole runs in tests/integration/test_decoder_fuzzing_runs.py).
 
 A corpus per format comes from the source simulator's stream rendered in that format
 (scripts/format_streams.py), so every variant starts from a message the decoder reads. ``mutate``

@@ -1,6 +1,6 @@
 """``--format auto`` on one topic mixing every format: each message is decoded by the right decoder.
 
-The messages are the real samples of each format (shared/samples), the SharePlex seed example, and
+The messages are the real samples of each format (tests/resources/<format>/), the SharePlex seed example, and
 Qlik / DTS Avro messages encoded as their documents describe. The check is that ``auto`` gives, per
 message, exactly the records the format's own decoder gives, and quarantines what no decoder takes.
 """
@@ -10,13 +10,13 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.decoders.auto import NO_DECODER
 from scripts.qlik_messages import QlikColumn, QlikTable, avro_data, avro_metadata, change_sequence, headers
-from tests.unit.decoder_support import raw_frame
-from tests.unit.test_dts_avro_decoder import chars, dts, integer
-from tests.unit.test_shareplex_decoder import seed_examples
+from tests.support.decoders import raw_frame
+from tests.support.dts_avro import chars, dts, integer
+from tests.support.shareplex import seed_examples
 
 
 def sample_lines(shared_dir, rel: str, n: int) -> list[str]:
-    lines = [x for x in (shared_dir / "samples" / rel).read_text().splitlines() if x.strip().startswith("{")]
+    lines = [x for x in (shared_dir / rel).read_text().splitlines() if x.strip().startswith("{")]
     return lines[:n]
 
 

@@ -1,7 +1,7 @@
-"""The Canal JSON decoder against the real messages in shared/samples/canal and the DTS seed document.
+"""The Canal JSON decoder against the real messages in tests/resources/canal and the DTS seed document.
 
-Expected values are those the tools' own test suites expect (shared/samples/canal/SOURCE.md) and
-the shapes Alibaba DTS documents (shared/seeds/004_a66593fb03e5fe66.txt, section "Canal Json").
+Expected values are those the tools' own test suites expect (tests/resources/canal/SOURCE.md) and
+the shapes Alibaba DTS documents (tests/resources/seeds/004_a66593fb03e5fe66.txt, section "Canal Json").
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
-from tests.pipeline_runs import jobs_run
-from tests.unit.decoder_support import assert_rows_equal, flink_row_kinds, raw_frame
+from tests.support.decoders import assert_rows_equal, flink_row_kinds, raw_frame
+from tests.support.pipeline_runs import jobs_run
 
 # Flink CanalJsonSerDeSchemaTest: the 26 rows canal-data.txt, canal-data-with-init.txt and
 # canal-data-filter-table.txt (filtered to mydb.product) all decode to
@@ -69,7 +69,7 @@ def decode(raw, options=DecodeOptions()):
     ],
 )
 def test_flink_files_decode_to_flink_rows(spark, shared_dir, path, table, landed):
-    records, quarantine, counts = decode(read_raw(spark, str(shared_dir / "samples" / path)))
+    records, quarantine, counts = decode(read_raw(spark, str(shared_dir / path)))
     assert quarantine == []
     assert counts["balanced"] and counts["total"]["landed"] == landed == counts["total"]["decoded"]
     rows = [r for r in records if r["table_id"] == table]
@@ -82,7 +82,7 @@ def test_flink_files_decode_to_flink_rows(spark, shared_dir, path, table, landed
 
 
 def test_init_is_the_full_load_and_unknown_columns_are_kept(spark, shared_dir):
-    records, _, _ = decode(read_raw(spark, str(shared_dir / "samples/canal/flink/canal-data-with-init.txt")))
+    records, _, _ = decode(read_raw(spark, str(shared_dir / "canal/flink/canal-data-with-init.txt")))
     rows = [r for r in records if r["table_id"] == "inventory._.products2"]
     assert [(r["op"], r["phase"]) for r in rows[:9]] == [("SNAPSHOT", "FULL_LOAD")] * 9
     assert {r["phase"] for r in rows[9:]} == {"CDC"}
@@ -91,14 +91,14 @@ def test_init_is_the_full_load_and_unknown_columns_are_kept(spark, shared_dir):
 
 def test_metadata_of_the_first_message(spark, shared_dir):
     """Flink testDeserializationWithMetadata: database, table, types, pk names, event time."""
-    records, _, _ = decode(read_raw(spark, str(shared_dir / "samples/canal/flink/canal-data.txt")))
+    records, _, _ = decode(read_raw(spark, str(shared_dir / "canal/flink/canal-data.txt")))
     first = records[:9]
     assert [r["key"] for r in first] == [{"id": str(i)} for i in range(101, 110)]
     assert first[0]["table_id"] == "inventory._.products2"
     assert first[0]["column_types"] == {"id": "int", "name": "string", "description": "string", "weight": "float"}
     assert first[0]["event_time"] == datetime(2020, 5, 13, 12, 38, 35)  # es 1589373515000 (session time zone UTC)
     assert len({r["event_id"] for r in first}) == 9, "rows of one message have distinct event ids"
-    filtered, _, _ = decode(read_raw(spark, str(shared_dir / "samples/canal/flink/canal-data-filter-table.txt")))
+    filtered, _, _ = decode(read_raw(spark, str(shared_dir / "canal/flink/canal-data-filter-table.txt")))
     product = [r for r in filtered if r["table_id"] == "mydb._.product"]
     assert product[0]["column_types"]["id"] == "int" and product[0]["key"] == {"id": "101"}
     assert product[0]["event_time"] == datetime(2020, 9, 1, 7, 8, 52)  # es 1598944132000
@@ -107,7 +107,7 @@ def test_metadata_of_the_first_message(spark, shared_dir):
 
 
 def test_seatunnel_real_canal_output(spark, shared_dir):
-    records, quarantine, counts = decode(read_raw(spark, str(shared_dir / "samples/canal/seatunnel/canal_data.txt")))
+    records, quarantine, counts = decode(read_raw(spark, str(shared_dir / "canal/seatunnel/canal_data.txt")))
     assert quarantine == [] and counts["balanced"] and counts["total"]["decoded"] == 7
     rows = [r for r in records if r["op"] != "DDL"]
     got = [(kind, ident, weight) for kind, ident, _, _, weight in flink_row_kinds(rows)]

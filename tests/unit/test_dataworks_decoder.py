@@ -1,4 +1,4 @@
-"""The DataWorks decoder on Paimon's real messages (shared/samples/dataworks) and the seed's examples."""
+"""The DataWorks decoder on Paimon's real messages (tests/resources/dataworks) and the seed's examples."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,8 @@ from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
-from tests.pipeline_runs import jobs_run
-from tests.unit.decoder_support import raw_frame
+from tests.support.decoders import raw_frame
+from tests.support.pipeline_runs import jobs_run
 
 
 def decode(spark, values, options=DecodeOptions()):
@@ -46,7 +46,7 @@ def test_paimon_samples(spark, shared_dir):
     values = []
     for name in ("event-insert.txt", "event-update-in-one.txt", "event-delete.txt"):
         # Paimon's test keeps only the lines that parse as JSON (the files open with a license comment)
-        values += [line for line in (shared_dir / "samples/dataworks/paimon" / name).read_text().splitlines()
+        values += [line for line in (shared_dir / "dataworks/paimon" / name).read_text().splitlines()
                    if line.strip().startswith("{")]
     records, quarantine, counts = decode(spark, values)
     assert quarantine == [] and counts["balanced"]

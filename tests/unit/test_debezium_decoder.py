@@ -1,6 +1,6 @@
-"""The Debezium decoder against the real messages in shared/samples and the seed documents.
+"""The Debezium decoder against the real messages in tests/resources and the seed documents.
 
-Expected values are those the tools' own test suites expect (shared/samples/debezium/SOURCE.md).
+Expected values are those the tools' own test suites expect (tests/resources/debezium/SOURCE.md).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.raw import read_raw
-from tests.unit.decoder_support import assert_rows_equal, FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame
+from tests.support.decoders import assert_rows_equal, FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame
 
 PRODUCTS_PK = DecodeOptions(primary_keys={"products": ("id",)})
 
@@ -39,7 +39,7 @@ def decode(raw, options=DecodeOptions()):
     ],
 )
 def test_flink_products_files_decode_to_flink_rows(spark, shared_dir, path):
-    records, quarantine, counts = decode(read_raw(spark, str(shared_dir / "samples" / path)), PRODUCTS_PK)
+    records, quarantine, counts = decode(read_raw(spark, str(shared_dir / path)), PRODUCTS_PK)
     assert quarantine == []
     assert_rows_equal(flink_row_kinds(records), FLINK_EXPECTED)
     assert counts["total"] == {"landed": 16, "decoded": 16, "quarantined": 0, "ignored": 0, "records": 16}
@@ -51,13 +51,13 @@ def test_flink_products_files_decode_to_flink_rows(spark, shared_dir, path):
 
 def test_schema_section_types_columns(spark, shared_dir):
     records, _, _ = decode(
-        read_raw(spark, str(shared_dir / "samples/debezium/flink/debezium-postgres-data-schema-include.txt"))
+        read_raw(spark, str(shared_dir / "debezium/flink/debezium-postgres-data-schema-include.txt"))
     )
     assert records[0]["column_types"] == {"id": "int", "name": "string", "description": "string", "weight": "double"}
 
 
 def test_default_replica_identity_needs_a_key(spark, shared_dir):
-    path = str(shared_dir / "samples/debezium/flink/debezium-postgres-data-replica-identity.txt")
+    path = str(shared_dir / "debezium/flink/debezium-postgres-data-replica-identity.txt")
     _, quarantine, counts = decode(read_raw(spark, path))
     reasons = {q["reason"] for q in quarantine}
     # Flink's test expects the REPLICA IDENTITY FULL error for an update without 'before'
@@ -121,7 +121,7 @@ def test_record_shapes_keyless_rows_truncate_and_logical_messages(spark):
 
 
 def test_all_types_with_logical_types(spark, shared_dir):
-    records, quarantine, _ = decode(read_raw(spark, str(shared_dir / "samples/debezium/seatunnel/debezium_data.txt")))
+    records, quarantine, _ = decode(read_raw(spark, str(shared_dir / "debezium/seatunnel/debezium_data.txt")))
     assert quarantine == [] and len(records) == 3
     by_id = {int(r["after"]["id"]): r for r in records}
     first = by_id[1]["after"]
@@ -315,7 +315,7 @@ def test_schema_change_events_are_ddl_records(spark):
 
 
 def test_unwrapped_records_from_extract_new_record_state(spark, shared_dir):
-    text = (shared_dir / "samples/debezium/debezium-repo/serde-unwrapped.json").read_text()
+    text = (shared_dir / "debezium/debezium-repo/serde-unwrapped.json").read_text()
     deleted = json.dumps({"id": 1004, "__deleted": "true", "__op": "d"})
     records, quarantine, _ = decode(
         raw_frame(spark, [json.dumps(json.loads(text)), deleted], keys=['{"id": 1004}'] * 2,
@@ -384,7 +384,7 @@ def test_unwrapped_records_with_the_converters_schema_section(spark):
 )
 def test_debezium_serde_fixtures(spark, shared_dir, name, field, expected):
     # pretty-printed single envelopes: one message value each
-    value = json.dumps(json.loads((shared_dir / "samples/debezium/debezium-repo" / name).read_text()))
+    value = json.dumps(json.loads((shared_dir / "debezium/debezium-repo" / name).read_text()))
     records, quarantine, _ = decode(raw_frame(spark, [value], keys=['{"id": 1004}']))
     assert quarantine == []
     (record,) = records
@@ -442,7 +442,7 @@ def test_seed_003_sqlserver_create_example(spark, shared_dir):
 @pytest.mark.parametrize("name", ["debezium-mysql.txt", "debezium-postgresql.txt", "debezium-sqlserver.txt",
                                   "debezium-oracle.txt"])
 def test_seatunnel_typed_connector_samples_decode(spark, shared_dir, name):
-    records, quarantine, _ = decode(read_raw(spark, str(shared_dir / "samples/debezium/seatunnel" / name)))
+    records, quarantine, _ = decode(read_raw(spark, str(shared_dir / "debezium/seatunnel" / name)))
     assert quarantine == [] and len(records) == 1
     r = records[0]
     assert r["op"] == "SNAPSHOT" and r["phase"] == "FULL_LOAD" or r["op"] == "SNAPSHOT"

@@ -25,7 +25,7 @@ from jobs.decoders import DecodeOptions
 from jobs.decoders.debezium import JVM_DECODER
 from jobs.raw import read_raw
 from scripts.simulate_source import INVENTORY_TABLES, SourceSimulator, write_parquet
-from tests.unit.decoder_support import assert_same_both_ways, raw_frame
+from tests.support.decoders import assert_same_both_ways, raw_frame
 
 KEYED = DecodeOptions(primary_keys={"products": ("id",), "d.s.t": ("id",), "t": ("id", "v")})
 
@@ -40,7 +40,7 @@ def test_the_jvm_decoder_is_on_the_class_path_with_the_record_layout(spark):
 
 
 def test_every_sample_and_seed_message(spark, shared_dir, monkeypatch):
-    samples = sorted((shared_dir / "samples/debezium").rglob("*"))
+    samples = sorted((shared_dir / "debezium").rglob("*"))
     values, topics = [], []
     for path in samples:
         if path.suffix == ".txt":
@@ -327,6 +327,7 @@ def debezium_messages(draw):
 
 # one example of 300 messages by default (each example costs four Spark decodes); CDC_PROPERTY_EXAMPLES
 # raises it (make test-properties)
+@pytest.mark.slow
 @settings(max_examples=max(1, int(os.environ.get("CDC_PROPERTY_EXAMPLES", "3")) // 3), deadline=None,
           database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                                 HealthCheck.data_too_large, HealthCheck.large_base_example])

@@ -10,7 +10,7 @@ from jobs.canonical import QUARANTINE_SCHEMA
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.stages import RunContext, read_changes, run_decode
-from tests.unit.decoder_support import raw_frame
+from tests.support.decoders import raw_frame
 
 SOURCE = {"connector": "postgresql", "db": "shop", "schema": "public", "table": "items"}
 

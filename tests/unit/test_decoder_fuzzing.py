@@ -10,6 +10,7 @@ Avro branches) beside some of the originals. Whatever the input:
   for a row change, an event id;
 - a variant that means the same as its original (an extra field, other whitespace) decodes to the
   same outcome and the same records.
+(A whole run over such messages: tests/integration/test_decoder_fuzzing_runs.py.)
 Budget: ``CDC_FUZZ_EXAMPLES`` examples per format (default 4, from a fixed seed so that CI repeats
 itself; ``make test-fuzz`` runs more from a random seed, with values of megabytes; a 25 MB value has a
 test of its own).
@@ -30,9 +31,8 @@ from pyspark.sql import functions as F
 from jobs import canonical as C
 from jobs.decode import decode_counts, decode_messages, release
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions
+from tests.support.decoders import raw_frame
 from tests.support.fuzz import FORMATS, HUGE_CHARS, MEANING_PRESERVING, MUTATIONS, corpus, mutate
-from tests.pipeline_runs import jobs_run
-from tests.unit.decoder_support import raw_frame
 
 EXAMPLES = int(os.environ.get("CDC_FUZZ_EXAMPLES", "4"))
 # the suite explores from a fixed seed, so that CI repeats itself; the opt-in budget from a random one
@@ -108,6 +108,7 @@ def build_batch(fmt: str, case) -> tuple[list[bytes], dict[int, int]]:
     return values, same_as
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_no_input_crashes_a_decoder_or_unbalances_its_counts(spark, monkeypatch, fmt):
     sides = ["1", "0"] if fmt in ("debezium", "dts_avro") else ["1"]  # the JVM side and its twin
@@ -125,24 +126,6 @@ def test_no_input_crashes_a_decoder_or_unbalances_its_counts(spark, monkeypatch,
         TRIED[fmt] += len(values)
 
     run()
-
-
-@pytest.mark.integration
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_no_fuzzed_input_crashes_a_whole_run(spark, tmp_path, fmt):
-    """A whole `jobs run` (fold, publish, validation, reconciliation) over a format's messages with
-    hostile variants among them completes, and its counts balance: what a decoder lets through (odd
-    column names, huge values, NaN) must not break a later stage."""
-    rnd = random.Random(f"{fmt}-run")
-    messages = list(corpus(fmt))
-    values = messages + [mutate(rnd.choice(messages), rnd.choice(MUTATIONS), rnd, fmt, 64 * 1024) for _ in range(150)]
-    raw = tmp_path / "raw"
-    raw_frame(spark, values, keys=[None] * len(values)).write.parquet(str(raw))
-    extra = ["--primary-keys=ITEMS=id", "--primary-keys=STOCK=item_id,site"] if fmt == "shareplex" else []
-    assert jobs_run(fmt, raw, tmp_path / "lake", "fz", "r1", *extra) == 0
-    decoded = json.loads((tmp_path / "lake/reports/fz/run=r1/decode.json").read_text())
-    assert decoded["balanced"] and decoded["total"]["landed"] == len(values)
-    TRIED[f"{fmt} (whole run)"] += len(values)
 
 
 @pytest.mark.parametrize("side", ["1", "0"], ids=["jvm", "sql"])

@@ -1,54 +1,25 @@
 """The DTS Avro decoder on records encoded with fastavro against the official DTS ``Record`` schema.
 
 No repository ships a real serialized DTS record with asserted results
-(shared/samples/dts-avro/SOURCE.md), so the fixtures are encoded here from the schema files of
+(tests/resources/dts_avro/SOURCE.md), so the fixtures are encoded here from the schema files of
 aliyun/aliyun-dts-subscribe-demo, with the shapes the public Alibaba examples print (objectName
 ``mydb.t1``, sourcePosition ``72469@78``, tags ``pk_uk_info = {"PRIMARY":["a"]}``).
 """
 from __future__ import annotations
 
-import io
 import json
 from decimal import Decimal
 
-import fastavro
 import pytest
 
 from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
-from jobs.decoders.dts_avro import DtsValueError, dts_value, record_schema
+from jobs.decoders.dts_avro import DtsValueError, dts_value
 from jobs.lake import Lake
-from tests.pipeline_runs import jobs_run
-from tests.unit.decoder_support import raw_frame
-
-NS = "com.alibaba.dts.formats.avro."
-SCHEMA = record_schema()
-
-
-def integer(v):
-    return (NS + "Integer", {"precision": 32, "value": str(v)})
-
-
-def chars(text, charset="utf8mb4", codec="utf-8"):
-    return (NS + "Character", {"charset": charset, "value": text.encode(codec)})
-
-
-def dts(op, table="mydb.t1", before=None, after=None, *, rid=1, pos="72469@78", pk=("a",), fields=None,
-        ts=1696984408, txid="0", safe=None):
-    """One Record, Avro-encoded. ``fields`` defaults to a (Integer) and b (Character)."""
-    record = {
-        "version": 0, "id": rid, "sourceTimestamp": ts, "sourcePosition": pos, "safeSourcePosition": pos if safe is None else safe,
-        "sourceTxid": txid, "source": {"sourceType": "MySQL", "version": "8.0.28"}, "operation": op,
-        "objectName": table, "processTimestamps": None,
-        "tags": {"pk_uk_info": json.dumps({"PRIMARY": list(pk)})} if pk else {"thread_id": "1"},
-        "fields": fields if fields is not None else [{"name": "a", "dataTypeNumber": 3},
-                                                     {"name": "b", "dataTypeNumber": 253}],
-        "beforeImages": before, "afterImages": after, "bornTimestamp": 0,
-    }
-    buf = io.BytesIO()
-    fastavro.schemaless_writer(buf, SCHEMA, record)
-    return buf.getvalue()
+from tests.support.decoders import raw_frame
+from tests.support.dts_avro import NS, chars, dts, integer
+from tests.support.pipeline_runs import jobs_run
 
 
 def decode(spark, values, options=DecodeOptions()):

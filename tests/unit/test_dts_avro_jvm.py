@@ -16,8 +16,8 @@ from jobs import jvm
 from jobs.decoders import DecodeOptions
 from jobs.decoders.dts_avro import JVM_DECODER
 from jobs.raw import read_raw
-from tests.unit.decoder_support import assert_same_both_ways, decoded_both_ways, raw_frame
-from tests.unit.test_dts_avro_decoder import NS, SCHEMA, chars, dts, integer
+from tests.support.decoders import assert_same_both_ways, decoded_both_ways, raw_frame
+from tests.support.dts_avro import NS, SCHEMA, chars, dts, integer
 
 
 def _kind(reason: str | None) -> str | None:

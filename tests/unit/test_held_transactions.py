@@ -14,8 +14,8 @@ from jobs.decoders import DecodeOptions
 from jobs.fold.transactions import split_open_transactions
 from jobs.lake import Lake
 from scripts.qlik_messages import QlikColumn, QlikTable, change_sequence, headers, json_data, json_metadata
-from tests.pipeline_runs import jobs_run
-from tests.unit.decoder_support import raw_frame
+from tests.support.decoders import raw_frame
+from tests.support.pipeline_runs import jobs_run
 
 ACCOUNTS = QlikTable("bank", "accounts", [QlikColumn("id", "INT4", 1), QlikColumn("balance", "INT8")])
 
@@ -124,7 +124,7 @@ def test_bracket_markers_without_positions_hold_the_open_tail_of_each_partition(
 
 
 def test_dts_begin_without_commit_is_held(spark):
-    from tests.unit.test_dts_avro_decoder import chars, dts, integer
+    from tests.support.dts_avro import chars, dts, integer
 
     values = [dts("BEGIN", rid=1, pk=None, txid="9"), dts("INSERT", after=[integer(1), chars("a")], rid=2, txid="9"),
               dts("COMMIT", rid=3, pk=None, txid="9"), dts("BEGIN", rid=4, pk=None, txid="10"),
@@ -138,7 +138,7 @@ def test_dts_transactions_are_told_apart_by_id_across_partitions(spark):
     """BEGIN and COMMIT on partition 0, the rows on partitions 1 and 2 (a topic partitioned by key):
     the COMMIT ends its transaction on every partition. Without a sourceTxid (MySQL sends "0") the
     safeSourcePosition, the transaction's BEGIN position, names it."""
-    from tests.unit.test_dts_avro_decoder import chars, dts, integer
+    from tests.support.dts_avro import chars, dts, integer
 
     def tx(n: int, begin: str, **ids):
         return ([dts("BEGIN", rid=n, pk=None, pos=begin, **ids)],

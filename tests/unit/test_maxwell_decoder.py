@@ -1,6 +1,6 @@
-"""The Maxwell JSON decoder against the real messages in shared/samples/maxwell.
+"""The Maxwell JSON decoder against the real messages in tests/resources/maxwell.
 
-Expected values are those the tools' own test suites expect (shared/samples/maxwell/SOURCE.md).
+Expected values are those the tools' own test suites expect (tests/resources/maxwell/SOURCE.md).
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import KAFKA_SCHEMA, read_raw
-from tests.pipeline_runs import jobs_run
-from tests.unit.decoder_support import (assert_rows_equal, FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame,
-                                        with_exact_numbers)
+from tests.support.decoders import (assert_rows_equal, FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame,
+                                    with_exact_numbers)
+from tests.support.pipeline_runs import jobs_run
 
 # Flink MaxwellJsonSerDerTest / SeaTunnel MaxWellJsonSerDeSchemaTest: the 26 rows both files decode to
 FLINK_EXPECTED = [
@@ -41,7 +41,7 @@ def decode(raw, options=DecodeOptions()):
 
 @pytest.mark.parametrize("path", ["maxwell/flink/maxwell-data.txt", "maxwell/seatunnel/maxwell-data-filter-table.txt"])
 def test_flink_and_seatunnel_files_decode_to_their_rows(spark, shared_dir, path):
-    records, quarantine, counts = decode(read_raw(spark, str(shared_dir / "samples" / path)))
+    records, quarantine, counts = decode(read_raw(spark, str(shared_dir / path)))
     assert quarantine == []
     assert counts["total"] == {"landed": 20, "decoded": 20, "quarantined": 0, "ignored": 0, "records": 20}
     assert_rows_equal(flink_row_kinds(records), FLINK_EXPECTED)
@@ -56,7 +56,7 @@ def test_flink_and_seatunnel_files_decode_to_their_rows(spark, shared_dir, path)
 
 
 def test_seatunnel_real_maxwell_output(spark, shared_dir):
-    raw = read_raw(spark, str(shared_dir / "samples/maxwell/seatunnel/maxwell_data.txt"))
+    raw = read_raw(spark, str(shared_dir / "maxwell/seatunnel/maxwell_data.txt"))
     # the sink table of SeaTunnel's test has primary key id; Maxwell's value does not say so
     records, quarantine, counts = decode(raw, DecodeOptions(primary_keys={"products": ("id",)}))
     assert quarantine == [] and counts["balanced"] and counts["total"]["records"] == 12

@@ -1,6 +1,6 @@
-"""The Oracle GoldenGate JSON decoder against the real messages in shared/samples/ogg.
+"""The Oracle GoldenGate JSON decoder against the real messages in tests/resources/ogg.
 
-Expected values are those the tools' own test suites expect (shared/samples/ogg/SOURCE.md).
+Expected values are those the tools' own test suites expect (tests/resources/ogg/SOURCE.md).
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
-from tests.pipeline_runs import jobs_run
-from tests.unit.decoder_support import FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame, with_exact_numbers
+from tests.support.decoders import FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame, with_exact_numbers
+from tests.support.pipeline_runs import jobs_run
 
 REPO = Path(__file__).resolve().parents[2]
 MALFORMED = "malformed JSON, not a JSON object, or a field of the wrong JSON type"
@@ -45,7 +45,7 @@ def _decode_raw(raw, options=DecodeOptions()):
     ("ogg/seatunnel/ogg_data.txt", "_.OGG.OGG_TEST"),
 ])
 def test_flink_and_seatunnel_files_decode_to_their_rows(spark, shared_dir, path, table_id):
-    records, quarantine, counts = _decode_raw(read_raw(spark, str(shared_dir / "samples" / path)))
+    records, quarantine, counts = _decode_raw(read_raw(spark, str(shared_dir / path)))
     assert quarantine == []
     assert counts["total"] == {"landed": 16, "decoded": 16, "quarantined": 0, "ignored": 0, "records": 16}
     got = flink_row_kinds(records)
@@ -144,7 +144,7 @@ def test_keys_partial_updates_key_changes_and_malformed(spark):
 def test_stream_folds_to_expected_state(spark, shared_dir, tmp_path):
     """Flink's 16 messages + key changes (one compressed), a compressed update, a delete, a redelivery and garbage,
     through the CLI into Iceberg."""
-    lines = (shared_dir / "samples/ogg/flink/ogg-data.txt").read_text(encoding="utf-8").splitlines()
+    lines = (shared_dir / "ogg/flink/ogg-data.txt").read_text(encoding="utf-8").splitlines()
     pk = ("id",)
     key_change = _ogg("U", table="OGG.TBL_TEST", pks=pk, pos="00000000000000000000200",
                       before={"id": 104, "name": "hammer", "description": "12oz carpenter's hammer", "weight": 0.75},

@@ -1,4 +1,4 @@
-"""The Qlik Replicate decoder against the real messages in shared/samples/qlik and the seed document.
+"""The Qlik Replicate decoder against the real messages in tests/resources/qlik and the seed document.
 
 The two real messages (attunity-json-converter's Data.json / Metadata.json) imply one full-load row of
 employees.salaries keyed (emp_no, from_date) by primaryKeyPosition (SOURCE.md). CDC messages, Avro
@@ -26,8 +26,8 @@ from scripts.qlik_messages import (
     json_data,
     json_metadata,
 )
-from tests.pipeline_runs import jobs_run
-from tests.unit.decoder_support import raw_frame
+from tests.support.decoders import raw_frame
+from tests.support.pipeline_runs import jobs_run
 
 ORDERS = QlikTable("sales", "orders", [
     QlikColumn("id", "INT4", 1), QlikColumn("region", "STRING", 2, length=10),
@@ -51,7 +51,7 @@ def decode(spark, values, options=DecodeOptions(), fmt="qlik"):
 
 
 def test_real_sample_decodes_to_one_full_load_row_keyed_by_primary_key_position(spark, shared_dir):
-    folder = shared_dir / "samples/qlik/attunity-json-converter"
+    folder = shared_dir / "qlik/attunity-json-converter"
     # pretty-printed files: one message each, sent as one value
     values = [(folder / "Data.json").read_text(), (folder / "Metadata.json").read_text()]
     records, quarantine, counts, remembered = decode(spark, values)

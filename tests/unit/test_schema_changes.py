@@ -8,8 +8,8 @@ import json
 from jobs import publish
 from jobs.lake import Lake
 from scripts.qlik_messages import QlikColumn, QlikTable, change_sequence, headers, json_data, json_metadata
-from tests.pipeline_runs import jobs_run
-from tests.unit.decoder_support import raw_frame
+from tests.support.decoders import raw_frame
+from tests.support.pipeline_runs import jobs_run
 
 V1 = QlikTable("hr", "staff", [QlikColumn("id", "INT4", 1), QlikColumn("salary", "INT4"),
                                QlikColumn("legacy", "STRING"), QlikColumn("code", "STRING")])

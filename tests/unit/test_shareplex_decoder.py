@@ -1,7 +1,7 @@
 """The SharePlex JSON decoder against the DTS seed document's examples and a Flink-style product stream.
 
-No captured SharePlex message is public (shared/samples/shareplex/SOURCE.md): the examples are those
-of Alibaba DTS's documentation (shared/seeds/004_a66593fb03e5fe66.txt, "Shareplex Json"), and the
+No captured SharePlex message is public (tests/resources/shareplex/SOURCE.md): the examples are those
+of Alibaba DTS's documentation (tests/resources/seeds/004_a66593fb03e5fe66.txt, "Shareplex Json"), and the
 product stream replays, as SharePlex would write it, the 26 row changes that Flink's
 SharePlexJsonSerDerTest expects from its (unpublished) shareplex-data.txt.
 """
@@ -18,8 +18,9 @@ from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
-from tests.pipeline_runs import jobs_run
-from tests.unit.decoder_support import raw_frame, with_exact_numbers
+from tests.support.decoders import raw_frame, with_exact_numbers
+from tests.support.pipeline_runs import jobs_run
+from tests.support.shareplex import seed_examples
 
 REPO = Path(__file__).resolve().parents[2]
 MALFORMED = "malformed JSON, not a JSON object, or a field of the wrong JSON type"
@@ -32,22 +33,6 @@ def decode(spark, values, options=DecodeOptions()):
                      key=lambda r: (r["offset"], r["op"] != "DELETE"))
     quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
     return records, quarantine, decode_counts(decoded.outcomes)
-
-
-def seed_examples(shared_dir) -> dict[str, str]:
-    """The insert / update / delete examples of the seed's SharePlex section, as printed."""
-    text = (shared_dir / "seeds" / "004_a66593fb03e5fe66.txt").read_text(encoding="utf-8")
-    section = text[text.index("Shareplex Json\nParameter"):text.index("Canal Json\nIf you enable")]
-    out = {}
-    for label in ("Insert data", "Update data", "Delete data"):
-        start = section.index("{", section.index(label))
-        depth = 0
-        for end in range(start, len(section)):
-            depth += {"{": 1, "}": -1}.get(section[end], 0)
-            if depth == 0:
-                break
-        out[label.split()[0].lower()] = section[start:end + 1]
-    return out
 
 
 def test_seed_examples(spark, shared_dir):

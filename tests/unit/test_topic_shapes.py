@@ -11,19 +11,8 @@ import pytest
 
 from jobs.decode import decide_topic_shapes, decode_counts, decode_messages, release
 from jobs.decoders import ENVELOPE, UNWRAPPED, DecodeOptions
-from tests.unit.decoder_support import raw_frame
-
-TOPIC = "shop.public.customers"
-SOURCE = {"connector": "postgresql", "db": "shop", "schema": "public", "table": "customers", "lsn": 100}
-
-
-def envelope(i: int, name: str = "a") -> str:
-    return json.dumps({"op": "c", "after": {"id": i, "name": name}, "source": {**SOURCE, "lsn": 100 + i},
-                       "ts_ms": 1})
-
-
-def unwrapped(i: int, name: str = "a") -> str:
-    return json.dumps({"id": i, "name": name, "__op": "c", "__table": "customers"})
+from tests.support.decoders import raw_frame
+from tests.support.topic_shapes import TOPIC, envelope, unwrapped
 
 
 def decode(spark, values, topic=TOPIC, options=DecodeOptions()):

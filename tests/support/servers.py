@@ -11,11 +11,9 @@ own PID (never by name). Use the context managers anywhere::
         with s3_env(endpoint):                 # AWS_* variables that jobs.lake's boto3 client reads
             create_bucket(endpoint, "lake")
 
-or the pytest fixtures ``kafka_bootstrap`` (session), ``s3_endpoint`` (session) and ``s3_lake_env``
-(function: the AWS variables set for one test). Import the fixtures into a test module, or once into
-``tests/integration/conftest.py`` so that every module shares one broker and one S3 server::
-
-    from tests.integration.servers import kafka_bootstrap, s3_endpoint, s3_lake_env  # noqa: F401
+or the pytest fixtures of ``tests/integration/conftest.py`` built on them: ``kafka_bootstrap`` (session),
+``s3_endpoint`` (session) and ``s3_lake_env`` (function: the AWS variables set for one test), so that every
+integration test module shares one broker and one S3 server.
 
 Tansu's known bugs (ENVIRONMENT.md): ``offsets_for_times`` answers 0 for every timestamp, and the
 high watermark is only right when every produce request carries one message — ``produce`` below
@@ -36,8 +34,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
-
-import pytest
 
 LOCALHOST = "127.0.0.1"
 
@@ -252,25 +248,3 @@ def s3_client(endpoint: str):
 
 def create_bucket(endpoint: str, bucket: str) -> None:
     s3_client(endpoint).create_bucket(Bucket=bucket)
-
-
-# ---- pytest fixtures -----------------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
-    """One Tansu broker for the session; tests keep apart by using their own topic names."""
-    with tansu_broker() as bootstrap:
-        yield bootstrap
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """One moto S3 server for the session; tests keep apart by using their own buckets."""
-    with moto_s3() as endpoint:
-        yield endpoint
-
-
-@pytest.fixture()
-def s3_lake_env(s3_endpoint: str) -> Iterator[str]:
-    """The AWS variables pointing at the session's S3 server, for one test; yields the endpoint."""
-    with s3_env(s3_endpoint):
-        yield s3_endpoint

@@ -1,0 +1,41 @@
+"""The integration tests: every test here is marked ``integration`` (whole stages, real servers, new
+JVMs), and the real servers they share (tests/support/servers.py): one Tansu broker and one moto S3
+server for the session, tests keeping apart by their own topic names and buckets."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.support.servers import moto_s3, s3_env, tansu_broker
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    # a conftest's hook sees every collected item, not only this folder's
+    for item in items:
+        if HERE in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """One Tansu broker for the session; tests keep apart by using their own topic names."""
+    with tansu_broker() as bootstrap:
+        yield bootstrap
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """One moto S3 server for the session; tests keep apart by using their own buckets."""
+    with moto_s3() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture()
+def s3_lake_env(s3_endpoint: str) -> Iterator[str]:
+    """The AWS variables pointing at the session's S3 server, for one test; yields the endpoint."""
+    with s3_env(s3_endpoint):
+        yield s3_endpoint
