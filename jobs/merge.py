@@ -11,7 +11,8 @@ from jobs import failpoints, publish
 from jobs.fold import core, describe, plan, transactions
 from jobs.fold.buckets import key_bucket, touched_buckets
 from jobs.fold.history import HISTORY_META, close_history
-from jobs.fold.types import META_COLUMNS, unconverted_values
+from jobs.fold.types import META_COLUMNS
+from jobs.fold.values import unconverted_values
 from jobs.lake import Lake, check_name
 
 
@@ -119,7 +120,7 @@ def _hold_open_transactions(spark: SparkSession, lake: Lake, pipeline: str, run_
     return split.applied, report, split.ended_through
 
 
-def _tables_of(catalog, pipeline: str, changes: DataFrame) -> list[describe.TableChanges]:
+def _tables_of(catalog, pipeline: str, changes: DataFrame) -> list[plan.TableChanges]:
     """What the run brings per table, in table order; with the tables whose pending full load the end
     of a snapshot of several tables closes, though this run has no row of them (their rows came in
     earlier runs)."""
@@ -127,7 +128,7 @@ def _tables_of(catalog, pipeline: str, changes: DataFrame) -> list[describe.Tabl
     every_load_end = max((i.every_load_end for i in infos.values() if i.every_load_end), default=None)
     if every_load_end:
         for table_id in _pending_load_tables(catalog, pipeline, every_load_end, exclude=set(infos)):
-            infos[table_id] = describe.TableChanges(table_id, load_end_marker=every_load_end,
+            infos[table_id] = plan.TableChanges(table_id, load_end_marker=every_load_end,
                                                     every_load_end=every_load_end)
     return [infos[t] for t in sorted(infos)]
 
@@ -213,7 +214,7 @@ def _publish_history(spark: SparkSession, catalog, pipeline: str, table_id: str,
                               result_of_fold.removals)
     result = publish.publish_state(catalog, pipeline, history_id, rows, {**columns, **HISTORY_META}, run_id,
                                    {publish.HISTORY_OF_PROP: table_id,
-                                    publish.KEY_COLUMNS_PROP: json.dumps(key_columns)})
+                                    plan.KEY_COLUMNS_PROP: json.dumps(key_columns)})
     return result.as_dict()
 
 

@@ -29,19 +29,16 @@ from pyspark.sql import functions as F
 
 from jobs import storage
 from jobs.canonical import hashed_table_name, iceberg_table_name, joined_table_name
+from jobs.fold.plan import KEY_COLUMNS_PROP
 from jobs.lake import Lake
 
 RUN_ID_PROP = "cdc.run-id"
 # the committing run's report of the table, in its snapshot's summary (JSON)
 REPORT_PROP = "cdc.report"
-KEY_COLUMNS_PROP = "cdc.key-columns"
-FULL_LOAD_POSITION_PROP = "cdc.full-load-position"
 TABLE_ID_PROP = "cdc.table-id"
-TRUNCATE_POSITION_PROP = "cdc.truncate-position"
 # where the table's tombstones (deleted keys and their positions) of this snapshot are: a Parquet
 # folder written before the commit and named in the same commit, so it changes atomically with the state
 TOMBSTONES_PROP = "cdc.tombstones"
-PENDING_LOAD_PROP = "cdc.pending-load"  # a full load not yet known complete: {"start", "end"} positions
 HISTORY_OF_PROP = "cdc.history-of"  # on an SCD2 history table: the table_id whose history it is
 BUCKETS_PROP = "cdc.buckets"  # a state table's number of key-hash buckets (fixed when the layout is made)
 BUCKET_COLUMN = "_cdc_bucket"

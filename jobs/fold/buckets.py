@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.fold.types import from_canonical_string, to_canonical_string
+from jobs.fold.values import from_canonical_string, to_canonical_string
 
 
 def key_bucket(typed_keys: dict[str, str], buckets: int) -> Column:

@@ -27,7 +27,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
-from jobs.fold.describe import TableChanges
 from jobs.fold.events import (
     APPLIES_SQL,
     MOVE,
@@ -41,7 +40,9 @@ from jobs.fold.events import (
 )
 from jobs.fold.history import Removal, history_versions
 from jobs.fold.key_moves import stays_under_key, with_moved_rows, without_paired_deletes
-from jobs.fold.types import META_COLUMNS, from_canonical_string, to_canonical_string
+from jobs.fold.plan import TableChanges
+from jobs.fold.types import META_COLUMNS
+from jobs.fold.values import from_canonical_string, to_canonical_string
 from jobs.sql import sql_str
 
 

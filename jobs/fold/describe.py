@@ -2,42 +2,11 @@
 truncates, load markers and key moves, gathered by a few small aggregates over the change records."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
-
-
-@dataclass
-class TableChanges:
-    """What one run brings for one table, gathered by one small aggregate per kind."""
-
-    table_id: str
-    columns: list[str] = field(default_factory=list)  # in source order of first appearance
-    types: dict[str, str] = field(default_factory=dict)  # declared by the format, where it declares
-    key_columns: list[str] = field(default_factory=list)
-    truncate_position: str | None = None
-    # where in the log the run's last TRUNCATE lies (partition, offset): changes that share its
-    # position (a Canal batch) and follow it in the partition survive it
-    truncate_lineage: tuple[int, int] | None = None
-    has_truncate: bool = False
-    full_load_position: str | None = None
-    records: int = 0
-    # columns named by full row images of this run; None when the run has no full image
-    full_image_columns: list[str] | None = None
-    cdc_max_position: str | None = None
-    # the latest load of the run: its first position, and whether CDC events of the table precede it
-    load_start_position: str | None = None
-    cdc_before_position: str | None = None  # the last CDC position before it
-    # the latest position at which the format marked a full load of the table as ended (LOAD_END)
-    load_end_marker: str | None = None
-    # the latest position at which the format marked every table's full load as ended (Debezium
-    # snapshot=last), the same for every table of the run
-    every_load_end: str | None = None
-    # partial-image inserts / updates whose before image holds other key values: rows moved to a new key
-    key_moves: int = 0
+from jobs.fold.plan import TableChanges
 
 
 def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:

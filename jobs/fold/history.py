@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs.fold.events import aliased_keys_match
-from jobs.fold.types import from_canonical_string
+from jobs.fold.values import from_canonical_string
 
 
 @dataclass

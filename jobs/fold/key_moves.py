@@ -22,7 +22,7 @@ from jobs.fold.events import (
     in_order,
     key_join,
 )
-from jobs.fold.types import from_canonical_string
+from jobs.fold.values import from_canonical_string
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from jobs.fold.describe import TableChanges
 from jobs.fold.types import META_COLUMNS, promotable, state_type
 
 # table properties the plan reads and writes (kept in the Iceberg table's properties)
@@ -19,6 +18,36 @@ KEY_COLUMNS_PROP = "cdc.key-columns"
 FULL_LOAD_POSITION_PROP = "cdc.full-load-position"
 TRUNCATE_POSITION_PROP = "cdc.truncate-position"
 PENDING_LOAD_PROP = "cdc.pending-load"  # a full load not yet known complete: {"start", "end"} positions
+
+@dataclass
+class TableChanges:
+    """What one run brings for one table, gathered by one small aggregate per kind."""
+
+    table_id: str
+    columns: list[str] = field(default_factory=list)  # in source order of first appearance
+    types: dict[str, str] = field(default_factory=dict)  # declared by the format, where it declares
+    key_columns: list[str] = field(default_factory=list)
+    truncate_position: str | None = None
+    # where in the log the run's last TRUNCATE lies (partition, offset): changes that share its
+    # position (a Canal batch) and follow it in the partition survive it
+    truncate_lineage: tuple[int, int] | None = None
+    has_truncate: bool = False
+    full_load_position: str | None = None
+    records: int = 0
+    # columns named by full row images of this run; None when the run has no full image
+    full_image_columns: list[str] | None = None
+    cdc_max_position: str | None = None
+    # the latest load of the run: its first position, and whether CDC events of the table precede it
+    load_start_position: str | None = None
+    cdc_before_position: str | None = None  # the last CDC position before it
+    # the latest position at which the format marked a full load of the table as ended (LOAD_END)
+    load_end_marker: str | None = None
+    # the latest position at which the format marked every table's full load as ended (Debezium
+    # snapshot=last), the same for every table of the run
+    every_load_end: str | None = None
+    # partial-image inserts / updates whose before image holds other key values: rows moved to a new key
+    key_moves: int = 0
+
 
 WHOLE_ROW_KEY = "whole row (no key in the messages)"
 MESSAGE_KEY = "message key or --primary-keys"

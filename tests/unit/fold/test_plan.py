@@ -5,7 +5,6 @@ import json
 
 import pytest
 
-from jobs.fold.describe import TableChanges
 from jobs.fold.plan import (
     FULL_LOAD_POSITION_PROP,
     KEY_COLUMNS_PROP,
@@ -15,10 +14,12 @@ from jobs.fold.plan import (
     FullLoad,
     PlanError,
     PublishedTable,
+    TableChanges,
     complete_load,
     plan_table,
     replayed_load_floor,
 )
+from tests.support.paths import REPO
 
 
 def changes(**fields) -> TableChanges:
@@ -197,3 +198,11 @@ def test_the_report_is_json_ready_and_says_what_the_plan_decided():
     report = plan.report()
     assert json.loads(json.dumps(report)) == report
     assert report["key_moves"] == 2 and report["full_load"] == {"start": "1", "end": "2", "complete": False}
+
+
+def test_planning_needs_no_spark():
+    import subprocess
+    import sys
+
+    probe = "import sys, jobs.fold.plan; sys.exit('pyspark' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], cwd=REPO).returncode == 0
