@@ -160,7 +160,7 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
 def _topic_shapes(decoder, first_rows: DataFrame, options: DecodeOptions) -> tuple[dict[str, TopicShape], int]:
     """Each topic's shape (decide_topic_shapes) and how many messages do not fit theirs; nothing for a
     format with one shape. One small aggregate over the decoded messages: (topic, shape) -> count."""
-    if not getattr(decoder, "shaped", False):
+    if not decoder.shaped:
         return {}, 0
     rows = (first_rows.where(F.col("shape").isNotNull()).groupBy("topic", "shape")
             .agg(F.count(F.lit(1)).alias("n")).collect())

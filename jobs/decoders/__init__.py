@@ -14,8 +14,8 @@ Everything after decoding (counts, quarantine, changes, the fold) is format-agno
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
 
 from pyspark.sql import DataFrame
 
@@ -37,24 +37,34 @@ class DecodeOptions:
     topic_shapes: dict[str, str] = field(default_factory=dict)
 
 
-class Decoder(Protocol):
+class BaseDecoder:
+    """A format's decoder: ``decode``, and the hooks a format overrides where it needs them."""
+
     name: str
+    # whether the format's messages come in several shapes that one topic never mixes (the outcome's
+    # ``shape``): the decode stage then decides each topic's shape (jobs.decode)
+    shaped: bool = False
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         """Raw Kafka-schema rows -> outcomes (see the module docstring)."""
+        raise NotImplementedError
+
+    def remember(self, raw: DataFrame) -> list[str]:
+        """Documents of this snapshot that later messages may need (kept by the decode stage, given
+        back in DecodeOptions.memory); most formats need none."""
+        return []
 
 
-def remembered_documents(decoder: Decoder, raw: DataFrame) -> list[str]:
-    """What later messages may need from this snapshot (a decoder's optional ``remember``)."""
-    remember = getattr(decoder, "remember", None)
-    return remember(raw) if remember else []
+def remembered_documents(decoder: BaseDecoder, raw: DataFrame) -> list[str]:
+    """What later messages may need from this snapshot (the decoder's ``remember``)."""
+    return decoder.remember(raw)
 
 
-_REGISTRY: dict[str, Callable[[], Decoder]] = {}
+_REGISTRY: dict[str, Callable[[], BaseDecoder]] = {}
 
 
-def register(name: str) -> Callable[[Callable[[], Decoder]], Callable[[], Decoder]]:
-    def wrap(factory: Callable[[], Decoder]) -> Callable[[], Decoder]:
+def register(name: str) -> Callable[[Callable[[], BaseDecoder]], Callable[[], BaseDecoder]]:
+    def wrap(factory: Callable[[], BaseDecoder]) -> Callable[[], BaseDecoder]:
         _REGISTRY[name] = factory
         return factory
 
@@ -79,7 +89,7 @@ def available_formats() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_decoder(name: str) -> Decoder:
+def get_decoder(name: str) -> BaseDecoder:
     _load_builtin()
     try:
         return _REGISTRY[name]()

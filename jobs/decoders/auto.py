@@ -31,8 +31,8 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.decoders import IGNORED, QUARANTINED, DecodeOptions, get_decoder, register
-from jobs.decoders.common import outcome
+from jobs.decoders import BaseDecoder, DecodeOptions, get_decoder, register
+from jobs.decoders.common import TOMBSTONE, is_tombstone, outcome, status_of
 
 NO_DECODER = "no decoder accepts this message"
 _PROBE = (
@@ -76,11 +76,11 @@ def sniff_format() -> Column:
     )
 
 
-class AutoDecoder:
+class AutoDecoder(BaseDecoder):
     name = "auto"
 
     def remember(self, raw: DataFrame) -> list[str]:
-        return get_decoder("qlik").remember(raw)  # type: ignore[attr-defined]
+        return get_decoder("qlik").remember(raw)
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         # computed once: the probe is not repeated for every format's decoder (dropped with the frame)
@@ -89,11 +89,9 @@ class AutoDecoder:
         present = sorted(r["_format"] for r in sniffed.select("_format").distinct().collect() if r["_format"])
         parts = [get_decoder(fmt).decode(sniffed.where(F.col("_format") == fmt).drop("_format"), options)
                  for fmt in present]
-        empty = F.col("value").isNull() | (F.length("value") == 0)
-        rest = sniffed.where(F.col("_format").isNull()).select(*outcome(
-            F.when(empty, F.lit(IGNORED)).otherwise(F.lit(QUARANTINED)),
-            F.when(empty, F.lit("tombstone")).otherwise(F.lit(NO_DECODER)),
-            F.lit(None), F.lit(None)))
+        reason = F.when(is_tombstone(), F.lit(TOMBSTONE)).otherwise(F.lit(NO_DECODER))
+        rest = sniffed.where(F.col("_format").isNull()).select(
+            *outcome(status_of(reason), reason, F.lit(None), F.lit(None)))
         return reduce(DataFrame.unionByName, parts, rest)
 
 

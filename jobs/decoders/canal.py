@@ -31,8 +31,21 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
-from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, is_truncate, key_of, outcome, pad_unsigned, parse_value
+from jobs.decoders import BaseDecoder, DecodeOptions, register
+from jobs.decoders.common import (
+    TOMBSTONE,
+    RecordBuilder,
+    configured_key,
+    decided_outcome,
+    has_configured_key,
+    is_tombstone,
+    is_truncate,
+    key_of,
+    keys_differ,
+    literal_map,
+    pad_unsigned,
+    parse_value,
+)
 
 _MAP = "map<string,string>"
 _VALUE_SCHEMA = (
@@ -85,7 +98,7 @@ def mysql_type(declared: Column) -> Column:
 
 
 def _column_types(mysql_types: Column, sql_types: Column) -> Column:
-    sql_map = F.create_map(*[x for k, v in _SQL_TYPES.items() for x in (F.lit(k), F.lit(v))])
+    sql_map = literal_map(_SQL_TYPES)
     from_sql = F.transform_values(sql_types, lambda k, v: F.coalesce(F.element_at(sql_map, v), F.lit("string")))
     return F.coalesce(F.transform_values(mysql_types, lambda k, v: mysql_type(v)), from_sql)
 
@@ -118,7 +131,7 @@ def _overlay(row: Column, old: Column) -> Column:
 
 
 
-class CanalDecoder:
+class CanalDecoder(BaseDecoder):
     name = "canal"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
@@ -175,15 +188,13 @@ class CanalDecoder:
         df = df.withColumn("_keyed", F.transform(F.col("_images"), keyed))
 
         # 4. reasons, then the records of what decoded
-        no_map = F.lit(None).cast(_MAP)
-        has_configured = configured_key(table_id, F.create_map().cast(_MAP), options).isNotNull()
+        has_configured = has_configured_key(table_id, options)
         keyless = pk.isNull() & ~has_configured
-        empty = F.col("value").isNull() | (F.length("value") == 0)
-        ignored = F.create_map(*[x for k, v in _IGNORED_TYPES.items() for x in (F.lit(k), F.lit(v))])
+        ignored = literal_map(_IGNORED_TYPES)
         is_ddl = F.col("_is_ddl")
         truncate = (msg_type == "TRUNCATE") | F.coalesce(is_truncate(j["sql"]), F.lit(False))
         reason = (
-            F.when(empty, F.lit("tombstone"))
+            F.when(is_tombstone(), F.lit(TOMBSTONE))
             .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))
             .when(msg_type.isNull() & ~is_ddl, F.lit("not a Canal message: no 'type'"))
             .when(F.element_at(ignored, msg_type).isNotNull(), F.element_at(ignored, msg_type))
@@ -203,53 +214,31 @@ class CanalDecoder:
         )
         df = df.withColumn("reason", reason)
 
-        event_time = F.timestamp_millis(j["es"].try_cast("bigint"))
-
-        def record(op: Column, phase: Column, key: Column, before: Column, after: Column, position: Column) -> Column:
-            return F.struct(
-                F.lit(self.name).alias("format"), table_id.alias("table_id"), op.alias("op"), phase.alias("phase"),
-                key.alias("key"), before.alias("before"), after.alias("after"),
-                F.lit(None).cast("array<string>").alias("present_columns"),
-                position.alias("position"),
-                j["gtid"].alias("tx_id"), F.lit(None).cast("bigint").alias("tx_seq"),
-                F.lit(None).cast("boolean").alias("tx_last"),
-                event_time.alias("event_time"),
-                types.alias("column_types"),
-                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
-                event_id(table_id, op, position, key, before, after).alias("event_id"),
-            )
-
-        cdc, load = F.lit(C.CDC), F.lit(C.FULL_LOAD)
+        # every row of a message shares its position (``base``)
+        rec = RecordBuilder(self.name, table_id, base, event_time=F.timestamp_millis(j["es"].try_cast("bigint")),
+                            tx_id=j["gtid"], column_types=types).record
+        cdc = C.CDC
 
         def row_records(x: Column) -> Column:
             after, before = x["after"], x["before"]
             # without any key the whole row is its identity
             k_new, k_old = F.coalesce(x["new_key"], after), F.coalesce(x["old_key"], before)
-            # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
-            key_changed = before.isNotNull() & ~F.coalesce(F.to_json(k_old) == F.to_json(k_new), F.lit(False))
+            key_changed = before.isNotNull() & keys_differ(k_old, k_new)
             return (
-                F.when(msg_type == "INIT", F.array(record(F.lit(C.SNAPSHOT), load, k_new, no_map, after, base)))
-                .when(msg_type == "INSERT", F.array(record(F.lit(C.INSERT), cdc, k_new, no_map, after, base)))
+                F.when(msg_type == "INIT", F.array(rec(C.SNAPSHOT, C.FULL_LOAD, k_new, None, after)))
+                .when(msg_type == "INSERT", F.array(rec(C.INSERT, cdc, k_new, None, after)))
                 .when((msg_type == "UPDATE") & key_changed,
-                      F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map, base),
-                              record(F.lit(C.INSERT), cdc, k_new, no_map, after, base)))
-                .when(msg_type == "UPDATE", F.array(record(F.lit(C.UPDATE), cdc, k_new, before, after, base)))
-                .otherwise(F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map, base)))
+                      F.array(rec(C.DELETE, cdc, k_old, before, None), rec(C.INSERT, cdc, k_new, None, after)))
+                .when(msg_type == "UPDATE", F.array(rec(C.UPDATE, cdc, k_new, before, after)))
+                .otherwise(F.array(rec(C.DELETE, cdc, k_old, before, None)))
             )
 
         records = (
-            F.when(is_ddl & truncate,
-                   F.array(record(F.lit(C.TRUNCATE), cdc, no_map, no_map, no_map, base)))
-            .when(is_ddl, F.array(record(F.lit(C.DDL), cdc, no_map, no_map,
-                                         F.create_map(F.lit("ddl"), j["sql"]), base)))
+            F.when(is_ddl & truncate, F.array(rec(C.TRUNCATE, cdc, None, None, None)))
+            .when(is_ddl, F.array(rec(C.DDL, cdc, None, None, F.create_map(F.lit("ddl"), j["sql"]))))
             .otherwise(F.flatten(F.transform(F.col("_keyed"), row_records)))
         )
-        status = (
-            F.when(F.col("reason").isNull(), F.lit(DECODED))
-            .when(F.col("reason").isin("tombstone", *set(_IGNORED_TYPES.values())), F.lit(IGNORED))
-            .otherwise(F.lit(QUARANTINED))
-        )
-        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+        return df.select(*decided_outcome(F.col("reason"), _IGNORED_TYPES.values(), table_id, records))
 
 
 @register("canal")

@@ -1,5 +1,8 @@
-"""Column expressions shared by decoders: positions, keys, ids, outcome rows."""
+"""Column expressions shared by decoders: positions, keys, ids, change records, outcome rows."""
 from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -7,11 +10,13 @@ from pyspark.sql.types import ArrayType, StringType
 
 from jobs import canonical as C
 from jobs import jvm
-from jobs.canonical import CHANGE_RECORD_SCHEMA
-from jobs.decoders import DecodeOptions
+from jobs.canonical import CHANGE_RECORD_COLUMNS, CHANGE_RECORD_SCHEMA
+from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions
 
 RECORDS_TYPE = ArrayType(CHANGE_RECORD_SCHEMA)
 LINEAGE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+_STRING_MAP = "map<string,string>"
+_STRING_ARRAY = "array<string>"
 
 
 def pad_unsigned(col: Column, width: int = 20) -> Column:
@@ -24,10 +29,15 @@ def pad_unsigned(col: Column, width: int = 20) -> Column:
     return F.lpad(unsigned.cast("string"), width, "0")
 
 
+def literal_map(entries: dict[str, str]) -> Column:
+    """A map literal of ``entries`` (a format's op names, type names, ignored reasons ...)."""
+    return F.create_map(*[x for k, v in entries.items() for x in (F.lit(k), F.lit(v))])
+
+
 def configured_key(table_id: Column, image: Column, options: DecodeOptions) -> Column:
     """The key map built from --primary-keys for this table (by full id or last part), else null."""
     if not options.primary_keys:
-        return F.lit(None).cast("map<string,string>")
+        return F.lit(None).cast(_STRING_MAP)
     pk_map = F.create_map(
         *[x for name, cols in sorted(options.primary_keys.items()) for x in (F.lit(name), F.array(*map(F.lit, cols)))]
     )
@@ -37,6 +47,17 @@ def configured_key(table_id: Column, image: Column, options: DecodeOptions) -> C
         cols.isNotNull() & image.isNotNull(),
         F.map_from_arrays(cols, F.transform(cols, lambda c: F.element_at(image, c))),
     )
+
+
+def has_configured_key(table_id: Column, options: DecodeOptions) -> Column:
+    """Whether --primary-keys names this table's key columns."""
+    return configured_key(table_id, F.create_map().cast(_STRING_MAP), options).isNotNull()
+
+
+def keys_differ(old_key: Column, new_key: Column) -> Column:
+    """Whether two keys differ (true where either is null: the caller says where a key must be)."""
+    # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
+    return ~F.coalesce(F.to_json(old_key) == F.to_json(new_key), F.lit(False))
 
 
 def key_of(image: Column, columns: Column) -> Column:
@@ -66,22 +87,82 @@ def event_id(table_id: Column, op: Column, position: Column, key: Column, before
 NO_TABLE = C.make_table_id(None, None, None)
 
 
+def _typed(value: Column | str | None, null_type: str) -> Column:
+    """A record field as given: a string is a literal, None the typed null of a field left empty."""
+    if value is None:
+        return F.lit(None).cast(null_type)
+    return F.lit(value) if isinstance(value, str) else value
+
+
+@dataclass(frozen=True, eq=False)  # eq=False: Columns compare into Columns, not booleans
+class RecordBuilder:
+    """The change records of one message, in the canonical shape: the fields a format fixes once per
+    message are held here, the ones that vary from record to record are given to ``record``. An
+    optional field left None is the typed null of a format that does not carry it."""
+
+    fmt: str
+    table_id: Column
+    position: Column
+    event_time: Column
+    tx_id: Column | None = None
+    tx_seq: Column | None = None
+    tx_last: Column | None = None
+    column_types: Column | None = None  # None: the format declares no types
+    # what the event id takes in place of the position (a format's stand-in where it has none)
+    identity: Column | None = None
+
+    def record(self, op: Column | str, phase: Column | str, key: Column | None, before: Column | None,
+               after: Column | None, present_columns: Column | None = None) -> Column:
+        """One CHANGE_RECORD_SCHEMA struct, with the message's lineage and the record's event id."""
+        op, phase = _typed(op, "string"), _typed(phase, "string")
+        key, before, after = (_typed(m, _STRING_MAP) for m in (key, before, after))
+        identity = self.position if self.identity is None else self.identity
+        fields = {
+            "format": F.lit(self.fmt), "table_id": self.table_id, "op": op, "phase": phase,
+            "key": key, "before": before, "after": after,
+            "present_columns": _typed(present_columns, _STRING_ARRAY), "position": self.position,
+            "tx_id": _typed(self.tx_id, "string"), "tx_seq": _typed(self.tx_seq, "bigint"),
+            "tx_last": _typed(self.tx_last, "boolean"), "event_time": self.event_time,
+            "column_types": _typed(self.column_types, _STRING_MAP),
+            "topic": F.col("topic"), "partition": F.col("partition"), "offset": F.col("offset"),
+            "kafka_ts": F.col("timestamp"),
+            "event_id": event_id(self.table_id, op, identity, key, before, after),
+        }
+        return F.struct(*[fields[name].alias(name) for name in CHANGE_RECORD_COLUMNS])
+
+
 def marker_record(fmt: str, table_id: Column, op: str, phase: str, position: Column, tx_id: Column,
                   tx_seq: Column, tx_last: Column, event_time: Column, detail: Column) -> Column:
     """A record that changes no row -- a transaction's begin / end, a full load's end -- in the
     canonical shape; ``detail`` (a string map) is kept as its ``after`` and makes its event id."""
-    no_map = F.lit(None).cast("map<string,string>")
-    table = F.coalesce(table_id, F.lit(NO_TABLE))
-    return F.struct(
-        F.lit(fmt).alias("format"), table.alias("table_id"), F.lit(op).alias("op"), F.lit(phase).alias("phase"),
-        no_map.alias("key"), no_map.alias("before"), detail.alias("after"),
-        F.lit(None).cast("array<string>").alias("present_columns"), position.alias("position"),
-        tx_id.cast("string").alias("tx_id"), tx_seq.cast("bigint").alias("tx_seq"),
-        tx_last.cast("boolean").alias("tx_last"), event_time.alias("event_time"),
-        no_map.alias("column_types"), F.col("topic"), F.col("partition"), F.col("offset"),
-        F.col("timestamp").alias("kafka_ts"),
-        event_id(table, F.lit(op), position, no_map, no_map, detail).alias("event_id"),
+    markers = RecordBuilder(fmt, F.coalesce(table_id, F.lit(NO_TABLE)), position, event_time,
+                            tx_id=tx_id.cast("string"), tx_seq=tx_seq.cast("bigint"),
+                            tx_last=tx_last.cast("boolean"))
+    return markers.record(op, phase, None, None, detail)
+
+
+TOMBSTONE = "tombstone"
+
+
+def is_tombstone() -> Column:
+    """Whether the message has no value (Kafka's tombstone): ignored, and counted, by every format."""
+    return F.col("value").isNull() | (F.length("value") == 0)
+
+
+def status_of(reason: Column, ignored: Iterable[str] = ()) -> Column:
+    """A message's status from the reason it was not decoded (null: decoded): ignored for a tombstone
+    or one of the format's ``ignored`` reasons, else quarantined."""
+    return (
+        F.when(reason.isNull(), F.lit(DECODED))
+        .when(reason.isin(*dict.fromkeys((TOMBSTONE, *ignored))), F.lit(IGNORED))
+        .otherwise(F.lit(QUARANTINED))
     )
+
+
+def decided_outcome(reason: Column, ignored: Iterable[str], table_id: Column, records: Column,
+                    shape: Column | None = None) -> list[Column]:
+    """The outcome columns of a message that ``reason`` decides (status_of): its records where it has none."""
+    return outcome(status_of(reason, ignored), reason, table_id, F.when(reason.isNull(), records), shape)
 
 
 def outcome(status: Column, reason: Column, table_id: Column, records: Column,

@@ -28,14 +28,18 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
-from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
+from jobs.decoders import BaseDecoder, DecodeOptions, register
 from jobs.decoders.common import (
+    TOMBSTONE,
+    RecordBuilder,
     configured_key,
-    event_id,
+    decided_outcome,
+    is_tombstone,
     is_truncate,
     key_of,
+    keys_differ,
+    literal_map,
     marker_record,
-    outcome,
     pad_unsigned,
     parse_value,
 )
@@ -46,7 +50,8 @@ _VALUE_SCHEMA = (
     "struct<schema:struct<dataColumn:array<struct<name:string,type:string>>, primaryKey:array<string>, "
     "source:struct<dbType:string,dbVersion:string,dbName:string,schemaName:string,tableName:string>>, "
     f"payload:struct<before:{_IMAGE}, after:{_IMAGE}, sequenceId:string, scn:string, op:string, "
-    "timestamp:struct<eventTime:bigint,systemTime:bigint,checkpointTime:bigint>, ddl:struct<text:string,ddlMeta:string>>, "
+    "timestamp:struct<eventTime:bigint,systemTime:bigint,checkpointTime:bigint>, "
+    "ddl:struct<text:string,ddlMeta:string>>, "
     "version:string, _corrupt:string>"
 )
 _TYPES = {"LONG": "bigint", "DOUBLE": "double", "BOOLEAN": "boolean", "DATE": "timestamp", "BYTES": "binary",
@@ -70,7 +75,7 @@ def _typed_image(image: Column, types: Column) -> Column:
 
 
 
-class DataWorksDecoder:
+class DataWorksDecoder(BaseDecoder):
     name = "dataworks"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
@@ -80,8 +85,8 @@ class DataWorksDecoder:
         columns = schema["dataColumn"]
         types = F.map_from_arrays(
             F.transform(columns, lambda c: c["name"]),
-            F.transform(columns, lambda c: F.coalesce(F.element_at(F.create_map(
-                *[x for k, v in _TYPES.items() for x in (F.lit(k), F.lit(v))]), F.upper(c["type"])), F.lit("string"))),
+            F.transform(columns, lambda c: F.coalesce(F.element_at(literal_map(_TYPES), F.upper(c["type"])),
+                                                      F.lit("string"))),
         )
         source = schema["source"]
         # a column without a name could not be told apart from the others (and cannot key a map)
@@ -113,10 +118,8 @@ class DataWorksDecoder:
         })
         new_key, old_key = F.col("_new_key"), F.col("_old_key")
         table_id = F.col("table_id")
-
-        no_map = F.lit(None).cast(_MAP)
-
-        event_time = F.when(payload["timestamp"]["eventTime"] > 0, F.timestamp_millis(payload["timestamp"]["eventTime"]))
+        event_ms = payload["timestamp"]["eventTime"]
+        event_time = F.when(event_ms > 0, F.timestamp_millis(event_ms))
 
         # the two halves of a split update are one change: its UPDATE_BEFOR (a delete of the old row) is
         # held with its update's sequenceId as a transaction that the UPDATE_AFTER ends, so that a run
@@ -124,55 +127,42 @@ class DataWorksDecoder:
         pair_id = F.when(op_code.isin("UPDATE_BEFOR", "UPDATE_AFTER") & F.col("_seq").isNotNull(),
                          F.concat(F.lit("update "), F.col("_seq")))
 
-        def record(op: Column, key: Column, rec_before: Column, rec_after: Column, phase: Column) -> Column:
-            return F.struct(
-                F.lit(self.name).alias("format"), table_id.alias("table_id"), op.alias("op"), phase.alias("phase"),
-                key.alias("key"), rec_before.alias("before"), rec_after.alias("after"),
-                F.lit(None).cast("array<string>").alias("present_columns"),
-                F.col("_position").alias("position"),
-                pair_id.alias("tx_id"), F.lit(None).cast("bigint").alias("tx_seq"),
-                F.when(pair_id.isNotNull(), op_code == "UPDATE_AFTER").alias("tx_last"),
-                event_time.alias("event_time"),
-                F.col("_types").alias("column_types"),
-                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
-                event_id(table_id, op, F.col("_position"), key, rec_before, rec_after).alias("event_id"),
-            )
-
-        cdc, load = F.lit(C.CDC), F.lit(C.FULL_LOAD)
+        rec = RecordBuilder(self.name, table_id, F.col("_position"), event_time, tx_id=pair_id,
+                            tx_last=F.when(pair_id.isNotNull(), op_code == "UPDATE_AFTER"),
+                            column_types=F.col("_types")).record
+        cdc = C.CDC
         # without any key the whole row is its identity
         k_new, k_old = F.coalesce(new_key, after), F.coalesce(old_key, before)
-        # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
-        key_changed = before.isNotNull() & ~F.coalesce(F.to_json(k_old) == F.to_json(k_new), F.lit(False))
+        key_changed = before.isNotNull() & keys_differ(k_old, k_new)
 
         def marker(op: str) -> Column:
             return F.array(marker_record(
                 self.name, table_id, op, C.CDC, F.col("_position"), F.lit(None), F.lit(None),
-                F.lit(op == C.TX_END), event_time, F.create_map(F.lit("marker"), op_code, F.lit("sequenceId"), F.col("_seq"))))
+                F.lit(op == C.TX_END), event_time,
+                F.create_map(F.lit("marker"), op_code, F.lit("sequenceId"), F.col("_seq"))))
 
         records = (
             F.when(op_code == "TRANSACTION_BEGIN", marker(C.TX_BEGIN))
             .when(op_code == "TRANSACTION_END", marker(C.TX_END))
             .when(op_code == "INSERT",
-                   F.array(record(F.when(full_load, F.lit(C.SNAPSHOT)).otherwise(F.lit(C.INSERT)), k_new, no_map,
-                                  after, F.when(full_load, load).otherwise(cdc))))
-            .when(op_code == "UPDATE_BEFOR", F.array(record(F.lit(C.DELETE), k_old, before, no_map, cdc)))
+                  F.array(rec(F.when(full_load, F.lit(C.SNAPSHOT)).otherwise(F.lit(C.INSERT)),
+                              F.when(full_load, F.lit(C.FULL_LOAD)).otherwise(F.lit(C.CDC)), k_new, None, after)))
+            .when(op_code == "UPDATE_BEFOR", F.array(rec(C.DELETE, cdc, k_old, before, None)))
             .when((op_code == "UPDATE_AFTER") & key_changed,
-                  F.array(record(F.lit(C.DELETE), k_old, before, no_map, cdc),
-                          record(F.lit(C.INSERT), k_new, no_map, after, cdc)))
-            .when(op_code == "UPDATE_AFTER", F.array(record(F.lit(C.UPDATE), k_new, before, after, cdc)))
-            .when(op_code == "DELETE", F.array(record(F.lit(C.DELETE), k_old, before, no_map, cdc)))
+                  F.array(rec(C.DELETE, cdc, k_old, before, None), rec(C.INSERT, cdc, k_new, None, after)))
+            .when(op_code == "UPDATE_AFTER", F.array(rec(C.UPDATE, cdc, k_new, before, after)))
+            .when(op_code == "DELETE", F.array(rec(C.DELETE, cdc, k_old, before, None)))
             # QUERY is DataWorks' op for statements it does not classify, a TRUNCATE among them
             .when((op_code == "TRUNCATE") | (op_code.isin(*_DDL_OPS) & is_truncate(payload["ddl"]["text"])),
-                  F.array(record(F.lit(C.TRUNCATE), no_map, no_map, no_map, cdc)))
+                  F.array(rec(C.TRUNCATE, cdc, None, None, None)))
             .when(op_code.isin(*_DDL_OPS),
-                  F.array(record(F.lit(C.DDL), no_map, no_map,
-                                 F.create_map(F.lit("ddl"), payload["ddl"]["text"]), cdc)))
+                  F.array(rec(C.DDL, cdc, None, None, F.create_map(F.lit("ddl"), payload["ddl"]["text"]))))
         )
-        ignored = F.create_map(*[x for k, v in _IGNORED_OPS.items() for x in (F.lit(k), F.lit(v))])
-        empty = F.col("value").isNull() | (F.length("value") == 0)
+        ignored = literal_map(_IGNORED_OPS)
         reason = (
-            F.when(empty, F.lit("tombstone"))
-            .when(F.col("j")["_corrupt"].isNotNull() | F.col("j").isNull(), F.lit("malformed JSON or not a JSON object"))
+            F.when(is_tombstone(), F.lit(TOMBSTONE))
+            .when(F.col("j")["_corrupt"].isNotNull() | F.col("j").isNull(),
+                  F.lit("malformed JSON or not a JSON object"))
             .when(op_code.isNull(), F.lit("not a DataWorks message: no payload.op"))
             .when(F.col("_nameless"), F.lit("schema.dataColumn has a column without a name"))
             .when(F.element_at(ignored, op_code).isNotNull(), F.element_at(ignored, op_code))
@@ -185,12 +175,7 @@ class DataWorksDecoder:
                   F.concat(F.lit("'before' is null for op '"), op_code, F.lit("'")))
         )
         df = df.withColumn("reason", reason)
-        status = (
-            F.when(F.col("reason").isNull(), F.lit(DECODED))
-            .when(F.col("reason").isin("tombstone", *set(_IGNORED_OPS.values())), F.lit(IGNORED))
-            .otherwise(F.lit(QUARANTINED))
-        )
-        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+        return df.select(*decided_outcome(F.col("reason"), _IGNORED_OPS.values(), table_id, records))
 
 
 @register("dataworks")

@@ -32,15 +32,18 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
-from jobs.decoders import DECODED, ENVELOPE, IGNORED, QUARANTINED, UNWRAPPED, DecodeOptions, register
 from jobs import jvm
+from jobs.decoders import ENVELOPE, UNWRAPPED, BaseDecoder, DecodeOptions, register
 from jobs.decoders.common import (
     JSON_LIMITS,
+    TOMBSTONE,
+    RecordBuilder,
     configured_key,
+    decided_outcome,
     decoded_on_jvm,
-    event_id,
+    is_tombstone,
+    literal_map,
     marker_record,
-    outcome,
     pad_unsigned,
     parse_value,
 )
@@ -301,9 +304,8 @@ def _convert_image(image_column: str, specs_by_hash: dict[str, dict[str, ColumnS
             f"WHEN {sql_str(col)} THEN {spec.conversion}" for col, spec in specs.items() if spec.conversion
         )
         if cases:
-            branches.append(
-                f"WHEN _schema_hash = {sql_str(digest)} THEN transform_values({image_column}, (k, v) -> CASE k {cases} ELSE v END)"
-            )
+            branches.append(f"WHEN _schema_hash = {sql_str(digest)} "
+                            f"THEN transform_values({image_column}, (k, v) -> CASE k {cases} ELSE v END)")
     if not branches:
         return F.col(image_column)
     return F.expr(f"CASE {' '.join(branches)} ELSE {image_column} END")
@@ -320,7 +322,7 @@ def _types_map(hash_col: Column, specs_by_hash: dict[str, dict[str, ColumnSpec]]
 JVM_DECODER = "cdc.DebeziumUdf"  # jobs/jvm/src/cdc/DebeziumUdf.java
 
 
-class DebeziumDecoder:
+class DebeziumDecoder(BaseDecoder):
     name = "debezium"
     # a topic carries full envelopes or ExtractNewRecordState rows, never both (jobs.decode)
     shaped = True
@@ -453,7 +455,7 @@ class DebeziumDecoder:
         # 2. typed values (Debezium logical types) and the canonical op / phase
         snapshot = F.lower(src["snapshot"])
         op_code = F.col("_op_code")
-        op_map = F.create_map(*[x for k, v in _OPS.items() for x in (F.lit(k), F.lit(v))])
+        op_map = literal_map(_OPS)
         df = df.withColumns({
             "_old_key_c": _convert_image("_old_key_header", specs_by_hash),
             "_before_c": _convert_image("_before", specs_by_hash),
@@ -484,16 +486,17 @@ class DebeziumDecoder:
         # 3. reasons, then the records of what decoded
         table_id = F.col("table_id")
         keyless = F.col("_key").isNull()
-        value_is_empty = F.col("value").isNull() | (F.length("value") == 0)
+        value_is_empty = is_tombstone()
         reason = (
-            F.when(value_is_empty, F.lit("tombstone"))
+            F.when(value_is_empty, F.lit(TOMBSTONE))
             .when(F.col("_tx_status").isin("BEGIN", "END") & F.col("_tx_meta_id").isNull(),
                   F.lit("transaction metadata without an id"))
             .when(F.col("_tx_status").isin("BEGIN", "END"), F.lit(None))
             .when(F.col("_is_heartbeat"), F.lit("heartbeat"))
             .when(F.col("_corrupt").isNotNull() & ~is_flat,
                   F.lit("malformed JSON or not a JSON object"))
-            .when(is_flat & (F.col("_flat_size") == 0), F.lit("not a Debezium envelope: no op, before, after or source"))
+            .when(is_flat & (F.col("_flat_size") == 0),
+                  F.lit("not a Debezium envelope: no op, before, after or source"))
             .when(is_change, F.lit(None))
             .when(op_code.isNull(), F.lit("missing 'op'"))
             .when(op.isNull(), F.concat(F.lit("unknown operation type '"), op_code, F.lit("'")))
@@ -508,32 +511,13 @@ class DebeziumDecoder:
         )
         df = df.withColumn("reason", reason)
 
-        types = _types_map(F.col("_schema_hash"), specs_by_hash)
-        no_map = F.lit(None).cast(_MAP)
-        no_present = F.lit(None).cast("array<string>")
-
-        def record(rec_op: Column, rec_key: Column, rec_before: Column, rec_after: Column, rec_present: Column) -> Column:
-            return F.struct(
-                F.lit(self.name).alias("format"),
-                table_id.alias("table_id"),
-                rec_op.alias("op"),
-                F.col("_phase").alias("phase"),
-                rec_key.alias("key"),
-                rec_before.alias("before"),
-                rec_after.alias("after"),
-                rec_present.alias("present_columns"),
-                F.col("_position").alias("position"),
-                F.coalesce(env["transaction"]["id"], src["txId"]).alias("tx_id"),
-                env["transaction"]["total_order"].alias("tx_seq"),
-                F.lit(None).cast("boolean").alias("tx_last"),
-                F.timestamp_millis(F.coalesce(src["ts_ms"].try_cast("bigint"), env["ts_ms"])).alias("event_time"),
-                types.alias("column_types"),
-                F.col("topic").alias("topic"),
-                F.col("partition").alias("partition"),
-                F.col("offset").alias("offset"),
-                F.col("timestamp").alias("kafka_ts"),
-                event_id(table_id, rec_op, F.col("_position"), rec_key, rec_before, rec_after).alias("event_id"),
-            )
+        event_time = F.timestamp_millis(F.coalesce(src["ts_ms"].try_cast("bigint"), env["ts_ms"]))
+        rec = RecordBuilder(
+            self.name, table_id, F.col("_position"), event_time,
+            tx_id=F.coalesce(env["transaction"]["id"], src["txId"]), tx_seq=env["transaction"]["total_order"],
+            column_types=_types_map(F.col("_schema_hash"), specs_by_hash),
+        ).record
+        phase, present = F.col("_phase"), F.col("_present")
 
         def tx_marker(marker_op: str) -> Column:
             # END's event_count is kept for lineage: the pipeline may land a subset of the transaction's
@@ -554,42 +538,36 @@ class DebeziumDecoder:
         records = (
             F.when(F.col("_tx_status") == "BEGIN", tx_marker(C.TX_BEGIN))
             .when(F.col("_tx_status") == "END", tx_marker(C.TX_END))
-            .when(op == C.TRUNCATE, F.array(record(op, no_map, no_map, no_map, no_present)))
-            .when(op == C.MESSAGE, F.array(record(op, no_map, no_map, message_detail, no_present)))
-            .when(op == C.DDL, F.array(record(op, no_map, no_map, change_detail, no_present)))
+            .when(op == C.TRUNCATE, F.array(rec(op, phase, None, None, None)))
+            .when(op == C.MESSAGE, F.array(rec(op, phase, None, None, message_detail)))
+            .when(op == C.DDL, F.array(rec(op, phase, None, None, change_detail)))
             # a key change's create whose image lacks unchanged TOAST values: its before image is the
             # old key (the __debezium.oldkey header), so that the fold moves the old key's row to the new
             # key first and the image merges over it
-            .when(~keyless & (op == C.INSERT) & F.col("_present").isNotNull() & F.col("_old_key_c").isNotNull(),
-                  F.array(record(op, F.col("_key"), F.col("_old_key_c"), clean, F.col("_present"))))
-            .when(~keyless, F.array(record(op, F.col("_key"), before, clean, F.col("_present"))))
+            .when(~keyless & (op == C.INSERT) & present.isNotNull() & F.col("_old_key_c").isNotNull(),
+                  F.array(rec(op, phase, F.col("_key"), F.col("_old_key_c"), clean, present)))
+            .when(~keyless, F.array(rec(op, phase, F.col("_key"), before, clean, present)))
             # no key anywhere: the whole row is its identity (a keyless table), so an update is a
             # delete of the old row and an insert of the new one
             .when((op == C.UPDATE) & before.isNotNull(),
-                  F.array(record(F.lit(C.DELETE), before, before, no_map, no_present),
-                          record(F.lit(C.INSERT), clean, no_map, clean, F.col("_present"))))
-            .when(op == C.DELETE, F.array(record(op, before, before, no_map, no_present)))
-            .otherwise(F.array(record(op, clean, before, clean, F.col("_present"))))
+                  F.array(rec(C.DELETE, phase, before, before, None),
+                          rec(C.INSERT, phase, clean, None, clean, present)))
+            .when(op == C.DELETE, F.array(rec(op, phase, before, before, None)))
+            .otherwise(F.array(rec(op, phase, clean, before, clean, present)))
         )
         # the snapshot's last row also ends the load: of its table, or of every table of the snapshot
         load_end = F.array(marker_record(
             self.name, table_id, C.LOAD_END, C.FULL_LOAD, F.col("_position"), F.lit(None), F.lit(None), F.lit(None),
-            F.timestamp_millis(F.coalesce(src["ts_ms"].try_cast("bigint"), env["ts_ms"])),
+            event_time,
             F.create_map(F.lit("scope"), F.when(snapshot == "last", F.lit("all")).otherwise(F.lit("table")))))
-        ends_load = (F.col("_phase") == C.FULL_LOAD) & snapshot.isin("last", "last_in_data_collection")
+        ends_load = (phase == C.FULL_LOAD) & snapshot.isin("last", "last_in_data_collection")
         records = F.when(ends_load, F.concat(records, load_end)).otherwise(records)
-        status = (
-            F.when(F.col("reason").isNull(), F.lit(DECODED))
-            .when(F.col("reason").isin("tombstone", "heartbeat"), F.lit(IGNORED))
-            .otherwise(F.lit(QUARANTINED))
-        )
         # the message's shape, which its topic must share (jobs.decode.decide_topic_shapes): an
         # ExtractNewRecordState row, or a full envelope (row event, transaction metadata, schema change)
         shape = (F.when(value_is_empty | F.col("_is_heartbeat"), F.lit(None))
                  .when(is_flat, F.when(F.col("_flat_size") > 0, F.lit(UNWRAPPED)))
                  .when(F.col("_corrupt").isNull(), F.lit(ENVELOPE)))
-        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records),
-                                  shape))
+        return df.select(*decided_outcome(F.col("reason"), ("heartbeat",), table_id, records, shape))
 
 
 @register("debezium")

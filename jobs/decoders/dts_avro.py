@@ -43,29 +43,33 @@ import functools
 import io
 import json
 import re
-from datetime import date, datetime, time, timedelta, timezone
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
 from jobs import jvm
-from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
+from jobs.decoders import BaseDecoder, DecodeOptions, register
 from jobs.decoders.common import (
+    TOMBSTONE,
+    RecordBuilder,
     configured_key,
+    decided_outcome,
     decoded_on_jvm,
-    event_id,
+    is_tombstone,
     is_truncate,
     key_of,
+    keys_differ,
+    literal_map,
     marker_record,
-    outcome,
     pad_unsigned,
 )
 
 SCHEMA_FILE = Path(__file__).with_name("schemas") / "dts_record.avsc"
-_MAP = "map<string,string>"
 # the columns the Python side adds to each raw row
 _DECODED_COLUMNS = (
     "error string, operation string, object_name string, record_id bigint, binlog_file bigint, "
@@ -149,7 +153,7 @@ def _tz_value(v: dict[str, Any]) -> tuple[str | None, str]:
         utc = naive - offset.utcoffset(None)
         return utc.strftime("%H:%M:%S.%f" if utc.microsecond else "%H:%M:%S") + "Z", "string"
     naive = datetime.strptime(local, _TS) if " " in local else datetime.fromisoformat(local)
-    utc = naive.replace(tzinfo=offset).astimezone(timezone.utc).replace(tzinfo=None)
+    utc = naive.replace(tzinfo=offset).astimezone(UTC).replace(tzinfo=None)
     return _timestamp_text(utc), "timestamp"
 
 
@@ -161,7 +165,7 @@ def _zone(tz: str) -> Any:
         sign = 1 if match.group(1) == "+" else -1
         return timezone(sign * timedelta(hours=int(match.group(2)), minutes=int(match.group(3) or 0)))
     if tz in ("", "UTC", "GMT", "Z"):
-        return timezone.utc
+        return UTC
     from zoneinfo import ZoneInfo
 
     try:
@@ -379,7 +383,8 @@ def _arrow_types() -> dict[str, Any]:
 
     simple = {"string": pa.string(), "bigint": pa.int64(), "array<string>": pa.list_(pa.string()),
               "map<string,string>": pa.map_(pa.string(), pa.string())}
-    return {name: simple[kind.strip()] for name, kind in (c.strip().split(" ", 1) for c in _split_ddl(_DECODED_COLUMNS))}
+    columns = (c.strip().split(" ", 1) for c in _split_ddl(_DECODED_COLUMNS))
+    return {name: simple[kind.strip()] for name, kind in columns}
 
 
 # ---- Spark side ----------------------------------------------------------------------------------
@@ -387,7 +392,7 @@ def _arrow_types() -> dict[str, Any]:
 JVM_DECODER = "cdc.DtsAvroUdf"  # jobs/jvm/src/cdc/DtsAvroUdf.java
 
 
-class DtsAvroDecoder:
+class DtsAvroDecoder(BaseDecoder):
     name = "dts_avro"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
@@ -434,11 +439,10 @@ class DtsAvroDecoder:
         })
         new_key, old_key = F.col("_new_key"), F.col("_old_key")
 
-        empty = F.col("value").isNull() | (F.length("value") == 0)
-        ignored = F.create_map(*[x for k, v in _IGNORED_OPS.items() for x in (F.lit(k), F.lit(v))])
+        ignored = literal_map(_IGNORED_OPS)
         is_ddl = op_name == "DDL"
         reason = (
-            F.when(empty, F.lit("tombstone"))
+            F.when(is_tombstone(), F.lit(TOMBSTONE))
             .when(F.col("error").isNotNull(), F.col("error"))
             .when(F.element_at(ignored, op_name).isNotNull(), F.element_at(ignored, op_name))
             .when(op_name.isin(*_TX_OPS), F.lit(None))
@@ -451,29 +455,13 @@ class DtsAvroDecoder:
         )
         df = df.withColumn("reason", reason)
 
-        no_map = F.lit(None).cast(_MAP)
         event_time = F.timestamp_millis(F.col("event_ms"))
-
-        def record(op: Column, phase: Column, key: Column, rec_before: Column, rec_after: Column,
-                   present: Column) -> Column:
-            return F.struct(
-                F.lit(self.name).alias("format"), table_id.alias("table_id"), op.alias("op"), phase.alias("phase"),
-                key.alias("key"), rec_before.alias("before"), rec_after.alias("after"),
-                present.alias("present_columns"),
-                position.alias("position"),
-                F.col("txid").alias("tx_id"), F.lit(None).cast("bigint").alias("tx_seq"),
-                F.lit(None).cast("boolean").alias("tx_last"),
-                event_time.alias("event_time"),
-                F.col("types").alias("column_types"),
-                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
-                event_id(table_id, op, position, key, rec_before, rec_after).alias("event_id"),
-            )
-
-        cdc, load = F.lit(C.CDC), F.lit(C.FULL_LOAD)
+        rec = RecordBuilder(self.name, table_id, position, event_time, tx_id=F.col("txid"),
+                            column_types=F.col("types")).record
+        cdc = C.CDC
         # columns DTS could not capture (EmptyObject NONE) keep their prior value
         partial = F.when(F.size("after_absent") > 0, F.map_keys(after))
-        key_changed = before.isNotNull() & ~F.coalesce(F.to_json(old_key) == F.to_json(new_key), F.lit(False))
-        none = F.lit(None).cast("array<string>")
+        key_changed = before.isNotNull() & keys_differ(old_key, new_key)
         ddl = F.col("ddl")
 
         def marker(op: str) -> Column:
@@ -487,24 +475,18 @@ class DtsAvroDecoder:
         records = (
             F.when(op_name == "BEGIN", marker(C.TX_BEGIN))
             .when(op_name.isin(*[k for k, v in _TX_OPS.items() if v == C.TX_END]), marker(C.TX_END))
-            .when(is_ddl & F.coalesce(is_truncate(ddl), F.lit(False)),
-                   F.array(record(F.lit(C.TRUNCATE), cdc, no_map, no_map, no_map, none)))
-            .when(is_ddl, F.array(record(F.lit(C.DDL), cdc, no_map, no_map, F.create_map(F.lit("ddl"), ddl), none)))
-            .when(op_name == "INIT", F.array(record(F.lit(C.SNAPSHOT), load, new_key, no_map, after, partial)))
-            .when(op_name == "INSERT", F.array(record(F.lit(C.INSERT), cdc, new_key, no_map, after, partial)))
+            .when(is_ddl & F.coalesce(is_truncate(ddl), F.lit(False)), F.array(rec(C.TRUNCATE, cdc, None, None, None)))
+            .when(is_ddl, F.array(rec(C.DDL, cdc, None, None, F.create_map(F.lit("ddl"), ddl))))
+            .when(op_name == "INIT", F.array(rec(C.SNAPSHOT, C.FULL_LOAD, new_key, None, after, partial)))
+            .when(op_name == "INSERT", F.array(rec(C.INSERT, cdc, new_key, None, after, partial)))
             .when((op_name == "UPDATE") & key_changed,
-                  F.array(record(F.lit(C.DELETE), cdc, old_key, before, no_map, none),
+                  F.array(rec(C.DELETE, cdc, old_key, before, None),
                           # with the before image: the fold moves the old key's row (columns not captured)
-                          record(F.lit(C.INSERT), cdc, new_key, before, after, partial)))
-            .when(op_name == "UPDATE", F.array(record(F.lit(C.UPDATE), cdc, new_key, before, after, partial)))
-            .otherwise(F.array(record(F.lit(C.DELETE), cdc, old_key, before, no_map, none)))
+                          rec(C.INSERT, cdc, new_key, before, after, partial)))
+            .when(op_name == "UPDATE", F.array(rec(C.UPDATE, cdc, new_key, before, after, partial)))
+            .otherwise(F.array(rec(C.DELETE, cdc, old_key, before, None)))
         )
-        status = (
-            F.when(F.col("reason").isNull(), F.lit(DECODED))
-            .when(F.col("reason").isin("tombstone", *set(_IGNORED_OPS.values())), F.lit(IGNORED))
-            .otherwise(F.lit(QUARANTINED))
-        )
-        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+        return df.select(*decided_outcome(F.col("reason"), _IGNORED_OPS.values(), table_id, records))
 
 
 @register("dts_avro")

@@ -26,13 +26,18 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
-from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
+from jobs.decoders import BaseDecoder, DecodeOptions, register
 from jobs.decoders.common import (
     EXACT_IMAGE,
+    TOMBSTONE,
+    RecordBuilder,
     configured_key,
-    event_id,
+    decided_outcome,
+    has_configured_key,
+    is_tombstone,
     key_of,
-    outcome,
+    keys_differ,
+    literal_map,
     pad_unsigned,
     parse_with_exact_images,
 )
@@ -70,7 +75,7 @@ def _overlay(row: Column, old: Column) -> Column:
     return F.map_concat(replaced, F.map_filter(old, lambda k, v: ~F.map_contains_key(row, k)))
 
 
-class MaxwellDecoder:
+class MaxwellDecoder(BaseDecoder):
     name = "maxwell"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
@@ -111,12 +116,10 @@ class MaxwellDecoder:
         })
 
         # 2. reasons, then the records of what decoded
-        has_configured = configured_key(table_id, F.create_map().cast(_MAP), options).isNotNull()
-        keyless = key_cols.isNull() & ~has_configured
-        empty = F.col("value").isNull() | (F.length("value") == 0)
-        ignored = F.create_map(*[x for k, v in _IGNORED_TYPES.items() for x in (F.lit(k), F.lit(v))])
+        keyless = key_cols.isNull() & ~has_configured_key(table_id, options)
+        ignored = literal_map(_IGNORED_TYPES)
         reason = (
-            F.when(empty, F.lit("tombstone"))
+            F.when(is_tombstone(), F.lit(TOMBSTONE))
             .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))
             .when(msg_type.isNull(), F.lit("not a Maxwell message: no 'type'"))
             .when(F.element_at(ignored, msg_type).isNotNull(), F.element_at(ignored, msg_type))
@@ -129,49 +132,31 @@ class MaxwellDecoder:
         )
         df = df.withColumn("reason", reason)
 
-        no_map = F.lit(None).cast(_MAP)
         position = F.col("_position")
-        identity = F.coalesce(position, F.col("_identity"))
-        event_time = F.coalesce(F.timestamp_millis(j["ts_ms"].try_cast("bigint")),
-                                F.timestamp_seconds(j["ts"].try_cast("bigint")))
         has_tx = j["xid"].isNotNull()
+        rec = RecordBuilder(
+            self.name, table_id, position,
+            event_time=F.coalesce(F.timestamp_millis(j["ts_ms"].try_cast("bigint")),
+                                  F.timestamp_seconds(j["ts"].try_cast("bigint"))),
+            tx_id=j["xid"], tx_seq=F.when(has_tx, xoffset.cast("bigint")),
+            tx_last=F.when(has_tx, F.coalesce(F.lower(j["commit"]) == "true", F.lit(False))),
+            identity=F.coalesce(position, F.col("_identity")),
+        ).record
 
-        def record(op: Column, phase: Column, key: Column, rec_before: Column, rec_after: Column) -> Column:
-            return F.struct(
-                F.lit(self.name).alias("format"), table_id.alias("table_id"), op.alias("op"), phase.alias("phase"),
-                key.alias("key"), rec_before.alias("before"), rec_after.alias("after"),
-                F.lit(None).cast("array<string>").alias("present_columns"),
-                position.alias("position"),
-                j["xid"].alias("tx_id"),
-                F.when(has_tx, xoffset.cast("bigint")).alias("tx_seq"),
-                F.when(has_tx, F.coalesce(F.lower(j["commit"]) == "true", F.lit(False))).alias("tx_last"),
-                event_time.alias("event_time"),
-                F.lit(None).cast(_MAP).alias("column_types"),
-                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
-                event_id(table_id, op, identity, key, rec_before, rec_after).alias("event_id"),
-            )
-
-        cdc, load = F.lit(C.CDC), F.lit(C.FULL_LOAD)
+        cdc = C.CDC
         # without any key the whole row is its identity
         k_new, k_old = F.coalesce(F.col("_new_key"), after), F.coalesce(F.col("_old_key"), before)
-        # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
-        key_changed = before.isNotNull() & ~F.coalesce(F.to_json(k_old) == F.to_json(k_new), F.lit(False))
+        key_changed = before.isNotNull() & keys_differ(k_old, k_new)
         records = (
-            F.when(msg_type == "bootstrap-insert", F.array(record(F.lit(C.SNAPSHOT), load, k_new, no_map, after)))
-            .when(msg_type == "insert", F.array(record(F.lit(C.INSERT), cdc, k_new, no_map, after)))
+            F.when(msg_type == "bootstrap-insert", F.array(rec(C.SNAPSHOT, C.FULL_LOAD, k_new, None, after)))
+            .when(msg_type == "insert", F.array(rec(C.INSERT, cdc, k_new, None, after)))
             .when((msg_type == "update") & key_changed,
-                  F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map),
-                          record(F.lit(C.INSERT), cdc, k_new, no_map, after)))
-            .when(msg_type == "update", F.array(record(F.lit(C.UPDATE), cdc, k_new, before, after)))
-            .when(msg_type == "delete", F.array(record(F.lit(C.DELETE), cdc, k_old, before, no_map)))
-            .otherwise(F.array(record(F.lit(C.DDL), cdc, no_map, no_map, F.create_map(F.lit("ddl"), j["sql"]))))
+                  F.array(rec(C.DELETE, cdc, k_old, before, None), rec(C.INSERT, cdc, k_new, None, after)))
+            .when(msg_type == "update", F.array(rec(C.UPDATE, cdc, k_new, before, after)))
+            .when(msg_type == "delete", F.array(rec(C.DELETE, cdc, k_old, before, None)))
+            .otherwise(F.array(rec(C.DDL, cdc, None, None, F.create_map(F.lit("ddl"), j["sql"]))))
         )
-        status = (
-            F.when(F.col("reason").isNull(), F.lit(DECODED))
-            .when(F.col("reason").isin("tombstone", *set(_IGNORED_TYPES.values())), F.lit(IGNORED))
-            .otherwise(F.lit(QUARANTINED))
-        )
-        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+        return df.select(*decided_outcome(F.col("reason"), _IGNORED_TYPES.values(), table_id, records))
 
 
 @register("maxwell")

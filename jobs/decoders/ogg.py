@@ -29,13 +29,18 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
-from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
+from jobs.decoders import BaseDecoder, DecodeOptions, register
 from jobs.decoders.common import (
     EXACT_IMAGE,
+    TOMBSTONE,
+    RecordBuilder,
     configured_key,
-    event_id,
+    decided_outcome,
+    has_configured_key,
+    is_tombstone,
     key_of,
-    outcome,
+    keys_differ,
+    literal_map,
     pad_unsigned,
     parse_with_exact_images,
 )
@@ -65,7 +70,7 @@ def _overlay(base: Column, top: Column) -> Column:
 
 
 
-class OggDecoder:
+class OggDecoder(BaseDecoder):
     name = "ogg"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
@@ -78,7 +83,7 @@ class OggDecoder:
         op_name = F.upper(F.trim(j["op_type"]))
         parts = F.split(j["table"], r"\.")
         n_parts = F.size(parts)
-        op_map = F.create_map(*[x for k, v in _OPS.items() for x in (F.lit(k), F.lit(v))])
+        op_map = literal_map(_OPS)
         before, after = F.col("_before"), F.col("_after")
 
         # 1. message-level facts
@@ -104,7 +109,6 @@ class OggDecoder:
         })
         op, table_id, pk_cols = F.col("_op"), F.col("table_id"), F.col("_pk_cols")
         old_image, new_image, del_image = F.col("_old_image"), F.col("_new_image"), F.col("_del_image")
-        has_configured = configured_key(table_id, _empty_map(), options).isNotNull()
         df = df.withColumns({
             # key rule: --primary-keys, else the message's primary_keys, else (keyless) the whole row
             "_new_key": F.coalesce(configured_key(table_id, new_image, options), key_of(new_image, pk_cols)),
@@ -113,12 +117,11 @@ class OggDecoder:
                                    del_image),
         })
         new_key, old_key = F.col("_new_key"), F.col("_old_key")
-        keyless = pk_cols.isNull() & ~has_configured
+        keyless = pk_cols.isNull() & ~has_configured_key(table_id, options)
 
         # 2. reasons, then the records of what decoded
-        empty = F.col("value").isNull() | (F.length("value") == 0)
         reason = (
-            F.when(empty, F.lit("tombstone"))
+            F.when(is_tombstone(), F.lit(TOMBSTONE))
             .when(j["_corrupt"].isNotNull() | j.isNull(),
                   F.lit("malformed JSON, not a JSON object, or a field of the wrong JSON type"))
             .when(j["op_type"].isNull(), F.lit("not an OGG message: no 'op_type'"))
@@ -132,50 +135,29 @@ class OggDecoder:
         )
         df = df.withColumn("reason", reason)
 
-        no_map = F.lit(None).cast(_MAP)
-        no_present = F.lit(None).cast("array<string>")
         position = F.col("_position")
-        # what tells events apart when there is no position (never used for ordering)
-        identity = F.coalesce(position, F.concat_ws("|", F.lit("ts"), j["op_ts"], j["current_ts"]))
-
-        def record(rec_op: Column, rec_key: Column, rec_before: Column, rec_after: Column,
-                   rec_present: Column) -> Column:
-            return F.struct(
-                F.lit(self.name).alias("format"), table_id.alias("table_id"), rec_op.alias("op"),
-                F.lit(C.CDC).alias("phase"),
-                rec_key.alias("key"), rec_before.alias("before"), rec_after.alias("after"),
-                rec_present.alias("present_columns"),
-                position.alias("position"),
-                F.lit(None).cast("string").alias("tx_id"),
-                F.lit(None).cast("bigint").alias("tx_seq"),
-                F.lit(None).cast("boolean").alias("tx_last"),
-                F.coalesce(j["op_ts"].try_cast("timestamp"), j["current_ts"].try_cast("timestamp")).alias("event_time"),
-                F.lit(None).cast(_MAP).alias("column_types"),
-                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
-                event_id(table_id, rec_op, identity, rec_key, rec_before, rec_after).alias("event_id"),
-            )
+        rec = RecordBuilder(
+            self.name, table_id, position,
+            event_time=F.coalesce(j["op_ts"].try_cast("timestamp"), j["current_ts"].try_cast("timestamp")),
+            # what tells events apart when there is no position (never used for ordering)
+            identity=F.coalesce(position, F.concat_ws("|", F.lit("ts"), j["op_ts"], j["current_ts"])),
+        ).record
+        cdc = C.CDC
 
         # the update's image: `after` with the key columns it may lack (compressed updates), partial
         upd_after = _overlay(F.coalesce(new_key, _empty_map()), after)
-        # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
-        key_changed = old_key.isNotNull() & ~F.coalesce(F.to_json(old_key) == F.to_json(new_key), F.lit(False))
+        key_changed = old_key.isNotNull() & keys_differ(old_key, new_key)
         records = (
-            F.when(op == C.TRUNCATE, F.array(record(op, no_map, no_map, no_map, no_present)))
-            .when(op == C.DELETE, F.array(record(op, F.col("_del_key"), del_image, no_map, no_present)))
-            .when(op == C.INSERT, F.array(record(op, F.coalesce(new_key, after), no_map, after, no_present)))
+            F.when(op == C.TRUNCATE, F.array(rec(op, cdc, None, None, None)))
+            .when(op == C.DELETE, F.array(rec(op, cdc, F.col("_del_key"), del_image, None)))
+            .when(op == C.INSERT, F.array(rec(op, cdc, F.coalesce(new_key, after), None, after)))
             # no key anywhere: the whole row is its identity, so an update replaces one row by another
-            .when(keyless, F.array(record(F.lit(C.DELETE), before, before, no_map, no_present),
-                                   record(F.lit(C.INSERT), after, no_map, after, no_present)))
-            .when(key_changed, F.array(record(F.lit(C.DELETE), old_key, before, no_map, no_present),
-                                       record(F.lit(C.INSERT), new_key, before, new_image, F.map_keys(new_image))))
-            .otherwise(F.array(record(op, new_key, before, upd_after, F.map_keys(upd_after))))
+            .when(keyless, F.array(rec(C.DELETE, cdc, before, before, None), rec(C.INSERT, cdc, after, None, after)))
+            .when(key_changed, F.array(rec(C.DELETE, cdc, old_key, before, None),
+                                       rec(C.INSERT, cdc, new_key, before, new_image, F.map_keys(new_image))))
+            .otherwise(F.array(rec(op, cdc, new_key, before, upd_after, F.map_keys(upd_after))))
         )
-        status = (
-            F.when(F.col("reason").isNull(), F.lit(DECODED))
-            .when(F.col("reason") == "tombstone", F.lit(IGNORED))
-            .otherwise(F.lit(QUARANTINED))
-        )
-        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+        return df.select(*decided_outcome(F.col("reason"), (), table_id, records))
 
 
 @register("ogg")

@@ -39,14 +39,26 @@ call per Arrow batch) into the same JSON form, so everything after is Spark SQL 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from datetime import UTC
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
-from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import configured_key, event_id, key_of, outcome, parse_value
+from jobs.decoders import BaseDecoder, DecodeOptions, register
+from jobs.decoders.common import (
+    TOMBSTONE,
+    RecordBuilder,
+    configured_key,
+    decided_outcome,
+    has_configured_key,
+    is_tombstone,
+    key_of,
+    keys_differ,
+    parse_value,
+)
 
 _MAP = "map<string,string>"
 _AVRO_MAGIC = b"atMSG"
@@ -84,7 +96,7 @@ _TS_FMT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 # ---- Avro: envelope -> the JSON form (Python, per Arrow batch) ----------------------------------
 def _jsonable(value: Any) -> Any:
     """fastavro's Python values -> what Replicate's JSON messages carry."""
-    from datetime import date, datetime, time, timezone
+    from datetime import date, datetime, time
     from decimal import Decimal
 
     if isinstance(value, dict):
@@ -95,7 +107,7 @@ def _jsonable(value: Any) -> Any:
         return value.hex().upper()  # binary values and masks: hexadecimal digits, as in JSON
     if isinstance(value, datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(UTC).replace(tzinfo=None)
         return value.isoformat(sep=" ", timespec="microseconds")  # strftime's %Y does not pad years < 1000
     if isinstance(value, (date, time)):
         return value.isoformat()
@@ -239,7 +251,7 @@ def _typed_image(image: Column, types: Column) -> Column:
 
 
 
-class QlikDecoder:
+class QlikDecoder(BaseDecoder):
     name = "qlik"
 
     # ---- metadata found in a raw snapshot ------------------------------------------------------
@@ -329,11 +341,10 @@ class QlikDecoder:
         new_key, old_key = F.col("_new_key"), F.col("_old_key")
         kind = F.col("_kind")
         op_name = F.col("_op_name")
-        has_configured = configured_key(tid, F.create_map().cast(_MAP), options).isNotNull()
+        has_configured = has_configured_key(tid, options)
         keyless = whole_row & ~has_configured  # keyed by the whole row
-        empty = F.col("value").isNull() | (F.length("value") == 0)
         reason = (
-            F.when(empty, F.lit("tombstone"))
+            F.when(is_tombstone(), F.lit(TOMBSTONE))
             .when(j["_avro_error"].isNotNull(), j["_avro_error"])
             .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))
             .when(kind == "MD", F.lit(_METADATA_REASON))
@@ -359,52 +370,31 @@ class QlikDecoder:
         df = df.withColumn("reason", reason)
 
         seq = F.trim(h["changeSequence"])
-        position = F.when(seq != "", F.lpad(seq, 35, "0"))
         last = F.lower(h["transactionLastEvent"])
-        no_map = F.lit(None).cast(_MAP)
-
-        def record(op: Column, phase: Column, key: Column, rec_before: Column, rec_after: Column,
-                   rec_present: Column) -> Column:
-            return F.struct(
-                F.lit(self.name).alias("format"), tid.alias("table_id"), op.alias("op"), phase.alias("phase"),
-                key.alias("key"), rec_before.alias("before"), rec_after.alias("after"),
-                rec_present.alias("present_columns"),
-                position.alias("position"),
-                F.when(F.trim(h["transactionId"]) != "", h["transactionId"]).alias("tx_id"),
-                h["transactionEventCounter"].alias("tx_seq"),
-                F.when(last.isin("true", "false"), last == "true").alias("tx_last"),
-                F.when(F.trim(h["timestamp"]) != "", h["timestamp"].try_cast("timestamp")).alias("event_time"),
-                types.alias("column_types"),
-                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
-                event_id(tid, op, position, key, rec_before, rec_after).alias("event_id"),
-            )
-
-        cdc = F.lit(C.CDC)
-        none = F.lit(None).cast("array<string>")
-        key_changed = before.isNotNull() & old_key.isNotNull() & ~F.coalesce(
-            F.to_json(old_key) == F.to_json(new_key), F.lit(False))
+        rec = RecordBuilder(
+            self.name, tid, position=F.when(seq != "", F.lpad(seq, 35, "0")),
+            event_time=F.when(F.trim(h["timestamp"]) != "", h["timestamp"].try_cast("timestamp")),
+            tx_id=F.when(F.trim(h["transactionId"]) != "", h["transactionId"]),
+            tx_seq=h["transactionEventCounter"], tx_last=F.when(last.isin("true", "false"), last == "true"),
+            column_types=types,
+        ).record
+        cdc = C.CDC
+        key_changed = before.isNotNull() & old_key.isNotNull() & keys_differ(old_key, new_key)
         records = (
-            F.when(op_name == "REFRESH",
-                   F.array(record(F.lit(C.SNAPSHOT), F.lit(C.FULL_LOAD), new_key, no_map, after, present)))
-            .when(op_name == "INSERT", F.array(record(F.lit(C.INSERT), cdc, new_key, no_map, after, present)))
+            F.when(op_name == "REFRESH", F.array(rec(C.SNAPSHOT, C.FULL_LOAD, new_key, None, after, present)))
+            .when(op_name == "INSERT", F.array(rec(C.INSERT, cdc, new_key, None, after, present)))
             .when((op_name == "UPDATE") & key_changed,
-                  F.array(record(F.lit(C.DELETE), cdc, old_key, before, no_map, none),
+                  F.array(rec(C.DELETE, cdc, old_key, before, None),
                           # with the before image: the fold moves the old key's row (columns not replicated)
-                          record(F.lit(C.INSERT), cdc, new_key, before, after, present)))
-            .when(op_name == "UPDATE", F.array(record(F.lit(C.UPDATE), cdc, new_key, before, after, present)))
-            .otherwise(F.array(record(F.lit(C.DELETE), cdc, new_key, after, no_map, none)))
-        )
-        status = (
-            F.when(F.col("reason").isNull(), F.lit(DECODED))
-            .when(F.col("reason").isin("tombstone", _METADATA_REASON), F.lit(IGNORED))
-            .otherwise(F.lit(QUARANTINED))
+                          rec(C.INSERT, cdc, new_key, before, after, present)))
+            .when(op_name == "UPDATE", F.array(rec(C.UPDATE, cdc, new_key, before, after, present)))
+            .otherwise(F.array(rec(C.DELETE, cdc, new_key, after, None)))
         )
         # a metadata message counts under the table it describes
         md_table = F.when(kind == "MD", C.table_id_col(
             F.lit(None), F.get_json_object("_text", "$.message.lineage.schema"),
             F.get_json_object("_text", "$.message.lineage.table")))
-        return df.select(*outcome(status, F.col("reason"), F.coalesce(tid, md_table),
-                                  F.when(F.col("reason").isNull(), records)))
+        return df.select(*decided_outcome(F.col("reason"), (_METADATA_REASON,), F.coalesce(tid, md_table), records))
 
 
 @register("qlik")

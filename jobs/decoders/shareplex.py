@@ -39,9 +39,19 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
-from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions, register
-from jobs.decoders.common import (EXACT_IMAGE, configured_key, event_id, outcome, pad_unsigned,
-                                  parse_with_exact_images)
+from jobs.decoders import BaseDecoder, DecodeOptions, register
+from jobs.decoders.common import (
+    EXACT_IMAGE,
+    TOMBSTONE,
+    RecordBuilder,
+    configured_key,
+    decided_outcome,
+    is_tombstone,
+    keys_differ,
+    literal_map,
+    pad_unsigned,
+    parse_with_exact_images,
+)
 
 _MAP = "map<string,string>"
 _META = (
@@ -111,7 +121,7 @@ def _with_paired_before_images(parsed: DataFrame) -> DataFrame:
     ).drop("_b_table", "_b_trans", "_b_seq")
 
 
-class SharePlexDecoder:
+class SharePlexDecoder(BaseDecoder):
     name = "shareplex"
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
@@ -139,7 +149,7 @@ class SharePlexDecoder:
         size = F.coalesce(meta["size"].try_cast("bigint"), F.nullif(idx_size, F.lit("")).try_cast("bigint"))
         scn = pad_unsigned(meta["scn"])
         data, key = F.coalesce(data_image, _empty_map()), F.coalesce(key_image, _empty_map())
-        op_map = F.create_map(*[x for k, v in _OPS.items() for x in (F.lit(k), F.lit(v))])
+        op_map = literal_map(_OPS)
 
         # 1. message-level facts
         df = df.withColumns({
@@ -179,10 +189,9 @@ class SharePlexDecoder:
         old_key, new_key = F.col("_old_key"), F.col("_new_key")
 
         # 2. reasons, then the records of what decoded
-        empty = F.col("value").isNull() | (F.length("value") == 0)
-        ignored = F.create_map(*[x for k, v in _IGNORED_OPS.items() for x in (F.lit(k), F.lit(v))])
+        ignored = literal_map(_IGNORED_OPS)
         reason = (
-            F.when(empty, F.lit("tombstone"))
+            F.when(is_tombstone(), F.lit(TOMBSTONE))
             .when(j["_corrupt"].isNotNull() | j.isNull(),
                   F.lit("malformed JSON, not a JSON object, or a field of the wrong JSON type"))
             .when(meta.isNull(), F.lit("not a SharePlex message: no 'meta'"))
@@ -198,50 +207,30 @@ class SharePlexDecoder:
         )
         df = df.withColumn("reason", reason)
 
-        no_map = F.lit(None).cast(_MAP)
-        no_present = F.lit(None).cast("array<string>")
         position = F.col("_position")
-        # what tells events apart when there is no SCN (never used for ordering)
-        identity = F.coalesce(position, F.concat_ws("|", F.lit("t"), meta["time"], meta["trans"],
-                                                    F.col("_seq").cast("string"), meta["rowid"]))
+        rec = RecordBuilder(
+            self.name, table_id, position, event_time=meta["time"].try_cast("timestamp"),
+            tx_id=meta["trans"], tx_seq=F.col("_seq"), tx_last=F.col("_tx_last"),
+            # what tells events apart when there is no SCN (never used for ordering)
+            identity=F.coalesce(position, F.concat_ws("|", F.lit("t"), meta["time"], meta["trans"],
+                                                      F.col("_seq").cast("string"), meta["rowid"])),
+        ).record
+        cdc = C.CDC
 
-        def record(rec_op: Column, rec_key: Column, rec_before: Column, rec_after: Column,
-                   rec_present: Column) -> Column:
-            return F.struct(
-                F.lit(self.name).alias("format"), table_id.alias("table_id"), rec_op.alias("op"),
-                F.lit(C.CDC).alias("phase"),
-                rec_key.alias("key"), rec_before.alias("before"), rec_after.alias("after"),
-                rec_present.alias("present_columns"),
-                position.alias("position"),
-                meta["trans"].alias("tx_id"),
-                F.col("_seq").alias("tx_seq"),
-                F.col("_tx_last").alias("tx_last"),
-                meta["time"].try_cast("timestamp").alias("event_time"),
-                F.lit(None).cast(_MAP).alias("column_types"),
-                F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("kafka_ts"),
-                event_id(table_id, rec_op, identity, rec_key, rec_before, rec_after).alias("event_id"),
-            )
-
-        # maps do not compare in Spark SQL: their JSON text does (same key columns, same order)
-        key_changed = ~F.coalesce(F.to_json(old_key) == F.to_json(new_key), F.lit(False))
+        key_changed = keys_differ(old_key, new_key)
         upd_present = F.map_keys(upd_after)
         records = (
-            F.when(op == C.INSERT, F.array(record(op, F.col("_ins_key"), no_map, data_image, no_present)))
+            F.when(op == C.INSERT, F.array(rec(op, cdc, F.col("_ins_key"), None, data_image)))
             .when((op == C.UPDATE) & key_changed,
-                  F.array(record(F.lit(C.DELETE), old_key, key_image, no_map, no_present),
-                          record(op, new_key, key_image, upd_after, upd_present)))
-            .when(op == C.UPDATE, F.array(record(op, new_key, key_image, upd_after, upd_present)))
-            .when(op == C.DELETE, F.array(record(op, F.col("_del_key"), del_before, no_map, no_present)))
-            .when(op == C.TRUNCATE, F.array(record(op, no_map, no_map, no_map, no_present)))
-            .otherwise(F.array(record(op, no_map, no_map, F.create_map(
-                F.lit("ddl"), meta["op"], F.lit("columns"), F.to_json(data_image)), no_present)))
+                  F.array(rec(C.DELETE, cdc, old_key, key_image, None),
+                          rec(op, cdc, new_key, key_image, upd_after, upd_present)))
+            .when(op == C.UPDATE, F.array(rec(op, cdc, new_key, key_image, upd_after, upd_present)))
+            .when(op == C.DELETE, F.array(rec(op, cdc, F.col("_del_key"), del_before, None)))
+            .when(op == C.TRUNCATE, F.array(rec(op, cdc, None, None, None)))
+            .otherwise(F.array(rec(op, cdc, None, None, F.create_map(
+                F.lit("ddl"), meta["op"], F.lit("columns"), F.to_json(data_image)))))
         )
-        status = (
-            F.when(F.col("reason").isNull(), F.lit(DECODED))
-            .when(F.col("reason").isin("tombstone", *_IGNORED_OPS.values()), F.lit(IGNORED))
-            .otherwise(F.lit(QUARANTINED))
-        )
-        return df.select(*outcome(status, F.col("reason"), table_id, F.when(F.col("reason").isNull(), records)))
+        return df.select(*decided_outcome(F.col("reason"), _IGNORED_OPS.values(), table_id, records))
 
 
 @register("shareplex")
