@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` and `make test`.
-.PHONY: setup setup-dev demo test test-unit test-properties test-fuzz demo-topics bench
+.PHONY: setup setup-dev demo lint test test-unit test-properties test-fuzz demo-topics bench
 
 setup:
 	scripts/setup.sh
@@ -18,8 +18,12 @@ demo: setup
 # 24 min with work stealing)
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist worksteal
-test: setup-dev
+test: setup-dev lint
 	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL)
+
+## ruff (pyproject.toml) over the whole repository
+lint: setup-dev
+	.venv/bin/ruff check .
 
 ## only the fast unit tests
 test-unit: setup-dev

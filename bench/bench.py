@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.contenders import CONTRACT_FORMATS
@@ -150,7 +150,7 @@ def print_table(rows: list[dict]) -> None:
     print(head)
     print("-" * len(head))
     for r in rows:
-        def ratio(other: str) -> str:
+        def ratio(other: str, r: dict = r) -> str:
             o = r["ratios"].get(other)
             return f"{o:.2f}" if o is not None else "-"
         print(f"{r['format']:<16}{r['messages']:>10}  {r['contender']:<12}{r['seconds']:>9.1f}{r['msg_per_s']:>10.0f}"
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(rows)
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     (out / f"bench-{stamp}.json").write_text(json.dumps({"machine": machine(), "sizes": sizes, "warm": args.warm,
                                                               "rows": rows}, indent=1))
     plot(rows, out / f"bench-{stamp}.png")

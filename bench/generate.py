@@ -15,9 +15,10 @@ import json
 import random
 import zlib
 from collections import deque
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 TABLES = ("orders", "customers", "items")
 TABLE_WEIGHTS = (0.5, 0.3, 0.2)
@@ -25,7 +26,7 @@ PARTITIONS = 3
 FULL_LOAD_SHARE = 0.10
 MIX = (("u", 0.60), ("c", 0.20), ("d", 0.10))  # of all messages, with the full load's 10 %
 REDELIVERED_SHARE = 0.01
-START_MS = int(datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp() * 1000)
+START_MS = int(datetime(2026, 11, 1, tzinfo=UTC).timestamp() * 1000)
 FORMATS = ("debezium", "debezium_schema", "canal", "qlik", "dts_avro")
 # the decoder each benchmark format is read with
 DECODER = {"debezium": "debezium", "debezium_schema": "debezium", "canal": "canal", "qlik": "qlik",
@@ -45,7 +46,7 @@ def changes(n: int, seed: int = 7) -> Iterator[tuple[int, str, int, dict | None,
                 "price": f"{(key % 100_000) / 100 + version % 7:.2f}", "updated_at": ts}
 
     ts = START_MS
-    for i in range(n_load):
+    for _ in range(n_load):
         t = rng.choices((0, 1, 2), TABLE_WEIGHTS)[0]
         k = next_key[t]
         next_key[t] += 1
@@ -126,7 +127,7 @@ def _qlik() -> Callable[..., tuple[bytes, bytes]]:
     operations = {"c": "INSERT", "u": "UPDATE", "d": "DELETE"}
 
     def render(t: int, op: str, k: int, after: dict | None, pos: int, ts: int) -> tuple[bytes, bytes]:
-        when = datetime.fromtimestamp(ts / 1000, timezone.utc)
+        when = datetime.fromtimestamp(ts / 1000, UTC)
         if op == "r":
             hdrs = headers("REFRESH")
         else:
@@ -227,7 +228,7 @@ def write_snapshot(fmt: str, n: int, out: Path, seed: int = 7, batch_rows: int =
     def emit(t: int, key: bytes, value: bytes, ts: int) -> None:
         p = zlib.crc32(key) % PARTITIONS
         batch.append((key, value, topic_of(fmt, t), p, offsets[t][p],
-                      datetime.fromtimestamp(ts / 1000, timezone.utc)))
+                      datetime.fromtimestamp(ts / 1000, UTC)))
         offsets[t][p] += 1
         stats["messages"] += 1
         stats["value_bytes"] += len(value)

@@ -21,9 +21,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterable
 
 
 def _frame_name(frame: dict) -> str:
@@ -34,7 +34,7 @@ def _frame_name(frame: dict) -> str:
 def _instant(text: str) -> datetime:
     # JFR prints ISO instants with nanoseconds; microseconds are enough here
     head, _, tail = text.rstrip("Z").partition(".")
-    return datetime.fromisoformat(f"{head}.{(tail + '000000')[:6]}").replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(f"{head}.{(tail + '000000')[:6]}").replace(tzinfo=UTC)
 
 
 def _seconds(duration: str) -> float:
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
         lake = f"{scratch}/lake"
         recording = str(Path(args.keep).resolve()) if args.keep else f"{scratch}/run.jfr"
-        start = datetime.now(timezone.utc)
+        start = datetime.now(UTC)
         began = time.perf_counter()
         rc = cli.main(["run", "--format", args.format, "--raw", args.raw, "--lake", lake,
                        "--pipeline", "profile", "--run-id", "profile"])

@@ -20,7 +20,7 @@ import json
 import os
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows += measure(spark, args.rows, shares, buckets, mode, Path(tmp))
     print_table(rows)
     args.results.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = args.results / f"rewrite-{stamp}.json"
     path.write_text(json.dumps({"rows": args.rows, "cores": os.cpu_count(), "runs": rows}, indent=1))
     print(f"written {path}")

@@ -40,10 +40,11 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 APPLICATION = str(REPO / "jobs" / "cli.py")  # spark-submit'ed: `spark-submit jobs/cli.py <stage> ...`
@@ -210,10 +211,10 @@ def _utc(value: Any, what: str) -> datetime:
         except ValueError:
             raise IntervalError(f"{what} {text!r} is not an ISO-8601 time (e.g. 2026-11-01T00:00:00Z)") from None
     # a time without an offset is UTC, as everywhere in the pipeline
-    parsed = parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+    parsed = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     # pendulum.DateTime (Airflow's context) -> plain datetime, so results compare and print alike
     return datetime(parsed.year, parsed.month, parsed.day, parsed.hour, parsed.minute, parsed.second,
-                    parsed.microsecond, tzinfo=timezone.utc)
+                    parsed.microsecond, tzinfo=UTC)
 
 
 def resolve_interval(params: Mapping[str, Any] | None, data_interval_start: Any,
@@ -240,7 +241,7 @@ def resolve_interval(params: Mapping[str, Any] | None, data_interval_start: Any,
 
 
 def interval_name(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime(INTERVAL_FORMAT)
+    return moment.astimezone(UTC).strftime(INTERVAL_FORMAT)
 
 
 def run_id_for(start: datetime, end: datetime) -> str:
@@ -269,7 +270,7 @@ class RunPlan:
         return asdict(self)
 
     @classmethod
-    def from_xcom(cls, value: Mapping[str, Any]) -> "RunPlan":
+    def from_xcom(cls, value: Mapping[str, Any]) -> RunPlan:
         data = dict(value)
         for name in ("raw", "topics", "alert_to"):
             data[name] = tuple(data.get(name) or ())
@@ -485,8 +486,9 @@ def spark_env() -> dict[str, str]:
 
 def spark_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """``--conf`` of spark-submit: the JVM options of jobs.spark (with ``CDC_JIT``'s) and the jar of the
-    JVM-side decoders (set before the driver starts, so not from inside the job), then ``CDC_SPARK_CONF`` (a JSON object, which wins; no secrets: use env
-    credentials such as AWS_ACCESS_KEY_ID, which S3A reads itself)."""
+    JVM-side decoders (set before the driver starts, so not from inside the job), then ``CDC_SPARK_CONF``
+    (a JSON object, which wins; no secrets: use env credentials such as AWS_ACCESS_KEY_ID, which S3A
+    reads itself)."""
     from jobs.jvm import with_jar
     from jobs.spark import jvm_options
 

@@ -279,7 +279,8 @@ def _print_expiry(report: dict) -> None:
     for t in report["tables"]:
         files = ", ".join(f"{n} {kind}" for kind, n in t["files_deleted"].items()) or "no file"
         print(f"  {t['table']}: {verb} {t['snapshots_expired']}, kept {t['snapshots_kept']}; "
-              f"files {'to delete' if report['dry_run'] else 'deleted'}: {files} ({t['bytes_deleted']:,} bytes of data); "
+              f"files {'to delete' if report['dry_run'] else 'deleted'}: {files} "
+              f"({t['bytes_deleted']:,} bytes of data); "
               f"orphans: {t['orphans_deleted']} ({t['orphan_bytes_deleted']:,} bytes)")
 
 

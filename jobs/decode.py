@@ -9,8 +9,16 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.canonical import CHANGE_RECORD_COLUMNS, QUARANTINE_SCHEMA
-from jobs.decoders import (DECODED, ENVELOPE, IGNORED, MESSAGE_SHAPES, QUARANTINED, DecodeOptions, get_decoder,
-                           remembered_documents)
+from jobs.decoders import (
+    DECODED,
+    ENVELOPE,
+    IGNORED,
+    MESSAGE_SHAPES,
+    QUARANTINED,
+    DecodeOptions,
+    get_decoder,
+    remembered_documents,
+)
 from jobs.decoders.common import LINEAGE, event_id
 from jobs.spark import jvm_log_level
 

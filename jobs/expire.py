@@ -29,8 +29,14 @@ from datetime import datetime, timedelta
 from urllib.parse import urlparse
 
 from jobs import storage
-from jobs.publish import (METADATA_DELETE_AFTER_COMMIT, RUN_ID_PROP, TABLE_ID_PROP, TOMBSTONES_PROP, list_file_info,
-                          list_files)
+from jobs.publish import (
+    METADATA_DELETE_AFTER_COMMIT,
+    RUN_ID_PROP,
+    TABLE_ID_PROP,
+    TOMBSTONES_PROP,
+    list_file_info,
+    list_files,
+)
 
 DEFAULT_RETAIN_DAYS = 7
 DEFAULT_RETAIN_LAST = 10

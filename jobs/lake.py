@@ -39,7 +39,7 @@ class Lake:
     root: str
 
     @classmethod
-    def at(cls, root: str) -> "Lake":
+    def at(cls, root: str) -> Lake:
         parsed = urlparse(root)
         if parsed.scheme in ("s3", "s3a"):
             if not parsed.netloc:

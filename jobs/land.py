@@ -37,10 +37,11 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -97,7 +98,7 @@ def parse_time(text: str) -> datetime:
 
 
 def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def interval_name(value: datetime) -> str:
@@ -106,7 +107,7 @@ def interval_name(value: datetime) -> str:
 
 
 def _parse_interval_name(text: str) -> datetime:
-    return datetime.strptime(text, INTERVAL_FORMAT).replace(tzinfo=timezone.utc)
+    return datetime.strptime(text, INTERVAL_FORMAT).replace(tzinfo=UTC)
 
 
 def _check_interval(start: datetime, end: datetime) -> tuple[datetime, datetime]:
@@ -280,7 +281,7 @@ def _manifest_base(source: dict[str, Any], pipeline: str, topic: str, start: dat
         "interval": {"start": _iso(start), "end": _iso(end)},
         "path": rel_dir,
         "schema": "spark-kafka-source",
-        "landed_at": _iso(datetime.now(timezone.utc).replace(microsecond=0)),
+        "landed_at": _iso(datetime.now(UTC).replace(microsecond=0)),
     }
 
 
@@ -597,7 +598,7 @@ def land_kafka(bootstrap: str, topic: str, lake: Lake, pipeline: str, start: dat
 def _ms_iso(ms: int | None) -> str | None:
     if ms is None:
         return None
-    return _iso(datetime.fromtimestamp(ms / 1000, tz=timezone.utc))
+    return _iso(datetime.fromtimestamp(ms / 1000, tz=UTC))
 
 
 # ---- already-dumped topic files ------------------------------------------------------------------
@@ -669,7 +670,8 @@ class _FilesTopic:
 
 
 def land_files(source_dir: str, topics: list[str] | None, lake: Lake, pipeline: str, start: datetime,
-               end: datetime, *, rows_per_file: int = ROWS_PER_FILE, batch_rows: int = BATCH_ROWS) -> list[dict[str, Any]]:
+               end: datetime, *, rows_per_file: int = ROWS_PER_FILE,
+               batch_rows: int = BATCH_ROWS) -> list[dict[str, Any]]:
     """Land [start, end) of topics already dumped as Parquet in Spark's Kafka schema (e.g. the demo's
     topics, or a Kafka Connect S3 sink's files): the messages whose timestamp is in the interval.
 
@@ -734,7 +736,8 @@ def land_files(source_dir: str, topics: list[str] | None, lake: Lake, pipeline: 
         for topic, target in sorted(live.items()):
             files = target.writer.close() or [_write_empty(target.output)]
             partitions_out = [
-                {"partition": p, **stats} for p, stats in sorted(target.partitions.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
+                {"partition": p, **stats}
+                for p, stats in sorted(target.partitions.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
             ]
             manifest = _manifest_base({"kind": "files", "path": source_dir}, pipeline, topic, start, end,
                                       target.rel_dir)

@@ -7,10 +7,10 @@ here, at the edges; the transformations they call are pure.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -74,7 +74,8 @@ def write_change_records(changes: DataFrame, path: str) -> None:
             **CHANGE_RECORD_PARQUET_OPTIONS).partitionBy("table").parquet(path)
 
 
-def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | list[str], options: DecodeOptions) -> dict:
+def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | list[str],
+               options: DecodeOptions) -> dict:
     """raw -> changes/ + quarantine/ + decode.json; returns the decode report.
 
     The decoded frame is dropped once written: the next stages read the change records back from

@@ -17,7 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email import message_from_bytes
 from pathlib import Path
 
@@ -29,8 +29,8 @@ TOPICS = REPO / "demo" / "topics"
 SOURCE_DB = REPO / "demo" / "source.db"
 OUT = REPO / "demo" / "out"
 PIPELINE = "demo"
-START = datetime(2026, 11, 1, tzinfo=timezone.utc)
-END = datetime(2026, 11, 3, tzinfo=timezone.utc)
+START = datetime(2026, 11, 1, tzinfo=UTC)
+END = datetime(2026, 11, 3, tzinfo=UTC)
 
 
 def _free_port() -> int:
@@ -53,8 +53,8 @@ class _MailSink:
 def main() -> int:
     from aiosmtpd.controller import Controller
 
-    from jobs.land import land_files
     from jobs.lake import Lake
+    from jobs.land import land_files
 
     if not TOPICS.is_dir() or not SOURCE_DB.is_file():
         subprocess.run([sys.executable, str(REPO / "scripts" / "make_demo.py"), "--out", str(TOPICS),

@@ -28,9 +28,10 @@ from __future__ import annotations
 import io
 import json
 from collections import defaultdict
-from datetime import date, datetime, timedelta, timezone
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 from scripts.qlik_messages import (
     QlikColumn,
@@ -96,7 +97,9 @@ def _place(sim: SourceSimulator, items: Iterator[tuple]) -> Iterator[dict[str, A
         elif index in rendered:
             topic = sim.topic(entry.table) if entry.table else "garbage"
             messages = [(key, value, topic) for key, value, _ in rendered[index]]
-            kept.update({index: (key, value, topic) for key, value, marker in rendered[index][::-1] if not marker})
+            first = next(((key, value, topic) for key, value, marker in rendered[index] if not marker), None)
+            if first is not None:
+                kept[index] = first
         else:
             continue
         for key, value, topic in messages:
@@ -169,7 +172,7 @@ def _qlik_data(sim: SourceSimulator, tables: dict[str, QlikTable], avro: bool) -
             if op == "r":
                 hdrs = headers("REFRESH")
             else:
-                when = datetime.fromtimestamp(e.kafka_ts_ms / 1000, timezone.utc)
+                when = datetime.fromtimestamp(e.kafka_ts_ms / 1000, UTC)
                 _, number, size = marks.get(index, (None, None, None))
                 hdrs = headers({"c": "INSERT", "u": "UPDATE", "d": "DELETE"}[op],
                                change_sequence(when.strftime("%Y%m%d%H%M%S00"), counter),
@@ -227,9 +230,9 @@ def dts_avro_records(sim: SourceSimulator, *, markers: bool = False) -> list[dic
     the partition of a key of its own (the rows follow theirs), naming it by ``sourceTxid`` (the GTID) in odd
     transactions and by ``safeSourcePosition`` (its BEGIN's position, with sourceTxid "0" as MySQL
     sources send it) in even ones."""
-    from jobs.decoders.dts_avro import record_schema
-
     import fastavro
+
+    from jobs.decoders.dts_avro import record_schema
 
     schema = record_schema()
     marks = transactions(sim) if markers else {}
@@ -393,7 +396,7 @@ def dataworks_message(spec: TableSpec, op: str, before: dict | None, after: dict
 def shareplex_message(spec: TableSpec, op: str, before: dict | None, after: dict | None, e: Any,
                       serial: int, tx: tuple[str, int, int] | None = None) -> Any:
     tx_id, number, size = tx or (f"tx{serial}", 1, 1)
-    meta = {"time": datetime.fromtimestamp(_ms(e) / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"),
+    meta = {"time": datetime.fromtimestamp(_ms(e) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S"),
             "userid": 1, "op": {"r": "ins", "c": "ins", "u": "upd", "d": "del"}[op], "scn": str(serial),
             "rowid": f"AAAA{serial:012d}", "trans": tx_id, "seq": number, "size": size,
             "table": f"{spec.db.upper()}.{spec.name.upper()}", "idx": f"{number}/{size}", "posttime": ""}
@@ -408,7 +411,7 @@ def shareplex_message(spec: TableSpec, op: str, before: dict | None, after: dict
 
 
 def ogg_message(spec: TableSpec, op: str, before: dict | None, after: dict | None, e: Any, serial: int) -> Any:
-    when = datetime.fromtimestamp(_ms(e) / 1000, timezone.utc).strftime(_TS)
+    when = datetime.fromtimestamp(_ms(e) / 1000, UTC).strftime(_TS)
     message = {"table": f"{spec.db.upper()}.{spec.name.upper()}", "op_type": {"r": "I", "c": "I", "u": "U",
                                                                              "d": "D"}[op],
                "op_ts": when, "current_ts": when, "pos": f"{serial:020d}", "primary_keys": list(spec.primary_key)}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from scripts.simulate_source import SourceSimulator, TableSpec, write_parquet  # noqa: E402
 
-DEMO_START = datetime(2026, 11, 1, tzinfo=timezone.utc)
+DEMO_START = datetime(2026, 11, 1, tzinfo=UTC)
 DEMO_SPAN = timedelta(days=2)
 DEMO_SERVER = "shop"
 
@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     first = min(e.kafka_ts_ms for e in records)
     last = max(e.kafka_ts_ms for e in records)
     fmt = "%Y-%m-%dT%H:%M:%SZ"
-    span = (datetime.fromtimestamp(first / 1000, timezone.utc).strftime(fmt),
-            datetime.fromtimestamp(last / 1000, timezone.utc).strftime(fmt))
+    span = (datetime.fromtimestamp(first / 1000, UTC).strftime(fmt),
+            datetime.fromtimestamp(last / 1000, UTC).strftime(fmt))
     counts = ", ".join(f"{t}={n}" for t, n in sim.source_counts().items())
     print(
         f"demo: {sum(written.values())} messages in {len(written)} topics "

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 # Replicate type -> Avro type of the data schema (no logical types: Replicate's default)
 _AVRO_TYPES = {"INT1": "int", "INT2": "int", "INT4": "int", "UINT1": "int", "UINT2": "int", "INT8": "long",
@@ -51,7 +52,8 @@ class QlikTable:
         headers = [{"name": "operation", "type": {"type": "enum", "name": "operation",
                                                   "symbols": ["INSERT", "UPDATE", "DELETE", "REFRESH"]}}]
         headers += [{"name": n, "type": "string"} for n in _HEADER_FIELDS]
-        headers += [{"name": "changeMask", "type": ["null", "bytes"]}, {"name": "columnMask", "type": ["null", "bytes"]},
+        headers += [{"name": "changeMask", "type": ["null", "bytes"]},
+                    {"name": "columnMask", "type": ["null", "bytes"]},
                     {"name": "transactionEventCounter", "type": ["null", "long"]},
                     {"name": "transactionLastEvent", "type": ["null", "boolean"]}]
         return {"type": "record", "name": "DataRecord", "fields": [

@@ -59,17 +59,18 @@ import random
 import re
 import sqlite3
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import pyarrow
 
-UTC = timezone.utc
+UTC = UTC
 _EPOCH_MS = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_NAIVE = datetime(1970, 1, 1)
 _EPOCH_DATE = date(1970, 1, 1)
@@ -107,7 +108,7 @@ class ColumnType:
     scale: int | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "ColumnType":
+    def parse(cls, text: str) -> ColumnType:
         match = _TYPE_RE.match(text)
         if not match:
             raise ValueError(
@@ -419,7 +420,7 @@ class Transaction:
     """An open source transaction (a handle; use ``SourceSimulator.begin`` / ``commit``)."""
 
     txid: int
-    changes: list["_Change"] = field(default_factory=list)
+    changes: list[_Change] = field(default_factory=list)
     locks: set[tuple[str, tuple]] = field(default_factory=set)
     open: bool = True
     target_size: int = 1
@@ -1372,7 +1373,7 @@ class SourceSimulator:
 
 
 # ---- Parquet in Spark's Kafka source schema ----------------------------------------------------
-def kafka_arrow_schema() -> "pyarrow.Schema":
+def kafka_arrow_schema() -> pyarrow.Schema:
     """Spark's Kafka source schema as an Arrow schema: the one the land stage writes."""
     from jobs.land import KAFKA_ARROW_SCHEMA
 

@@ -141,7 +141,7 @@ def with_moved_rows(joined: DataFrame, ev: DataFrame, key_columns: list[str],
         F.col("a._to")[k].eqNullSafe(F.col(f"b.{k}")) for k in key_columns
     ]) & (F.struct("a._move_pos", "a._move_offset") < F.struct("b._move_pos", "b._move_offset"))).limit(1).count()
     current_sources, arrivals, previous = sources, None, None
-    for passes in range(1, MAX_MOVE_PASSES + 1):
+    for passes in range(1, MAX_MOVE_PASSES + 1):  # noqa: B007 (reported after the loop)
         computed = _moved_in(current_sources, moves, key_columns).localCheckpoint(eager=True)
         # order-independent fingerprint of the arrivals (the small frame just computed)
         fingerprint = tuple(computed.select(F.count(F.lit(1)), F.bit_xor(F.xxhash64(*key_columns).bitwiseXOR(F.expr(

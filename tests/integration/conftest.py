@@ -3,8 +3,8 @@ JVMs), and the real servers they share (tests/support/servers.py): one Tansu bro
 server for the session, tests keeping apart by their own topic names and buckets."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

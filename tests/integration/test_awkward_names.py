@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from jobs import canonical, publish
 from jobs.lake import Lake
 from tests.support.pipeline_runs import jobs_run

@@ -13,7 +13,7 @@ import os
 import socket
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email import policy
 from pathlib import Path
 
@@ -26,8 +26,9 @@ from jobs import airflow_tasks as tasks
 from jobs.canonical import safe_part
 from jobs.lake import Lake
 from tests.support.servers import KafkaMessage, create_topic, produce
+
 REPO = Path(__file__).resolve().parents[2]
-UTC = timezone.utc
+UTC = UTC
 DAY1, DAY2, DAY3 = (datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3))
 TABLES = {"shop.public.customers", "shop.public.orders", "shop.public.order_lines"}
 STAGES = ["land", "decode", "merge", "validate", "reconcile", "alert", "expire"]

@@ -7,9 +7,8 @@ partitions. Expected states are written out by hand from the messages."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-
 
 from jobs.raw import KAFKA_SCHEMA
 from tests.support.pipeline_runs import jobs_run
@@ -31,7 +30,7 @@ def key(i: int) -> str:
 
 def land(spark, path: Path, messages: list[tuple], first_offset: int) -> Path:
     """``messages``: (partition, key, value, headers) in the order the topic got them."""
-    at = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 1, tzinfo=UTC)
     rows = [(k.encode(), v.encode(), "pg.public.docs", part, first_offset + i, at, 0,
              [{"key": hk, "value": hv.encode()} for hk, hv in (headers or {}).items()] or None)
             for i, (part, k, v, headers) in enumerate(messages)]

@@ -16,8 +16,15 @@ import pytest
 from scripts.format_streams import FORMAT_RECORDS, logical_changes
 from scripts.simulate_source import SourceSimulator
 from tests.support.replay import (
-    TABLES, assert_state_equals_source, assert_state_means_source, expected_versions, history_rows, make_workload,
-    run_parts, same_value)
+    TABLES,
+    assert_state_equals_source,
+    assert_state_means_source,
+    expected_versions,
+    history_rows,
+    make_workload,
+    run_parts,
+    same_value,
+)
 
 
 def run_slices(records, tmp_path, runs: int, fmt: str, extra: list[str] = ()) -> list[dict]:

@@ -4,7 +4,7 @@ SQLite) says it should -- the current state, and the kept older snapshots by tim
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlparse
 
 import pytest
@@ -53,7 +53,7 @@ def test_expiry_drops_old_snapshots_and_only_their_files(spark, tmp_path, monkey
     data_dirs_before = [d for k in ("data", "deletes") for d in _run_dirs(table, k)]
     tombstones_before = {os.path.dirname(p) for p in _on_disk(table, "tombstones")}
     assert len(tombstones_before) == 5  # every run had deletes: each wrote its tombstones
-    as_of = datetime.fromtimestamp(table.metadata.snapshots[-1].timestamp_ms / 1000, timezone.utc) + timedelta(seconds=1)
+    as_of = datetime.fromtimestamp(table.metadata.snapshots[-1].timestamp_ms / 1000, UTC) + timedelta(seconds=1)
     args = ["expire", "--lake", str(runs.lake.root), "--pipeline", "buckets", "--run-id", "x1",
             "--as-of", as_of.isoformat(), "--retain-days", "0", "--retain-last", "2"]
 
@@ -192,10 +192,10 @@ def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, mo
         return runs.lake.read_json(f"reports/buckets/run={run_id}/expire.json")["tables"][0]
 
     # less than a day old: kept, as a run still writing would be
-    recent = expire("x1", datetime.fromtimestamp(written, timezone.utc) + timedelta(hours=12))
+    recent = expire("x1", datetime.fromtimestamp(written, UTC) + timedelta(hours=12))
     assert recent["orphans_deleted"] == 0
     assert _on_disk(table, "tombstones") == before["tombstones"] | orphans["tombstones"]
-    later = datetime.fromtimestamp(written, timezone.utc) + timedelta(days=2)
+    later = datetime.fromtimestamp(written, UTC) + timedelta(days=2)
     dry = expire("x2", later, "--dry-run")
     files = [p for k in ("data", "deletes") for p in orphans[k]] + sorted(orphan_manifests | orphan_metadata)
     assert dry["orphans_deleted"] >= len(files) + len(orphans["tombstones"])

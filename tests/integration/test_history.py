@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-
 from jobs.lake import Lake
 from scripts.simulate_source import SourceSimulator
 from tests.support.replay import TABLES, expected_versions, history_rows, normalise, published_rows, run_parts
@@ -83,7 +82,7 @@ def test_rows_removed_by_a_truncate_or_a_newer_load_are_no_longer_current(spark,
         current = [r for r in rows if r["_is_current"]]
         keys = [tuple(str(r[k]) for k in spec.primary_key) for r in current]
         assert len(keys) == len(set(keys)), f"{table}: a key with two current versions"
-        as_text = lambda rs: sorted(str({c: normalise(r[c]) for c in spec.column_names}) for r in rs)  # noqa: E731
+        as_text = lambda rs: sorted(str({c: normalise(r[c]) for c in spec.column_names}) for r in rs)  # noqa: E731, B023
         expected = as_text(sim.expected_state(table))
         assert as_text(published_rows(lake, "wl", table)) == expected
         assert as_text(current) == expected, table

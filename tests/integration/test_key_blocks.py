@@ -6,7 +6,6 @@ row, whatever else its key block holds: the columns its image does not carry kee
 expected states are written out by hand from the messages."""
 from __future__ import annotations
 
-
 from tests.support.replay import published_rows
 from tests.support.shareplex import message, run, write
 

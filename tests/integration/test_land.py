@@ -11,7 +11,7 @@ import io
 import json
 import os
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -33,7 +33,7 @@ from jobs.land import KAFKA_ARROW_SCHEMA, LandError, land_files, land_kafka, mai
 from tests.support.pipeline_runs import jobs_run
 from tests.support.servers import KafkaMessage, create_bucket, create_topic, produce, s3_client
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1, T2, T3 = (T0 + timedelta(hours=h) for h in (1, 2, 3))
 INTERVALS = [(T0, T1), (T1, T2), (T2, T3)]
 PIPELINE = "landtest"

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from scripts.format_streams import FORMAT_RECORDS
 from scripts.simulate_source import SourceSimulator
 from tests.support.replay import TABLES, assert_state_equals_source, assert_state_means_source, run_parts
+
 EXAMPLES = int(os.environ.get("CDC_PROPERTY_EXAMPLES", "3"))
 # (stream, decoder format, connector the model logs like, typed state)
 STREAMS = [

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-
 from jobs import publish
 from jobs.lake import Lake
 from tests.support.decoders import raw_frame

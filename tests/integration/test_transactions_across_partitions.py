@@ -10,8 +10,7 @@ import json
 import pytest
 
 from jobs import cli
-from scripts.format_streams import (
-    FORMAT_RECORDS, debezium_transaction_records, dts_avro_records, json_format_records)
+from scripts.format_streams import FORMAT_RECORDS, debezium_transaction_records, dts_avro_records, json_format_records
 from scripts.simulate_source import write_parquet
 from tests.support.replay import assert_state_equals_source, assert_state_means_source, make_workload
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
 from tests.support.pipeline_runs import jobs_run
 from tests.support.replay import published_rows
 

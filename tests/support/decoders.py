@@ -3,8 +3,8 @@ comparison of a JVM-side decoder with its Spark SQL / Python twin."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,7 +12,7 @@ from jobs.decode import decode_messages, release
 from jobs.decoders import DecodeOptions
 from jobs.raw import KAFKA_SCHEMA
 
-LANDED_AT = datetime(2026, 11, 1, tzinfo=timezone.utc)
+LANDED_AT = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def raw_frame(spark, values, keys=None, topic="t", headers=None):

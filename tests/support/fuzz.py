@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import json
 import random
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 # kinds whose variant means the same as the message it came from: it must decode to the same records
@@ -32,7 +32,7 @@ _PLACEHOLDER = "@@FUZZ@@"
 HUGE_CHARS = 256 * 1024  # in the suite; the opt-in budget (make test-fuzz) sends tens of MB
 
 
-@lru_cache(maxsize=None)
+@cache
 def corpus(fmt: str) -> tuple[bytes, ...]:
     """Real messages of ``fmt``: a small simulated workload's stream (snapshot, changes, key changes,
     transactions), Debezium with and without the schema section."""
@@ -153,7 +153,7 @@ def _get(doc: Any, path: tuple) -> Any:
 
 
 # ---- DTS Avro ------------------------------------------------------------------------------------
-@lru_cache(maxsize=None)
+@cache
 def _dts_schema() -> Any:
     from jobs.decoders.dts_avro import record_schema
 

@@ -8,10 +8,10 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import pytest
 
@@ -86,7 +86,7 @@ def assert_state_equals_source(sim: SourceSimulator, lake: Path, pipeline: str, 
                      .replace("False", "false")) for c, v in row.items()}
                 for row in expected
             ]
-        key = lambda r: tuple(str(r[k]) for k in spec.primary_key)  # noqa: E731
+        key = lambda r: tuple(str(r[k]) for k in spec.primary_key)  # noqa: E731, B023 (used in this iteration)
         exp = sorted(({k: normalise(v) for k, v in r.items()} for r in expected), key=key)
         act = sorted(({k: normalise(v) for k, v in r.items()} for r in actual), key=key)
         assert len(act) == len(exp), f"{table}: {len(act)} rows published, {len(exp)} in the source"

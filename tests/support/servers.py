@@ -31,9 +31,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 LOCALHOST = "127.0.0.1"
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pendulum
@@ -14,7 +14,7 @@ from jobs import airflow_tasks as tasks
 from jobs.canonical import safe_part
 from jobs.land import KAFKA_ARROW_SCHEMA
 
-UTC = timezone.utc
+UTC = UTC
 DAY1, DAY2, DAY3 = (datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3))
 NO_ENV: dict[str, str] = {}
 

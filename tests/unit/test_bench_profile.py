@@ -1,12 +1,12 @@
 """bench.profile's summary of a JFR recording: stage windows, durations, hottest frames."""
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from bench.profile import _seconds, stage_windows, summarize
 
-START = datetime(2026, 11, 23, 12, 0, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 
 
 def _sample(at: datetime, *frames: str) -> dict:

@@ -6,7 +6,7 @@ the shapes Alibaba DTS documents (tests/resources/seeds/004_a66593fb03e5fe66.txt
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -267,7 +267,7 @@ def test_stream_folds_to_expected_state(spark, tmp_path):
     assert jobs_run("canal", raw, lake, "cn", "r1") == 0
     table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "cn", "shop._.items")
     rows = sorted(table.scan().to_arrow().select(["id", "v", "amount", "at", "ok"]).to_pylist(), key=lambda r: r["id"])
-    at = datetime(2024, 11, 15, 8, 58, 34, tzinfo=timezone.utc)
+    at = datetime(2024, 11, 15, 8, 58, 34, tzinfo=UTC)
     common = {"amount": Decimal("1.50"), "at": at}
     assert rows == [{"id": 1, "v": "a2", **common, "ok": True}, {"id": 4, "v": "d", **common, "ok": False},
                     {"id": 20, "v": "b", **common, "ok": True}]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from jobs import publish
 from jobs.decode import decode_counts, decode_messages
@@ -141,7 +141,7 @@ def test_stream_folds_to_expected_state(spark, tmp_path):
     assert jobs_run("dataworks", raw, lake, "dw", "r1") == 0
     table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "dw", "shop._.items")
     rows = sorted(table.scan().to_arrow().select(["id", "v", "at", "ok"]).to_pylist(), key=lambda r: r["id"])
-    at = datetime(2024, 11, 15, 8, 58, 34, tzinfo=timezone.utc)
+    at = datetime(2024, 11, 15, 8, 58, 34, tzinfo=UTC)
     assert rows == [{"id": 1, "v": "a2", "at": at, "ok": False}, {"id": 4, "v": "d", "at": at, "ok": True},
                     {"id": 20, "v": "b", "at": at, "ok": True}]
     decode_report = json.loads((lake / "reports/dw/run=r1/decode.json").read_text())

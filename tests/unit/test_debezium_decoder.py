@@ -14,7 +14,7 @@ import pytest
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.raw import read_raw
-from tests.support.decoders import assert_rows_equal, FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame
+from tests.support.decoders import FLINK_PRODUCT_ROWS, assert_rows_equal, flink_row_kinds, raw_frame
 
 PRODUCTS_PK = DecodeOptions(primary_keys={"products": ("id",)})
 

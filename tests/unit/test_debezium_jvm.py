@@ -135,8 +135,8 @@ EDGE_VALUES = [
     '{"payload":{"op":5,"ts_ms":1.5,"after":{"id":1},"source":{"table":"t"}},"schema":{"fields":[]}}',
     '{"payload":"text","schema":null}',
     '{"op":"c","after":{"id":1}, xx', "  ", "null", "5", "[1,2]", '"text"', "{}",
-    '{"op":"c","after":{"id":1},"source":{"connector":"postgresql","db":"d","schema":"s","table":"t","lsn":1}}'
-    .encode() + b"\xff",
+    b'{"op":"c","after":{"id":1},"source":{"connector":"postgresql","db":"d","schema":"s","table":"t","lsn":1}}'
+ + b"\xff",
     b'{"op":"c","after":{"id":"1","v":"\xff\xfe"},"source":{"connector":"postgresql","table":"t","lsn":2}}',
     # flat rows (ExtractNewRecordState), heartbeats, transaction metadata, logical messages
     '{"id":3,"name":"x","__deleted":"TRUE","__op":"u","__db":"inv","__table":"items"}',

@@ -5,7 +5,7 @@ Expected values are those the tools' own test suites expect (tests/resources/max
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -14,8 +14,7 @@ from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import KAFKA_SCHEMA, read_raw
-from tests.support.decoders import (assert_rows_equal, FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame,
-                                    with_exact_numbers)
+from tests.support.decoders import FLINK_PRODUCT_ROWS, assert_rows_equal, flink_row_kinds, raw_frame, with_exact_numbers
 from tests.support.pipeline_runs import jobs_run
 
 # Flink MaxwellJsonSerDerTest / SeaTunnel MaxWellJsonSerDeSchemaTest: the 26 rows both files decode to
@@ -168,7 +167,7 @@ def test_stream_folds_to_expected_state(spark, tmp_path):
         (key(20), update_key_change),  # redelivered
         (None, "garbage {"),
     ]
-    rows = [(k and k.encode(), v.encode(), "maxwell", 0, i, datetime(2026, 11, 1, tzinfo=timezone.utc), 0, None)
+    rows = [(k and k.encode(), v.encode(), "maxwell", 0, i, datetime(2026, 11, 1, tzinfo=UTC), 0, None)
             for i, (k, v) in enumerate(messages)]
     raw = tmp_path / "raw"
     spark.createDataFrame(rows, KAFKA_SCHEMA).coalesce(1).write.parquet(str(raw))

@@ -6,7 +6,7 @@ import base64
 import json
 import sqlite3
 import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pyarrow as pa
@@ -359,7 +359,7 @@ def test_kafka_records_have_consistent_partitions_offsets_and_timestamps():
     records = sim.to_kafka_records()
     stamps = [r["timestamp"] for r in records]
     assert all(a < b for a, b in zip(stamps, stamps[1:]))
-    assert all(s.tzinfo == timezone.utc and s.microsecond % 1000 == 0 for s in stamps)
+    assert all(s.tzinfo == UTC and s.microsecond % 1000 == 0 for s in stamps)
     offsets: dict[tuple, list[int]] = {}
     for r in records:
         offsets.setdefault((r["topic"], r["partition"]), []).append(r["offset"])
@@ -446,7 +446,7 @@ def test_make_demo_is_quick_deterministic_and_complete(tmp_path, capsys):
     rows = [row for f in files for row in pq.read_table(f).to_pylist()]
     assert 2000 <= len(rows) <= 5000
     assert all(pq.read_schema(f).remove_metadata() == SPARK_KAFKA_SCHEMA for f in files)
-    start = datetime(2026, 11, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 1, tzinfo=UTC)
     stamps = [r["timestamp"] for r in rows]
     assert start <= min(stamps) and max(stamps) < start + timedelta(days=2)
     assert max(stamps) > start + timedelta(days=1, hours=12)  # spread over both days

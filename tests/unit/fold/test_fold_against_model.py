@@ -47,7 +47,7 @@ def delivered(rng: random.Random, log: list, snapshot_at: int) -> list[dict]:
     """The records a connector delivers: the state at ``snapshot_at`` as a full load at that position,
     then every change (those at or before it too, as a connector that starts streaming early does)."""
     at_snapshot: dict[str, dict] = {}
-    for n, (kind, key, image, extra) in enumerate(log[:snapshot_at], start=1):
+    for kind, key, image, _ in log[:snapshot_at]:
         if kind == "delete":
             at_snapshot.pop(key, None)
         else:

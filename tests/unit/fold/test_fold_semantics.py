@@ -276,7 +276,7 @@ def test_a_table_keyed_by_its_whole_row_takes_the_key_a_later_run_names(chain):
     chain.run([change(I, None, pos(1), {"id": 1, "name": "a"}, key_map=whole_row)])
     assert set(chain.published.key_columns) == {"id", "name"}
     rows = chain.run([change(U, 1, pos(2), {"name": "b"})])
-    assert names(rows) == {"1": "b"} and chain.last_report["rekeyed_from"] == ["id", "name"]
+    assert names(rows) == {"1": "b"} and set(chain.last_report["rekeyed_from"]) == {"id", "name"}
 
 
 def test_records_between_an_unmarked_begin_and_its_end_wait_for_the_end(chain):
