@@ -35,7 +35,9 @@ def workload() -> tuple[SourceSimulator, int]:
     return sim, end_of_load
 
 
-@pytest.mark.parametrize("cut", [None, 0, -1], ids=["one-run", "last-row-closes-load", "load-closed-by-next-run"])
+# (the stream in one run is the first run of last-row-closes-load; a load closed in its own run or by the
+# next, at the fold's level: tests/unit/fold/test_fold_semantics.py)
+@pytest.mark.parametrize("cut", [0, -1], ids=["last-row-closes-load", "load-closed-by-next-run"])
 def test_newer_complete_load_removes_keys_missing_from_it(spark, tmp_path, cut):
     """``cut``: where the first run ends, relative to the re-snapshot's end (-1: before its last row)."""
     sim, end_of_load = workload()

@@ -181,33 +181,6 @@ def test_debezium_transaction_topic_holds_transactions_without_their_end(spark):
     assert len(applied) == 3 and held == []
 
 
-def test_dataworks_open_transaction_is_applied_by_the_run_that_ends_it(spark, tmp_path):
-    def run_dw(run_id: str, values: list[str]) -> dict:
-        raw = tmp_path / f"raw-{run_id}"
-        raw_frame(spark, values).write.parquet(str(raw))
-        assert jobs_run("dataworks", raw, tmp_path / "lake", "dw", run_id) == 0
-        return json.loads((tmp_path / f"lake/reports/dw/run={run_id}/merge.json").read_text())
-
-    def state() -> dict[int, int]:
-        table = publish.load_table(publish.open_catalog(Lake.at(str(tmp_path / "lake"))), "dw", "bank._.accounts")
-        return {r["id"]: r["balance"] for r in table.scan().to_arrow().to_pylist()}
-
-    first = [dataworks("TRANSACTION_BEGIN", 1), dataworks("INSERT", 2, {"id": 1, "balance": 100}),
-             dataworks("INSERT", 3, {"id": 2, "balance": 50}), dataworks("TRANSACTION_END", 4),
-             dataworks("TRANSACTION_BEGIN", 5), dataworks("UPDATE_AFTER", 6, {"id": 1, "balance": 70})]
-    report = run_dw("r1", first)
-    assert report["held"]["transactions"] == 1 and report["held"]["records"] == 2
-    assert state() == {1: 100, 2: 50}
-    # the second snapshot continues the partition: its offsets follow the first one's
-    second = raw_frame(spark, [dataworks("UPDATE_AFTER", 7, {"id": 2, "balance": 80}), dataworks("TRANSACTION_END", 8)])
-    raw = tmp_path / "raw-r2"
-    second.withColumn("offset", F.col("offset") + len(first)).write.parquet(str(raw))
-    assert jobs_run("dataworks", raw, tmp_path / "lake", "dw", "r2") == 0
-    report = json.loads((tmp_path / "lake/reports/dw/run=r2/merge.json").read_text())
-    assert report["held"]["transactions"] == 0 and report["held"]["released_from"] == "held/dw/run=r1"
-    assert state() == {1: 70, 2: 80}
-
-
 def test_a_dataworks_split_update_cut_by_the_snapshot_waits_for_its_after_half(spark):
     # an UPDATE_BEFOR whose UPDATE_AFTER is not landed yet; a complete pair; a merged update
     before_only = json.loads(dataworks("UPDATE_BEFOR", 30))
