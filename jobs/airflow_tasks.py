@@ -42,22 +42,19 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from jobs.intervals import IntervalError, checked, run_id_for, utc
 
 REPO = Path(__file__).resolve().parents[1]
 APPLICATION = str(REPO / "jobs" / "cli.py")  # spark-submit'ed: `spark-submit jobs/cli.py <stage> ...`
 LAND_TASK = "land"
 SPARK_STAGES = ("decode", "merge", "validate")
-INTERVAL_FORMAT = "%Y%m%dT%H%M%SZ"  # the lake's interval= and run= folder names
 VARIABLE_PREFIX = "cdc_"
 
 log = logging.getLogger(__name__)
-
-
-class IntervalError(ValueError):
-    """The run has no usable [start, end) window."""
 
 
 class AlertNotSent(RuntimeError):
@@ -200,23 +197,7 @@ def dag_params() -> dict[str, Any]:
     return params
 
 
-# ---- interval and run id -------------------------------------------------------------------------
-def _utc(value: Any, what: str) -> datetime:
-    if isinstance(value, datetime):
-        parsed = value
-    else:
-        text = str(value).strip()
-        try:
-            parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-        except ValueError:
-            raise IntervalError(f"{what} {text!r} is not an ISO-8601 time (e.g. 2026-11-01T00:00:00Z)") from None
-    # a time without an offset is UTC, as everywhere in the pipeline
-    parsed = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-    # pendulum.DateTime (Airflow's context) -> plain datetime, so results compare and print alike
-    return datetime(parsed.year, parsed.month, parsed.day, parsed.hour, parsed.minute, parsed.second,
-                    parsed.microsecond, tzinfo=UTC)
-
-
+# ---- interval and run id (jobs.intervals) -------------------------------------------------------
 def resolve_interval(params: Mapping[str, Any] | None, data_interval_start: Any,
                      data_interval_end: Any) -> tuple[datetime, datetime]:
     """The run's window [start, end): params ``start`` and ``end`` together (manual runs, or any
@@ -226,27 +207,16 @@ def resolve_interval(params: Mapping[str, Any] | None, data_interval_start: Any,
     if start_param or end_param:
         if not (start_param and end_param):
             raise IntervalError("give both params start and end, or neither (to use the data interval)")
-        start, end = _utc(start_param, "start"), _utc(end_param, "end")
+        start, end = utc(start_param, "start"), utc(end_param, "end")
     elif data_interval_start is None or data_interval_end is None:
         raise IntervalError("the run has no data interval: a manual run needs params start and end")
     else:
-        start, end = _utc(data_interval_start, "start"), _utc(data_interval_end, "end")
+        start, end = utc(data_interval_start, "start"), utc(data_interval_end, "end")
     if end <= start:
         raise IntervalError(
             f"empty interval {start.isoformat()} .. {end.isoformat()}: a manual run needs params start and end"
         )
-    if start.microsecond or end.microsecond:
-        raise IntervalError("interval bounds must be whole seconds (they name the lake's folders)")
-    return start, end
-
-
-def interval_name(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime(INTERVAL_FORMAT)
-
-
-def run_id_for(start: datetime, end: datetime) -> str:
-    """Deterministic from the interval, so a re-run or backfill of an interval reuses its run id."""
-    return f"{interval_name(start)}_{interval_name(end)}"
+    return checked(start, end)
 
 
 # ---- the plan of a run: what land hands to the later tasks ---------------------------------------
@@ -464,7 +434,7 @@ def expire(plan: Mapping[str, Any], params: Mapping[str, Any] | None = None, **_
 
     run = RunPlan.from_xcom(plan)
     cfg = resolve_settings(params, _airflow_variable)
-    report = run_expire(_run_context(run), _utc(run.end, "interval end"), cfg.snapshot_retain_days,
+    report = run_expire(_run_context(run), utc(run.end, "interval end"), cfg.snapshot_retain_days,
                         cfg.snapshot_retain_last)
     summary = {"snapshots_expired": sum(t["snapshots_expired"] for t in report["tables"]),
                "bytes_deleted": sum(t["bytes_deleted"] for t in report["tables"])}

@@ -47,14 +47,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs import failpoints, storage
+from jobs import failpoints, intervals, storage
+from jobs.intervals import IntervalError, interval_name, iso, parse_interval_name
 from jobs.lake import Lake, LakeError, check_name
 
 log = logging.getLogger("jobs.land")
 
 MANIFEST = "_manifest.json"
 MANIFEST_VERSION = 1
-INTERVAL_FORMAT = "%Y%m%dT%H%M%SZ"
 KAFKA_CONFIG_ENV = "CDC_KAFKA_CONFIG"
 
 # Bounded memory: at most BATCH_ROWS messages (or BATCH_BYTES of keys+values) are buffered per
@@ -87,44 +87,24 @@ class LandError(RuntimeError):
     """The interval cannot be landed (unknown topic, overlapping interval, broker not answering...)."""
 
 
-# ---- interval names ------------------------------------------------------------------------------
+# ---- interval names (jobs.intervals) -------------------------------------------------------------
 def parse_time(text: str) -> datetime:
     """An ISO-8601 instant; ``Z`` allowed; a time without an offset is taken as UTC."""
     try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise LandError(f"{text!r} is not an ISO-8601 time (e.g. 2026-11-01T00:00:00Z)") from None
-    return _utc(value)
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def interval_name(value: datetime) -> str:
-    """Compact UTC form used in folder names: 20261101T000000Z."""
-    return _utc(value).strftime(INTERVAL_FORMAT)
-
-
-def _parse_interval_name(text: str) -> datetime:
-    return datetime.strptime(text, INTERVAL_FORMAT).replace(tzinfo=UTC)
+        return intervals.utc(text)
+    except IntervalError as e:
+        raise LandError(str(e)) from None
 
 
 def _check_interval(start: datetime, end: datetime) -> tuple[datetime, datetime]:
-    start, end = _utc(start), _utc(end)
-    if start.microsecond or end.microsecond:
-        raise LandError("interval bounds must be whole seconds (they name the snapshot folder)")
-    if not start < end:
-        raise LandError(f"interval start {start.isoformat()} is not before its end {end.isoformat()}")
-    return start, end
+    try:
+        return intervals.checked(start, end)
+    except IntervalError as e:
+        raise LandError(str(e)) from None
 
 
 def _ms(value: datetime) -> int:
     return int(value.timestamp() * 1000)
-
-
-def _iso(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")
 
 
 # ---- lake access: listing, clearing, file upload -------------------------------------------------
@@ -152,7 +132,7 @@ def landed_intervals(lake: Lake, pipeline: str, topic: str) -> list[LandedInterv
             continue
         try:
             start_text, end_text = name[len("interval="):].split("_")
-            out.append(LandedInterval(_parse_interval_name(start_text), _parse_interval_name(end_text),
+            out.append(LandedInterval(parse_interval_name(start_text), parse_interval_name(end_text),
                                       f"{base}/{name}"))
         except ValueError:
             continue  # not a folder this module wrote
@@ -278,10 +258,10 @@ def _manifest_base(source: dict[str, Any], pipeline: str, topic: str, start: dat
         "pipeline": pipeline,
         "topic": topic,
         "source": source,
-        "interval": {"start": _iso(start), "end": _iso(end)},
+        "interval": {"start": iso(start), "end": iso(end)},
         "path": rel_dir,
         "schema": "spark-kafka-source",
-        "landed_at": _iso(datetime.now(UTC).replace(microsecond=0)),
+        "landed_at": iso(datetime.now(UTC).replace(microsecond=0)),
     }
 
 
@@ -598,7 +578,7 @@ def land_kafka(bootstrap: str, topic: str, lake: Lake, pipeline: str, start: dat
 def _ms_iso(ms: int | None) -> str | None:
     if ms is None:
         return None
-    return _iso(datetime.fromtimestamp(ms / 1000, tz=UTC))
+    return iso(datetime.fromtimestamp(ms / 1000, tz=UTC))
 
 
 # ---- already-dumped topic files ------------------------------------------------------------------
