@@ -129,7 +129,7 @@ def _tables_of(catalog, pipeline: str, changes: DataFrame) -> list[plan.TableCha
     if every_load_end:
         for table_id in _pending_load_tables(catalog, pipeline, every_load_end, exclude=set(infos)):
             infos[table_id] = plan.TableChanges(table_id, load_end_marker=every_load_end,
-                                                    every_load_end=every_load_end)
+                                                every_load_end=every_load_end)
     return [infos[t] for t in sorted(infos)]
 
 

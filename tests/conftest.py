@@ -72,7 +72,7 @@ def shared_dir() -> Path:
 
 @pytest.fixture
 def small_raw(spark, tmp_path):
-    """A raw folder of one Debezium insert (tests/unit and tests/integration test_operational_errors.py)."""
+    """A raw folder of one Debezium insert (tests/integration/test_operational_errors.py)."""
     from tests.support.decoders import raw_frame
 
     raw = tmp_path / "raw"

@@ -1,14 +1,18 @@
-"""An operational failure that only a process of its own shows ends the command with one line that names
-what failed and what to check, exit code 1, no traceback and no secret (the in-process cases:
-tests/unit/test_operational_errors.py)."""
+"""An operational failure in a whole run ends the command with one line that names what failed and what
+to check, exit code 1, no traceback (``--debug`` adds it) and no secret: an unreachable source database
+(a run in this process) and an unreachable catalog (one only a process of its own shows). The masking,
+the hints and the refused arguments: tests/unit/test_operational_errors.py."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.operational import DOWN_DB, SECRET
 from tests.support.paths import REPO
+from tests.support.pipeline_runs import jobs_run
 
 
 def test_an_unreachable_catalog_is_one_line_exit_1(small_raw, tmp_path):
@@ -22,3 +26,16 @@ def test_an_unreachable_catalog_is_one_line_exit_1(small_raw, tmp_path):
     assert "Traceback" not in done.stderr and SECRET not in done.stderr + done.stdout
     last = done.stderr.strip().splitlines()[-1]
     assert "failed in fold_publish" in last and "Iceberg catalog named by CDC_ICEBERG_CATALOG" in last
+
+
+def test_an_unreachable_source_database_is_one_line_exit_1_and_debug_shows_the_traceback(small_raw, tmp_path,
+                                                                                        capsys):
+    assert jobs_run("debezium", small_raw, tmp_path / "lake", "p", "r1", "--source-counts", DOWN_DB) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and SECRET not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: run failed in reconcile:") and "source database of --source-counts" in last
+    # --debug lets the database driver's own error (whichever class it is) through, with its traceback
+    with pytest.raises(Exception) as raised:  # noqa: B017
+        jobs_run("debezium", small_raw, tmp_path / "lake", "p", "r1", "--source-counts", DOWN_DB, "--debug")
+    assert not isinstance(raised.value, SystemExit)

@@ -1,10 +1,15 @@
-"""SharePlex JSON messages for the tests: the DTS seed document's examples (seed 004) and messages
-written out by hand, and one ``jobs run`` of them."""
+"""SharePlex JSON messages for the tests: the DTS seed document's examples (seed 004), messages written
+out by hand, the product stream that replays Flink's SharePlexJsonSerDerTest rows, their decode, and one
+``jobs run`` of them (tests/unit/test_shareplex_decoder.py, tests/integration/test_shareplex_runs.py and
+the runs that name awkward tables or key blocks)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from jobs.decode import decode_counts, decode_messages
+from jobs.decoders import DecodeOptions
+from tests.support.decoders import raw_frame
 from tests.support.pipeline_runs import jobs_run
 
 
@@ -38,3 +43,62 @@ def write(path: Path, lines: list[str]) -> Path:
 
 def run(lake: Path, run_id: str, raw: Path) -> None:
     assert jobs_run("shareplex", raw, lake, "p", run_id) == 0
+
+
+def decode(spark, values, options=DecodeOptions()):
+    """(change records, quarantined rows, decode counts) of ``values`` decoded as SharePlex."""
+    decoded = decode_messages(raw_frame(spark, values), "shareplex", options)
+    # a key change's DELETE comes before its UPDATE inside one message
+    records = sorted((r.asDict(recursive=True) for r in decoded.changes.collect()),
+                     key=lambda r: (r["offset"], r["op"] != "DELETE"))
+    quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
+    return records, quarantine, decode_counts(decoded.outcomes)
+
+
+def sp_message(op, table="test.product", data=None, key=None, scn=None, seq=1, size=1, trans="1.0.1", time=None):
+    """One SharePlex message; a meta field given as None is left out."""
+    meta = {"time": time or "2017-06-16T14:24:34", "userid": 84, "op": op, "scn": scn, "rowid": "AAATGpAAIAAItcIAAA",
+            "trans": trans, "seq": seq, "size": size, "table": table, "idx": f"{seq}/{size}",
+            "posttime": "2017-06-16T14:33:52"}
+    msg = {"meta": {k: v for k, v in meta.items() if v is not None}}
+    if data is not None:
+        msg["data"] = data
+    if key is not None:
+        msg["key"] = key
+    return json.dumps(msg)
+
+
+# The 26 row changes Flink's SharePlexJsonSerDerTest expects (SOURCE.md), as SharePlex writes them:
+# inserts carry the row, updates only the changed columns (+ the key's old values), deletes the row.
+ROWS = {
+    101: ("scooter", "Small 2-wheel scooter", 3.14), 102: ("car battery", "12V car battery", 8.1),
+    103: ("12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", 0.8),
+    104: ("hammer", "12oz carpenter's hammer", 0.75), 105: ("hammer", "14oz carpenter's hammer", 0.875),
+    106: ("hammer", "16oz carpenter's hammer", 1.0), 107: ("rocks", "box of assorted rocks", 5.3),
+    108: ("jacket", "water resistent black wind breaker", 0.1), 109: ("spare tire", "24 inch spare tire", 22.2),
+    110: ("jacket", "water resistent white wind breaker", 0.2), 111: ("scooter", "Big 2-wheel scooter ", 5.18),
+}
+STEPS = (
+    [("ins", i) for i in range(101, 110)]
+    + [("upd", 106, {"description": "18oz carpenter hammer"}), ("upd", 107, {"weight": 5.1}),
+       ("ins", 110), ("ins", 111),
+       ("upd", 110, {"description": "new water resistent white wind breaker", "weight": 0.5}),
+       ("upd", 111, {"weight": 5.17}), ("del", 111), ("upd", 101, {"weight": 5.17}),
+       ("upd", 102, {"weight": 5.17}), ("del", 102), ("del", 103)]
+)
+
+
+def product_stream() -> list[str]:
+    """STEPS as SharePlex writes them, one message each."""
+    rows = {i: dict(zip(("name", "description", "weight"), v)) for i, v in ROWS.items()}
+    out = []
+    for n, (op, ident, *change) in enumerate(STEPS, start=1):
+        scn = str(14589063118700 + n)
+        if op == "ins":
+            out.append(sp_message("ins", data={"id": ident, **rows[ident]}, scn=scn))
+        elif op == "upd":
+            rows[ident].update(change[0])
+            out.append(sp_message("upd", data=change[0], key={"id": ident}, scn=scn))
+        else:
+            out.append(sp_message("del", data={"id": ident, **rows.pop(ident)}, scn=scn))
+    return out

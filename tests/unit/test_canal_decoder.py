@@ -6,18 +6,14 @@ the shapes Alibaba DTS documents (tests/resources/seeds/004_a66593fb03e5fe66.txt
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
-from decimal import Decimal
+from datetime import datetime
 
 import pytest
 
-from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
-from jobs.lake import Lake
 from jobs.raw import read_raw
 from tests.support.decoders import assert_rows_equal, flink_row_kinds, raw_frame
-from tests.support.pipeline_runs import jobs_run
 
 # Flink CanalJsonSerDeSchemaTest: the 26 rows canal-data.txt, canal-data-with-init.txt and
 # canal-data-filter-table.txt (filtered to mydb.product) all decode to
@@ -235,41 +231,3 @@ def test_malformed_messages_are_quarantined_with_their_bytes(spark):
     assert [q["value"] for q in quarantine][0] == b"not json"
     assert counts["total"] == {"landed": 10, "decoded": 0, "quarantined": 8, "ignored": 2, "records": 0}
     assert counts["ignored_reasons"] == {"tombstone": 2} and counts["balanced"]
-
-
-def test_stream_folds_to_expected_state(spark, tmp_path):
-    """Full load, multi-row update with a key change, both delete shapes, a redelivery and garbage,
-    run through the CLI and published to Iceberg."""
-    types = {"id": "int(11)", "v": "varchar(20)", "amount": "decimal(10,2)", "at": "datetime", "ok": "tinyint(1)"}
-
-    def msg(type_, es, data=None, old=None):
-        return json.dumps({"data": data, "old": old, "database": "shop", "table": "items", "type": type_,
-                           "es": es, "id": es // 1000, "isDdl": False, "pkNames": ["id"], "mysqlType": types,
-                           "ts": es + 5, "sql": ""})
-
-    def row(i, v, ok="1"):
-        return {"id": str(i), "v": v, "amount": "1.50", "at": "2024-11-15 08:58:34", "ok": ok}
-
-    update = msg("UPDATE", 3000, data=[row(1, "a2"), row(20, "b")], old=[{"v": "a"}, {"id": "2"}])
-    stream = [
-        msg("INIT", 1000, data=[row(1, "a"), row(2, "b"), row(3, "c")]),
-        msg("INSERT", 2000, data=[row(4, "d", ok="0"), row(5, "e")]),
-        update,
-        msg("DELETE", 4000, old=[row(3, "c")]),  # DTS before 2022-03-20: the row in `old`
-        msg("DELETE", 5000, data=[row(5, "e")]),
-        update,  # redelivered
-        "garbage {",
-    ]
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    (raw / "topic.jsonl").write_text("\n".join(stream) + "\n")
-    lake = tmp_path / "lake"
-    assert jobs_run("canal", raw, lake, "cn", "r1") == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "cn", "shop._.items")
-    rows = sorted(table.scan().to_arrow().select(["id", "v", "amount", "at", "ok"]).to_pylist(), key=lambda r: r["id"])
-    at = datetime(2024, 11, 15, 8, 58, 34, tzinfo=UTC)
-    common = {"amount": Decimal("1.50"), "at": at}
-    assert rows == [{"id": 1, "v": "a2", **common, "ok": True}, {"id": 4, "v": "d", **common, "ok": False},
-                    {"id": 20, "v": "b", **common, "ok": True}]
-    decode_report = json.loads((lake / "reports/cn/run=r1/decode.json").read_text())
-    assert decode_report["total"]["quarantined"] == 1 and decode_report["balanced"]

@@ -5,17 +5,15 @@ Expected values are those the tools' own test suites expect (tests/resources/max
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pytest
 
-from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
-from jobs.lake import Lake
-from jobs.raw import KAFKA_SCHEMA, read_raw
+from jobs.raw import read_raw
 from tests.support.decoders import FLINK_PRODUCT_ROWS, assert_rows_equal, flink_row_kinds, raw_frame, with_exact_numbers
-from tests.support.pipeline_runs import jobs_run
+from tests.support.maxwell import maxwell_message as _mx
 
 # Flink MaxwellJsonSerDerTest / SeaTunnel MaxWellJsonSerDeSchemaTest: the 26 rows both files decode to
 FLINK_EXPECTED = [
@@ -67,15 +65,6 @@ def test_seatunnel_real_maxwell_output(spark, shared_dir):
     records, _, counts = decode(raw)
     assert counts["total"]["records"] == 14 and records[0]["key"] == records[0]["after"]
     assert [(r["op"], r["key"]["weight"]) for r in records[9:11]] == [("DELETE", "3.14"), ("INSERT", "4.56")]
-
-
-def _mx(type_, data=None, old=None, position=None, xoffset=None, commit=None, **extra):
-    msg = {"database": "shop", "table": "items", "type": type_, "ts": 1731661114, "xid": 10, "data": data}
-    for name, value in (("old", old), ("position", position), ("xoffset", xoffset), ("commit", commit)):
-        if value is not None:
-            msg[name] = value
-    msg.update(extra)
-    return json.dumps(msg)
 
 
 def test_positions_keys_and_key_changes(spark):
@@ -143,39 +132,3 @@ def test_bootstrap_ddl_heartbeat_and_malformed(spark):
     assert quarantine[0]["value"] == b"{oops"
     assert counts["ignored_reasons"] == {"bootstrap marker": 2, "heartbeat": 1, "tombstone": 1}
     assert counts["total"]["landed"] == 12 and counts["balanced"]
-
-
-def test_stream_folds_to_expected_state(spark, tmp_path):
-    """Bootstrap, inserts, updates incl. a key change, deletes, a redelivery and garbage, landed as
-    Kafka-schema Parquet with Maxwell's message keys, run through the CLI and published to Iceberg."""
-    def key(i):
-        return json.dumps({"database": "shop", "table": "items", "pk.id": i})
-
-    update_key_change = _mx("update", {"id": 20, "v": "b"}, old={"id": 2}, position="binlog.000003:300", commit=True)
-    messages = [
-        (None, _mx("bootstrap-start", None)),
-        (key(1), _mx("bootstrap-insert", {"id": 1, "v": "a"})),
-        (key(2), _mx("bootstrap-insert", {"id": 2, "v": "b"})),
-        (key(3), _mx("bootstrap-insert", {"id": 3, "v": "c"})),
-        (None, _mx("bootstrap-complete", None)),
-        (key(4), _mx("insert", {"id": 4, "v": "d"}, position="binlog.000003:100", xoffset=0)),
-        (key(5), _mx("insert", {"id": 5, "v": "e"}, position="binlog.000003:100", commit=True)),
-        (key(1), _mx("update", {"id": 1, "v": "a2"}, old={"v": "a"}, position="binlog.000003:200", commit=True)),
-        (key(20), update_key_change),
-        (key(3), _mx("delete", {"id": 3, "v": "c"}, position="binlog.000004:4", xoffset=0)),
-        (key(5), _mx("delete", {"id": 5, "v": "e"}, position="binlog.000004:4", commit=True)),
-        (key(20), update_key_change),  # redelivered
-        (None, "garbage {"),
-    ]
-    rows = [(k and k.encode(), v.encode(), "maxwell", 0, i, datetime(2026, 11, 1, tzinfo=UTC), 0, None)
-            for i, (k, v) in enumerate(messages)]
-    raw = tmp_path / "raw"
-    spark.createDataFrame(rows, KAFKA_SCHEMA).coalesce(1).write.parquet(str(raw))
-    lake = tmp_path / "lake"
-    assert jobs_run("maxwell", raw, lake, "mx", "r1") == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "mx", "shop._.items")
-    state = sorted(table.scan().to_arrow().select(["id", "v"]).to_pylist(), key=lambda r: int(r["id"]))
-    assert state == [{"id": "1", "v": "a2"}, {"id": "4", "v": "d"}, {"id": "20", "v": "b"}]
-    decode_report = json.loads((lake / "reports/mx/run=r1/decode.json").read_text())
-    assert decode_report["total"]["quarantined"] == 1 and decode_report["total"]["ignored"] == 2
-    assert decode_report["balanced"]

@@ -4,7 +4,6 @@ Expected values are those the tools' own test suites expect (tests/resources/ogg
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from datetime import datetime
@@ -12,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
-from jobs.lake import Lake
 from jobs.raw import read_raw
 from tests.support.decoders import FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame, with_exact_numbers
-from tests.support.pipeline_runs import jobs_run
+from tests.support.ogg import ogg_message as _ogg
 
 REPO = Path(__file__).resolve().parents[2]
 MALFORMED = "malformed JSON, not a JSON object, or a field of the wrong JSON type"
@@ -62,19 +59,6 @@ def test_flink_and_seatunnel_files_decode_to_their_rows(spark, shared_dir, path,
     assert all(r["phase"] == "CDC" for r in records) and len({r["event_id"] for r in records}) == 16
     # a full update image merges like a partial one: present_columns are the columns it carries
     assert sorted(records[9]["present_columns"]) == ["description", "id", "name", "weight"]
-
-
-def _ogg(op, before=None, after=None, pos=None, table="SRC.ITEMS", pks=("ID",), **extra):
-    msg = {"table": table, "op_type": op, "op_ts": "2024-01-02 03:04:05.123456",
-           "current_ts": "2024-01-02T03:04:06.000000", "pos": pos}
-    if pks is not None:
-        msg["primary_keys"] = list(pks)
-    if before is not None:
-        msg["before"] = before
-    if after is not None:
-        msg["after"] = after
-    msg.update(extra)
-    return json.dumps({k: v for k, v in msg.items() if v is not None})
 
 
 def test_numbers_keep_their_digits(spark):
@@ -139,50 +123,6 @@ def test_keys_partial_updates_key_changes_and_malformed(spark):
     # --primary-keys wins over the message's primary_keys
     records, _, _ = _decode_raw(raw_frame(spark, values[2:3]), DecodeOptions(primary_keys={"ITEMS": ("V",)}))
     assert [(r["op"], r["key"]) for r in records] == [("UPDATE", {"V": "c"})]
-
-
-def test_stream_folds_to_expected_state(spark, shared_dir, tmp_path):
-    """Flink's 16 messages + key changes (one compressed), a compressed update, a delete, a redelivery and garbage,
-    through the CLI into Iceberg."""
-    lines = (shared_dir / "ogg/flink/ogg-data.txt").read_text(encoding="utf-8").splitlines()
-    pk = ("id",)
-    key_change = _ogg("U", table="OGG.TBL_TEST", pks=pk, pos="00000000000000000000200",
-                      before={"id": 104, "name": "hammer", "description": "12oz carpenter's hammer", "weight": 0.75},
-                      after={"id": 204, "name": "hammer", "description": "12oz carpenter's hammer", "weight": 0.75})
-    lines += [
-        key_change,
-        _ogg("U", table="OGG.TBL_TEST", pks=pk, pos="00000000000000000000201", after={"id": 105, "weight": 0.9}),
-        # a compressed key change: the old key and the changed columns only; the rest of the row moves
-        _ogg("U", table="OGG.TBL_TEST", pks=pk, pos="00000000000000000000203", before={"id": 106},
-             after={"id": 206, "weight": 1.5}),
-        "garbage {",
-        _ogg("D", table="OGG.TBL_TEST", pks=pk, pos="00000000000000000000202",
-             before={"id": 109, "name": "spare tire", "description": "24 inch spare tire", "weight": 22.2}),
-        key_change,  # redelivered
-    ]
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    (raw / "ogg.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    lake = tmp_path / "lake"
-    assert jobs_run("ogg", raw, lake, "og", "r1") == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "og", "_.OGG.TBL_TEST")
-    cols = ["id", "name", "description", "weight"]
-    state = sorted(table.scan().to_arrow().select(cols).to_pylist(), key=lambda r: int(r["id"]))
-    expected = {
-        101: ("scooter", "Small 2-wheel scooter", "3.140000104904175"),
-        102: ("car battery", "12V car battery", "8.100000381469727"),
-        103: ("12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", "0.800000011920929"),
-        105: ("hammer", "14oz carpenter's hammer", "0.9"),
-        107: ("rocks", "box of assorted rocks", "5.099999904632568"),
-        108: ("jacket", "water resistent black wind breaker", "0.10000000149011612"),
-        110: ("jacket", "new water resistent white wind breaker", "0.5"),
-        204: ("hammer", "12oz carpenter's hammer", "0.75"),
-        206: ("hammer", "18oz carpenter hammer", "1.5"),
-    }
-    assert state == [dict(zip(cols, (str(i), *v))) for i, v in expected.items()]
-    report = json.loads((lake / "reports/og/run=r1/decode.json").read_text())
-    assert report["total"]["quarantined"] == 1 and report["total"]["landed"] == len(lines)
-    assert report["balanced"]
 
 
 def test_registered_and_importable_without_a_spark_session():

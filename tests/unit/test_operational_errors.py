@@ -1,14 +1,12 @@
 """An operational failure ends a command with one line that names what failed and what to check, the
 exit code the README documents (2: unusable arguments or lake, 1: a stage failed), no traceback
-(``--debug`` adds it) and no secret."""
+(``--debug`` adds it) and no secret: the masking, the hints, and a lake refused before any work (the
+failures of whole runs: tests/integration/test_operational_errors.py)."""
 from __future__ import annotations
-
-import pytest
 
 from jobs import cli
 from jobs.errors import failure_line, mask, what_to_check
 from tests.support.operational import DOWN_DB, SECRET
-from tests.support.pipeline_runs import jobs_run
 
 
 def test_a_url_password_is_masked_wherever_a_message_quotes_it():
@@ -34,16 +32,3 @@ def test_a_read_only_lake_is_refused_before_any_work(capsys):
     assert cli.main(["run", "--lake", "/sys/kernel/cdc-lake", *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 2 and "not writable" in lines[0] and "cannot be created" in lines[1]
-
-
-def test_an_unreachable_source_database_is_one_line_exit_1_and_debug_shows_the_traceback(small_raw, tmp_path,
-                                                                                        capsys):
-    assert jobs_run("debezium", small_raw, tmp_path / "lake", "p", "r1", "--source-counts", DOWN_DB) == 1
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and SECRET not in err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("error: run failed in reconcile:") and "source database of --source-counts" in last
-    # --debug lets the database driver's own error (whichever class it is) through, with its traceback
-    with pytest.raises(Exception) as raised:  # noqa: B017
-        jobs_run("debezium", small_raw, tmp_path / "lake", "p", "r1", "--source-counts", DOWN_DB, "--debug")
-    assert not isinstance(raised.value, SystemExit)

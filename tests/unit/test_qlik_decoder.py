@@ -7,39 +7,21 @@ messages and schema versions are built by scripts/qlik_messages.py as the seed d
 from __future__ import annotations
 
 import json
-from datetime import date
-from decimal import Decimal
 
 import pytest
 
-from jobs import publish
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
-from jobs.lake import Lake
 from scripts.qlik_messages import (
     QlikColumn,
     QlikTable,
     avro_data,
-    avro_metadata,
-    change_sequence,
     headers,
     json_data,
     json_metadata,
 )
 from tests.support.decoders import raw_frame
-from tests.support.pipeline_runs import jobs_run
-
-ORDERS = QlikTable("sales", "orders", [
-    QlikColumn("id", "INT4", 1), QlikColumn("region", "STRING", 2, length=10),
-    QlikColumn("amount", "NUMERIC", precision=10, scale=2), QlikColumn("note", "STRING"),
-    QlikColumn("placed", "DATE"), QlikColumn("paid", "BOOLEAN"), QlikColumn("blob", "BYTES"),
-])
-ROW = {"id": 1, "region": "EU", "amount": "10.50", "note": "first", "placed": "2026-11-01", "paid": False,
-       "blob": "00FF"}
-
-
-def seq(n: int) -> str:
-    return change_sequence("2026110112000000", n)
+from tests.support.qlik import ORDERS, ROW, cdc_messages, seq
 
 
 def decode(spark, values, options=DecodeOptions(), fmt="qlik"):
@@ -65,27 +47,6 @@ def test_real_sample_decodes_to_one_full_load_row_keyed_by_primary_key_position(
     assert counts["ignored_reasons"] == {"Qlik metadata message": 1}
     assert counts["tables"]["_.employees.salaries"]["landed"] == 2
     assert len(remembered) == 1 and json.loads(remembered[0])["schemaId"] == "8FB9D3C10EA4B25751DF9CC8318F0A02"
-
-
-def cdc_messages(avro: bool):
-    md = avro_metadata(ORDERS) if avro else json_metadata(ORDERS)
-    data = (lambda *a, **k: avro_data(ORDERS, *a, **k)) if avro else (lambda *a, **k: json_data(ORDERS, *a, **k))
-    moved = {**ROW, "amount": "11.00", "region": "US"}
-    return [
-        data(ROW, headers("INSERT", seq(1), timestamp="2026-11-01 12:00:00.000000", tx="AA", tx_counter=1,
-                          tx_last=False, column_mask=ORDERS.mask([c.name for c in ORDERS.columns]))),
-        md,  # the metadata may come after its data messages (another partition)
-        data({**ROW, "amount": "10.75"}, headers("UPDATE", seq(2), tx="AA", tx_counter=2, tx_last=True),
-             before=ROW),
-        # the key (id, region) changes: beforeData holds the old key
-        data(moved, headers("UPDATE", seq(3), tx="BB"), before={**ROW, "amount": "10.75"}),
-        # note was not replicated (columnMask bit clear): its null is no value
-        data({**moved, "note": None, "amount": "12.00"},
-             headers("UPDATE", seq(4), column_mask=ORDERS.mask(["id", "region", "amount", "placed", "paid", "blob"])),
-             before=moved),
-        data({"id": 1, "region": "US", "amount": None, "note": None, "placed": None, "paid": None, "blob": None},
-             headers("DELETE", seq(5), change_mask=ORDERS.mask(["id", "region"]))),
-    ]
 
 
 @pytest.mark.parametrize("avro", [False, True], ids=["json", "avro"])
@@ -173,40 +134,6 @@ def test_a_table_without_primary_key_is_keyed_by_its_whole_row(spark):
     # with --primary-keys the same messages are keyed by it
     keyed, quarantine, _, _ = decode(spark, values[:5], DecodeOptions(primary_keys={"log": ("at",)}))
     assert quarantine == [] and {tuple(r["key"].items()) for r in keyed} == {(("at", "t1"),)}
-
-
-def run(raw_dir, lake, run_id, values, spark):
-    raw_frame(spark, values).write.parquet(str(raw_dir))
-    return jobs_run("qlik", raw_dir, lake, "q", run_id)
-
-
-def test_metadata_seen_in_an_earlier_run_is_remembered_and_the_state_is_exact(spark, tmp_path):
-    lake = tmp_path / "lake"
-    messages = cdc_messages(avro=True)
-    # run 1: the metadata and a full load; run 2: CDC data only (its metadata came in run 1)
-    refresh = avro_data(ORDERS, {**ROW, "id": 2}, headers("REFRESH"))
-    assert run(tmp_path / "r1", lake, "r1", [messages[1], refresh], spark) == 0
-    assert list((lake / "decoder-memory/q").iterdir())[0].name == "run=r1.json"
-    # the key-change chain without the final delete: (1, US) ends with amount 12.00 and note kept
-    assert run(tmp_path / "r2", lake, "r2", [messages[0], *messages[2:5]], spark) == 0
-    report = json.loads((lake / "reports/q/run=r2/decode.json").read_text())
-    assert report["total"]["quarantined"] == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "q", "_.sales.orders")
-    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
-    assert [(r["id"], r["region"], r["amount"], r["note"], r["placed"], r["paid"], r["blob"]) for r in rows] == [
-        (1, "US", Decimal("12.00"), "first", date(2026, 11, 1), False, b"\x00\xff"),
-        (2, "EU", Decimal("10.50"), "first", date(2026, 11, 1), False, b"\x00\xff"),
-    ]
-    # run 3: a key change that does not replicate note: the row moves to its new key with its note
-    before = {**ROW, "amount": "12.00", "region": "US"}
-    masked_move = avro_data(ORDERS, {**before, "region": "APAC", "note": None, "amount": "13.00"},
-                            headers("UPDATE", seq(6), column_mask=ORDERS.mask(
-                                ["id", "region", "amount", "placed", "paid", "blob"])), before=before)
-    assert run(tmp_path / "r3", lake, "r3", [masked_move], spark) == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "q", "_.sales.orders")
-    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
-    assert [(r["id"], r["region"], r["amount"], r["note"]) for r in rows] == [
-        (1, "APAC", Decimal("13.00"), "first"), (2, "EU", Decimal("10.50"), "first")]
 
 
 @pytest.mark.parametrize("value, reason", [
