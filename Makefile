@@ -14,8 +14,7 @@ demo: setup
 ## set up, then run the whole test suite
 # two pytest-xdist workers (a JVM each): most of a test's time is single-threaded driver work (planning,
 # code generation, Python), so two cores run two tests at once; an idle worker takes tests from the
-# other's queue (365 tests: 36-39 min in one process, 27 min in two with a file per worker at a time,
-# 24 min with work stealing)
+# other's queue (work stealing: no worker idles while the other still holds a long file)
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist worksteal
 test: setup-dev lint
@@ -25,7 +24,7 @@ test: setup-dev lint
 lint: setup-dev
 	.venv/bin/ruff check .
 
-## only the fast unit tests
+## only the unit tests (no servers, no whole runs)
 test-unit: setup-dev
 	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) tests/unit
 
