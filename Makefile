@@ -31,12 +31,12 @@ test-unit: setup-dev
 ## the property-based tests with a larger example budget (about three quarters of an hour on 2 cores)
 test-properties: setup-dev
 	CDC_PROPERTY_EXAMPLES=40 .venv/bin/python -m pytest -q tests/integration/test_properties.py \
-		tests/unit/test_debezium_jvm.py::test_generated_messages
+		tests/unit/decoders/test_debezium_jvm.py::test_generated_messages
 
 ## the decoders' fuzz tests with a larger budget, from a random seed, with values of megabytes
 test-fuzz: setup-dev
 	CDC_FUZZ_EXAMPLES=$${CDC_FUZZ_EXAMPLES:-40} CDC_FUZZ_HUGE_CHARS=$${CDC_FUZZ_HUGE_CHARS:-2000000} \
-		.venv/bin/python -m pytest -q -s tests/unit/test_decoder_fuzzing.py \
+		.venv/bin/python -m pytest -q -s tests/unit/decoders/test_fuzzing.py \
 		tests/integration/test_decoder_fuzzing_runs.py
 
 ## regenerate the bundled demo topics and source database (deterministic)

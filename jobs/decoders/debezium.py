@@ -5,7 +5,7 @@ streaming pass per message), else in Spark SQL: one ``from_json`` into the envel
 ``map<string,string>``; positions, keys and ids are column expressions. The only thing the Spark SQL
 path brings to the driver is the set of distinct schema documents (a few per table), turned into
 per-column conversions of Debezium's logical types (Decimal bytes, io.debezium.time.*) and into the
-state's column types. Both give the same records (tests/unit/test_debezium_jvm.py); the JVM side's
+state's column types. Both give the same records (tests/unit/decoders/test_debezium_jvm.py); the JVM side's
 are about twice as fast to decode (bench/README.md, "JVM-side decoding").
 
 Also read: key messages (with or without schema), tombstones (ignored), heartbeat messages (ignored,

@@ -7,7 +7,7 @@ functions. Where its jar is on the class path the whole decoder runs on the JVM 
 record). Otherwise each record is turned into plain columns (images as ``map<string,string>`` of
 canonical text, the type of each value) by fastavro inside ``mapInArrow`` (one Python call per Arrow
 batch, never one per row), and keys, records and reasons are Spark SQL, as in the other decoders.
-Both give the same records (tests/unit/test_dts_avro_jvm.py).
+Both give the same records (tests/unit/decoders/test_dts_avro_jvm.py).
 
 - ``operation`` INSERT / UPDATE / DELETE are CDC, INIT is the full load (phase FULL_LOAD, op SNAPSHOT);
   DDL carries the statement as a string in ``afterImages`` (recorded as op DDL, a TRUNCATE statement

@@ -1,5 +1,5 @@
 """DTS Avro through a whole ``jobs run``: the published state typed from the records' own types (the
-decoder's own tests: tests/unit/test_dts_avro_decoder.py)."""
+decoder's own tests: tests/unit/decoders/test_dts_avro.py)."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,6 @@
 """Maxwell JSON through a whole ``jobs run``: bootstrap, inserts, updates with a key change, deletes, a
 redelivery and garbage, landed with Maxwell's message keys and published to Iceberg (the decoder's own
-tests: tests/unit/test_maxwell_decoder.py)."""
+tests: tests/unit/decoders/test_maxwell.py)."""
 from __future__ import annotations
 
 import json

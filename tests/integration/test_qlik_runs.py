@@ -1,5 +1,5 @@
 """Qlik Replicate through whole ``jobs run``s: metadata seen in an earlier run is remembered and the
-published state is exact (the decoder's own tests: tests/unit/test_qlik_decoder.py)."""
+published state is exact (the decoder's own tests: tests/unit/decoders/test_qlik.py)."""
 from __future__ import annotations
 
 import json

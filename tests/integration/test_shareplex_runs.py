@@ -1,6 +1,6 @@
 """SharePlex JSON through whole ``jobs run``s: the product stream with a key change, a redelivery and
 garbage, and an update sent as its before and after images, published to Iceberg (the decoder's own
-tests: tests/unit/test_shareplex_decoder.py)."""
+tests: tests/unit/decoders/test_shareplex.py)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""Hostile variants of real messages, for the decoders' fuzz tests (tests/unit/test_decoder_fuzzing.py,
+"""Hostile variants of real messages, for the decoders' fuzz tests (tests/unit/decoders/test_fuzzing.py,
 and whole runs in tests/integration/test_decoder_fuzzing_runs.py).
 
 A corpus per format comes from the source simulator's stream rendered in that format

@@ -1,5 +1,5 @@
 """Qlik Replicate messages the decoder and run tests share (built by scripts/qlik_messages.py):
-sales.orders' CDC messages (tests/unit/test_qlik_decoder.py, tests/integration/test_qlik_runs.py) and
+sales.orders' CDC messages (tests/unit/decoders/test_qlik.py, tests/integration/test_qlik_runs.py) and
 bank.accounts' transactional changes (tests/unit/test_held_transactions.py,
 tests/integration/test_held_transactions_runs.py)."""
 from __future__ import annotations

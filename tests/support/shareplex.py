@@ -1,6 +1,6 @@
 """SharePlex JSON messages for the tests: the DTS seed document's examples (seed 004), messages written
 out by hand, the product stream that replays Flink's SharePlexJsonSerDerTest rows, their decode, and one
-``jobs run`` of them (tests/unit/test_shareplex_decoder.py, tests/integration/test_shareplex_runs.py and
+``jobs run`` of them (tests/unit/decoders/test_shareplex.py, tests/integration/test_shareplex_runs.py and
 the runs that name awkward tables or key blocks)."""
 from __future__ import annotations
 

@@ -11,14 +11,13 @@ import re
 import subprocess
 import sys
 from datetime import datetime
-from pathlib import Path
 
 from jobs.decoders import DecodeOptions
 from tests.support.decoders import with_exact_numbers
+from tests.support.paths import REPO
 from tests.support.shareplex import STEPS, decode, product_stream, seed_examples
 from tests.support.shareplex import sp_message as _sp
 
-REPO = Path(__file__).resolve().parents[2]
 MALFORMED = "malformed JSON, not a JSON object, or a field of the wrong JSON type"
 
 

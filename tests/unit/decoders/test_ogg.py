@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,8 @@ from jobs.decoders import DecodeOptions
 from jobs.raw import read_raw
 from tests.support.decoders import FLINK_PRODUCT_ROWS, flink_row_kinds, raw_frame, with_exact_numbers
 from tests.support.ogg import ogg_message as _ogg
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 MALFORMED = "malformed JSON, not a JSON object, or a field of the wrong JSON type"
 
 # Flink OggJsonSerDeSchemaTest / SeaTunnel OggJsonSerDeSchemaTest and KafkaFormatIT: the 20 rows
