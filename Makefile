@@ -31,7 +31,7 @@ test-unit: setup-dev
 ## the property-based tests with a larger example budget (about three quarters of an hour on 2 cores)
 test-properties: setup-dev
 	CDC_PROPERTY_EXAMPLES=40 .venv/bin/python -m pytest -q tests/integration/test_properties.py \
-		tests/unit/decoders/test_debezium_jvm.py::test_generated_messages
+		tests/unit/decoders/test_debezium.py::test_generated_messages_keep_the_fuzz_properties
 
 ## the decoders' fuzz tests with a larger budget, from a random seed, with values of megabytes
 test-fuzz: setup-dev

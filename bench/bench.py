@@ -33,9 +33,9 @@ from bench.generate import DECODER, FORMATS, ensure_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 CONTENDERS = ("pipeline", "floor", "naive_spark", "duckdb")
-# on request only (--contenders): the pipeline with its Spark SQL decoders instead of the JVM-side ones, and
-# the contract's lower bound (bench/contenders.py: change records written + naive fold; Debezium only)
-OPTIONAL_CONTENDERS = ("pipeline_sql", "contract_floor")
+# on request only (--contenders): the contract's lower bound (bench/contenders.py: change records written +
+# naive fold; Debezium only)
+OPTIONAL_CONTENDERS = ("contract_floor",)
 BINARY_FORMATS = ("dts_avro",)  # no JSON contenders: Spark and DuckDB cannot parse DTS Avro values
 
 
@@ -109,10 +109,9 @@ def pipeline_result(lake: Path) -> dict:
             "state_rows": sum(t.get("state_rows", 0) for t in merge["tables"].values())}
 
 
-def run_pipeline(fmt: str, raw: Path, work: Path, env: dict[str, str], sql_decoders: bool = False) -> dict:
+def run_pipeline(fmt: str, raw: Path, work: Path, env: dict[str, str]) -> dict:
     lake = work / "lake"
     shutil.rmtree(lake, ignore_errors=True)
-    env = {**env, "CDC_JVM_DECODERS": "0"} if sql_decoders else env
     code, wall, rss, out = _run([sys.executable, "-m", "jobs", *pipeline_args(fmt, raw, lake)], env)
     if code != 0:
         raise RuntimeError(f"pipeline failed on {fmt}:\n{out[-3000:]}")
@@ -156,7 +155,7 @@ def print_table(rows: list[dict]) -> None:
         print(f"{r['format']:<16}{r['messages']:>10}  {r['contender']:<12}{r['seconds']:>9.1f}{r['msg_per_s']:>10.0f}"
               f"{r['mb_per_s']:>8.1f}{r['jvm_peak_mb']:>8}{r['python_peak_mb']:>7}{ratio('floor'):>8}"
               f"{ratio('naive_spark'):>8}{ratio('duckdb'):>8}")
-        if r["contender"] in ("pipeline", "pipeline_sql"):
+        if r["contender"] == "pipeline":
             s = r["stages"]
             core = r["messages"] / r["core_seconds"] if r["core_seconds"] else 0
             print(f"{'':<28}stages: decode {s['decode']:.1f}s, fold+publish {s['fold_publish']:.1f}s, validate "
@@ -199,8 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000000,4000000", help="comma-separated message counts")
     parser.add_argument("--formats", default=",".join(FORMATS), help=f"comma-separated, of {', '.join(FORMATS)}")
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
-                        help=f"comma-separated, of {', '.join(CONTENDERS + OPTIONAL_CONTENDERS)} (pipeline_sql: "
-                             "the pipeline with its Spark SQL decoders, CDC_JVM_DECODERS=0)")
+                        help=f"comma-separated, of {', '.join(CONTENDERS + OPTIONAL_CONTENDERS)}")
     parser.add_argument("--data", default=str(REPO / "bench/data"), help="where generated snapshots are kept")
     parser.add_argument("--results", default=str(REPO / "bench/results"))
     parser.add_argument("--driver-memory", default="6g", help="the Spark driver heap of every Spark contender")
@@ -224,9 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                     work = Path(tmp) / f"{fmt}-{n}"
                     work.mkdir(exist_ok=True)
                     try:
-                        if contender == "pipeline_sql":
-                            result = run_pipeline(fmt, raw, work, env, sql_decoders=True)
-                        elif contender == "pipeline" and not args.warm:
+                        if contender == "pipeline" and not args.warm:
                             result = run_pipeline(fmt, raw, work, env)
                         else:
                             result = run_contender(contender, fmt, raw, work, env, warm=args.warm)

@@ -4,8 +4,7 @@ engine, whose JIT has compiled the code already (``python -m bench.bench --warm`
     .venv/bin/python -m bench.warm pipeline|floor|naive_spark|duckdb|contract_floor --format F --raw DIR --out DIR [--runs 2]
 
 bench.bench runs each contender in a fresh process, so each of its figures includes the JVM's warm-up
-(the JIT compiling Spark's and the pipeline's code: half of a fresh decode of 1M messages,
-bench/README.md). Here the same work runs ``--runs`` times in one JVM, each run into a folder of its own
+(the JIT compiling Spark's and the pipeline's code: bench/README.md, "The JIT and generated code"). Here the same work runs ``--runs`` times in one JVM, each run into a folder of its own
 under --out (an earlier run's folder is removed once the next starts); the result is the last run's, with
 the seconds of every run (the first is what a fresh process measures). The pipeline is ``python -m jobs
 run`` called in this process (jobs.cli.main) on a fresh lake each time, timed as bench.bench times it

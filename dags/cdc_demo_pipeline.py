@@ -1,13 +1,14 @@
 """
 ### CDC demo pipeline
 
-Runs the pipeline for the data interval `[start, end)` of each run, one task per stage:
+Runs the pipeline for the data interval `[start, end)` of each run:
 
-`land` (topics → raw snapshot + `_manifest.json` per topic) → `decode` → `merge` (dedupe + fold +
-Iceberg commit) → `validate` (Great Expectations) → `reconcile` (state rows vs source rows) →
+`land` (topics → raw snapshot + `_manifest.json` per topic) → `transform` (one Spark job: decode →
+dedupe + fold → Iceberg commit → Great Expectations) → `reconcile` (state rows vs source rows) →
 `alert` (one data-quality email when a check failed) → `expire` (the tables' snapshots older than
 the retention, 7 days before the interval's end and each table's 10 newest kept, go with the files
-only they held).
+only they held). A retry of `transform` redoes all of its Spark work; every part is idempotent for
+the run id.
 
 - **Windows**: daily, `00:00 UTC` to `00:00 UTC` (`CronDataIntervalTimetable`). A manual run has
   no window of its own: trigger it with params `start` and `end` (ISO-8601), e.g.
@@ -15,8 +16,8 @@ only they held).
 - **Run id** = the window (`20261101T000000Z_20261102T000000Z`): clearing, re-running or
   backfilling an interval reuses it, and re-running a published run changes nothing.
 - **In order**: `max_active_runs=1` and `depends_on_past` fold intervals one after the other.
-- **Spark** stages run `jobs/cli.py` through `SparkSubmitOperator` on connection `spark_default`
-  (e.g. `{"conn_type": "spark", "host": "local[*]"}`); `decode` gets one `--raw` per landed topic.
+- **Spark**: `transform` runs `jobs/cli.py transform` through `SparkSubmitOperator` on connection
+  `spark_default` (e.g. `{"conn_type": "spark", "host": "local[*]"}`), one `--raw` per landed topic.
 - **Email**: the `alert` task sends through connection `smtp_default`; with `CDC_ALERT_TO` set, a
   failed task also notifies those recipients.
 - **Settings** (lake, pipeline, topics, format, source counts, recipients, snapshot retention): params, Variables
@@ -55,18 +56,15 @@ with DAG(
 ) as dag:
     land = PythonOperator(task_id=tasks.LAND_TASK, python_callable=tasks.land, multiple_outputs=True)
 
-    decode, merge, validate = (
-        SparkSubmitOperator(
-            task_id=stage,
-            application=tasks.APPLICATION,
-            application_args=land.output[f"{stage}_args"],
-            conn_id="spark_default",
-            env_vars=tasks.spark_env(),
-            conf=tasks.spark_conf(),
-            packages=tasks.spark_packages(),
-            name=f"cdc-{stage}",
-        )
-        for stage in tasks.SPARK_STAGES
+    transform = SparkSubmitOperator(
+        task_id=tasks.TRANSFORM_TASK,
+        application=tasks.APPLICATION,
+        application_args=land.output["transform_args"],
+        conn_id="spark_default",
+        env_vars=tasks.spark_env(),
+        conf=tasks.spark_conf(),
+        packages=tasks.spark_packages(),
+        name="cdc-transform",
     )
 
     reconcile = PythonOperator(task_id="reconcile", python_callable=tasks.reconcile,
@@ -74,4 +72,4 @@ with DAG(
     alert = PythonOperator(task_id="alert", python_callable=tasks.alert, op_kwargs={"plan": land.output["plan"]})
 
     expire = PythonOperator(task_id="expire", python_callable=tasks.expire, op_kwargs={"plan": land.output["plan"]})
-    land >> decode >> merge >> validate >> reconcile >> alert >> expire
+    land >> transform >> reconcile >> alert >> expire

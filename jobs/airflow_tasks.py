@@ -49,9 +49,9 @@ from typing import Any
 from jobs.intervals import IntervalError, checked, run_id_for, utc
 
 REPO = Path(__file__).resolve().parents[1]
-APPLICATION = str(REPO / "jobs" / "cli.py")  # spark-submit'ed: `spark-submit jobs/cli.py <stage> ...`
+APPLICATION = str(REPO / "jobs" / "cli.py")  # spark-submit'ed: `spark-submit jobs/cli.py transform ...`
 LAND_TASK = "land"
-SPARK_STAGES = ("decode", "merge", "validate")
+TRANSFORM_TASK = "transform"  # decode -> fold + publish -> validate: the one Spark application of a run
 VARIABLE_PREFIX = "cdc_"
 
 log = logging.getLogger(__name__)
@@ -268,22 +268,19 @@ def build_plan(cfg: PipelineSettings, start: datetime, end: datetime, manifests:
     )
 
 
-def stage_args(stage: str, plan: RunPlan) -> list[str]:
-    """Arguments of ``jobs/cli.py <stage>`` for a Spark stage: one ``--raw`` per landed folder, so
-    decode reads exactly this interval and never another one landed beside it."""
-    if stage not in SPARK_STAGES:
-        raise ValueError(f"{stage!r} is not a Spark stage ({', '.join(SPARK_STAGES)})")
-    args = [stage, "--lake", plan.lake, "--pipeline", plan.pipeline, "--run-id", plan.run_id]
-    if stage == "decode":
-        args += ["--format", plan.fmt]
-        for folder in plan.raw:
-            args += ["--raw", folder]
+def transform_args(plan: RunPlan) -> list[str]:
+    """Arguments of ``jobs/cli.py transform``: one ``--raw`` per landed folder, so the run decodes
+    exactly this interval and never another one landed beside it."""
+    args = [TRANSFORM_TASK, "--lake", plan.lake, "--pipeline", plan.pipeline, "--run-id", plan.run_id,
+            "--format", plan.fmt]
+    for folder in plan.raw:
+        args += ["--raw", folder]
     return args
 
 
 def land_outputs(plan: RunPlan) -> dict[str, Any]:
-    """land's XComs (``multiple_outputs``): ``plan`` for the Python tasks, ``<stage>_args`` for spark-submit."""
-    return {"plan": plan.to_xcom(), **{f"{stage}_args": stage_args(stage, plan) for stage in SPARK_STAGES}}
+    """land's XComs (``multiple_outputs``): ``plan`` for the Python tasks, ``transform_args`` for spark-submit."""
+    return {"plan": plan.to_xcom(), "transform_args": transform_args(plan)}
 
 
 # ---- task callables ------------------------------------------------------------------------------

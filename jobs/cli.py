@@ -1,7 +1,10 @@
 """Command line of the pipeline, used alike by the README's demo, the tests and the Airflow DAG.
 
     python -m jobs run --format debezium --raw PATH --lake PATH --pipeline NAME --run-id ID
-    python -m jobs decode | merge | validate | reconcile | alert   (one stage each, for the DAG)
+    python -m jobs transform ...                                   (decode -> fold + publish -> validate,
+                                                                    one Spark job: the DAG's Spark task)
+    python -m jobs reconcile | alert                               (the DAG's tasks after it)
+    python -m jobs decode | merge | validate                       (one stage each, for debugging)
     python -m jobs land ...                                        (topic -> raw snapshot)
     python -m jobs expire --as-of TIME ...                         (snapshots past the retention)
 
@@ -88,6 +91,12 @@ def _merge_args(p: argparse.ArgumentParser) -> None:
                    "0: no buckets (every run rewrites the whole table)")
 
 
+def _keep_changes_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--keep-changes", action="store_true",
+                   help="also write the run's decoded change records under changes/<pipeline>/run=<run id> "
+                   "(an audit copy in Parquet; the run itself never reads it)")
+
+
 def _reconcile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source-counts", metavar="FILE_OR_URL",
@@ -138,13 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="decode -> dedupe+merge -> publish -> validate -> reconcile -> alert")
-    _common(run), _decode_args(run), _merge_args(run), _reconcile_args(run), _alert_args(run)
-    decode = sub.add_parser("decode", help="raw snapshot -> changes/, quarantine/, decode.json")
+    run = sub.add_parser("run", help="transform, then reconcile -> alert")
+    _common(run), _decode_args(run), _merge_args(run), _keep_changes_arg(run), _reconcile_args(run), _alert_args(run)
+    transform = sub.add_parser("transform", help="decode -> fold + publish -> validate in one Spark job")
+    _common(transform), _decode_args(transform), _merge_args(transform), _keep_changes_arg(transform)
+    decode = sub.add_parser("decode", help="debugging: raw snapshot -> changes/, quarantine/, decode.json")
     _common(decode), _decode_args(decode)
-    merge = sub.add_parser("merge", help="changes/ -> Iceberg state (one snapshot per table)")
+    merge = sub.add_parser("merge", help="debugging: changes/ written by decode -> Iceberg state")
     _common(merge), _merge_args(merge)
-    validate = sub.add_parser("validate", help="Great Expectations suites on changes and state")
+    validate = sub.add_parser("validate", help="the change suite from decode.json, Great Expectations on the state")
     _common(validate)
     reconcile = sub.add_parser("reconcile", help="state rows against source row counts")
     _common(reconcile), _reconcile_args(reconcile)
@@ -219,19 +230,22 @@ def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
         _print_expiry(stages.run_expire(ctx, args.as_of, args.retain_days, args.retain_last, args.dry_run))
         return 0
     spark = build_spark(f"cdc-{args.command}-{args.pipeline}")
-    if args.command == "run":
-        stages.run_decode(spark, ctx, args.format, args.raw, options)
-        stages.run_merge(spark, ctx, history=args.history, buckets=args.state_buckets)
-        stages.run_validate(spark, ctx)
+    if args.command in ("run", "transform"):
+        stages.run_transform(spark, ctx, args.format, args.raw, options, history=args.history,
+                             buckets=args.state_buckets, keep_changes=args.keep_changes)
+        if args.command == "transform":
+            ctx.write_report("run.json", {"timings_s": ctx.timings})
+            return 0
         stages.run_reconcile(ctx, args.source_counts)
         alert = stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
         ctx.write_report("run.json", {"timings_s": ctx.timings, "alert_sent": alert.get("sent")})
         _print_summary(ctx, alert)
         return _alert_exit(alert)
     elif args.command == "decode":
-        stages.run_decode(spark, ctx, args.format, args.raw, options)
+        stages.run_decode(spark, ctx, args.format, args.raw, options, keep_changes=True).release()
     elif args.command == "merge":
-        stages.run_merge(spark, ctx, history=args.history, buckets=args.state_buckets)
+        stages.run_merge(spark, ctx, stages.read_changes(spark, ctx), history=args.history,
+                         buckets=args.state_buckets)
     elif args.command == "validate":
         stages.run_validate(spark, ctx)
     elif args.command == "reconcile":

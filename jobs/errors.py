@@ -2,7 +2,9 @@
 
 Operational failures (a source database or an Iceberg catalog that cannot be reached, a lake that
 cannot be written, a refused connection) are told by the exception's type and the stage it broke;
-a password in a URL the message quotes is masked. The traceback is for ``--debug``.
+a SetupError (an installation missing a part, such as the JVM-side decoders' jar) says itself what
+is missing and how to set it up; a password in a URL the message quotes is masked. The traceback is
+for ``--debug``.
 """
 from __future__ import annotations
 
@@ -11,6 +13,11 @@ import re
 _URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@\s]+@")
 _CONNECTION_WORDS = ("could not connect", "connection refused", "can't connect", "could not translate host",
                      "timed out", "name or service not known", "no route to host", "connection reset")
+
+
+class SetupError(RuntimeError):
+    """The installation lacks a part the run needs (jobs.jvm.JvmDecoderMissing): a setup problem, not one
+    of the data or of a service; its message, one line, names what is missing and how to set it up."""
 
 
 def mask(text: str) -> str:
@@ -48,9 +55,12 @@ def what_to_check(stage: str | None, exc: BaseException) -> str | None:
 
 
 def failure_line(command: str, stage: str | None, exc: BaseException) -> str:
-    """One line: ``error: <command> failed[ in <stage>]: <Type>: <first line> — check <hint>``."""
+    """One line: ``error: <command> failed[ in <stage>]: <Type>: <first line> — check <hint>``; for a
+    SetupError ``error: <command> failed[ in <stage>]: setup problem: <its message>``."""
     first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
     where = f" in {stage}" if stage and stage != command else ""
+    if isinstance(exc, SetupError):  # the message says what to do: no hint, no truncation of the fix
+        return mask(f"error: {command} failed{where}: setup problem: {first} (--debug shows the traceback)")
     hint = what_to_check(stage, exc)
     line = f"error: {command} failed{where}: {type(exc).__name__}: {first}"[:600]
     return mask(line + (f"; check {hint}" if hint else "") + " (--debug shows the traceback)")

@@ -258,7 +258,7 @@ def read_state(spark: SparkSession, table, buckets: frozenset[int] | None = None
     if not deletes and not positions:
         return rows
     # the file's name, not its path: Spark's path is URL-encoded and scheme-normalised, and a string
-    # function over every row's path costs more than the read (bench.rewrite)
+    # function over every row's path costs more than the read (bench/README.md, "Rewrites")
     rows = rows.withColumns({FILE_COLUMN: F.col("_metadata.file_name"), ROW_COLUMN: F.col("_metadata.row_index")})
     if deletes:
         deleted = spark.read.schema("file_path string, pos bigint").parquet(
@@ -266,7 +266,7 @@ def read_state(spark: SparkSession, table, buckets: frozenset[int] | None = None
         ).join(F.broadcast(_file_keys(spark, tasks)), "file_path").select(
             BUCKET_COLUMN, FILE_COLUMN, F.col("pos").alias(ROW_COLUMN))
         # Spark estimates a join's size as the product of its sides', so it would shuffle the whole
-        # state for a few positions (a 10M-row read with 200k deletes: 13 s, broadcast 5 s)
+        # state for a few positions (bench/README.md, "Rewrites")
         if sum(d.record_count for d in deletes) <= BROADCAST_DELETES:
             deleted = F.broadcast(deleted)
         rows = rows.join(deleted, [BUCKET_COLUMN, FILE_COLUMN, ROW_COLUMN], "left_anti")

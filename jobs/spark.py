@@ -13,14 +13,14 @@ if TYPE_CHECKING:  # importable without pyspark (the DAG's spark-submit argument
     from pyspark.sql import SparkSession
 
 # The decoders' generated code has methods above HotSpot's 8000-byte JIT limit: left interpreted, they
-# made decoding ~1.5x slower (bench/README.md). The parallel collector suits a batch job (throughput,
-# no concurrent marking competing for the 2 cores of a small worker). JVM options reach a
-# spark-submit'ed driver as --conf.
+# slow decoding down (bench/README.md, "The JIT and generated code"). The parallel collector suits a
+# batch job (throughput, no concurrent marking competing for the 2 cores of a small worker). JVM options
+# reach a spark-submit'ed driver as --conf.
 JVM_OPTIONS = "-Duser.timezone=UTC -XX:-DontCompileHugeMethods -XX:+UseParallelGC"
 # CDC_JIT=c1: the JIT's quick compiler only. A fresh JVM spends much of a small run compiling Spark's and
 # the pipeline's code with C2; C1 alone compiles cheaply into slower code. Small runs, each a fresh
-# spark-submit, are faster with it (3,000 messages: 58-64 -> 48-51 s), 100k messages break even, and
-# larger runs are slower (1M: decode 42 -> 77 s; bench/README.md). Default: HotSpot's tiered JIT.
+# spark-submit, are faster with it; large runs are slower, as they run long enough for C2's code to repay
+# its compiling (bench/README.md, "The JIT and generated code"). Default: HotSpot's tiered JIT.
 JIT_OPTIONS = {"tiered": "", "c1": "-XX:TieredStopAtLevel=1"}
 
 
@@ -50,7 +50,7 @@ SPARK_CONF = {
     "spark.sql.adaptive.enabled": os.environ.get("CDC_SPARK_ADAPTIVE", "true"),
     # the decoders' expressions are many: generated code split into small methods, and a stage whose
     # fused method would still be huge falls back to per-operator code, both JIT-compiled sooner
-    # (the decode stage of 1M messages 59 -> 47 s with the parallel collector, bench/README.md)
+    # (bench/README.md, "The JIT and generated code")
     "spark.sql.codegen.methodSplitThreshold": "256",
     "spark.sql.codegen.hugeMethodLimit": "8000",
     # the generated classes of a pipeline's queries are ~170 (a 1M run); Spark's default cache of 100

@@ -1,7 +1,9 @@
-"""The pipeline's stages, each reading its inputs from the lake and writing its report there.
+"""The pipeline's stages, each writing its report to the lake.
 
-``python -m jobs run`` calls them in order in one SparkSession, the Airflow DAG each as its own task;
-either way a stage reads what the one before it wrote (see run_decode for why). Reading and writing stay
+``transform`` (decode -> fold + publish -> validate) is one Spark application: the decoded change
+records go to the fold in memory, never through storage (docs/design.md, "Stages"). ``python -m jobs
+run`` adds reconcile and alert in the same process; the Airflow DAG runs ``transform`` as one task and
+reconcile, alert and expire as tasks of their own, which read the reports. Reading and writing stay
 here, at the edges; the transformations they call are pure.
 """
 from __future__ import annotations
@@ -12,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
@@ -23,6 +26,7 @@ from jobs.decoders import QUARANTINED, DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
 from jobs.spark import session_conf
+from jobs.validate import profile_changes
 
 
 @dataclass
@@ -56,9 +60,8 @@ class RunContext:
 
 # Parquet's dictionary encoding pays for the change records' repetitive columns (op, table, column
 # names) and is wasted on those nearly unique per record (ids, positions, row values): off for these,
-# the write of 1M records takes 4.8 s instead of 6.0 s and the files are no larger (bench/README.md).
-# zstd rather than Spark's default snappy: the records of 4M messages take 174 MB instead of 321 MB,
-# written as fast and read back no slower (bench/README.md); every later stage reads them, from S3 too.
+# the write is faster and the files no larger; zstd rather than Spark's default snappy: half the bytes,
+# written as fast (bench/README.md, "Writing the change records").
 _UNIQUE_COLUMNS = ("event_id", "position", "offset", "kafka_ts", "event_time",
                    "key.key_value.value", "before.key_value.value", "after.key_value.value")
 CHANGE_RECORD_PARQUET_OPTIONS = {"compression": "zstd",
@@ -75,24 +78,30 @@ def write_change_records(changes: DataFrame, path: str) -> None:
 
 
 def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | list[str],
-               options: DecodeOptions) -> dict:
-    """raw -> changes/ + quarantine/ + decode.json; returns the decode report.
+               options: DecodeOptions, keep_changes: bool = False) -> DecodedRun:
+    """raw -> change records (held in memory for the fold) + quarantine/ + decode.json.
 
-    The decoded frame is dropped once written: the next stages read the change records back from
-    changes/ (also in ``jobs run``), because a Parquet scan reads only the columns a query needs, where
-    every pass over the held frame deserializes whole records (4M messages: fold + publish 61 -> 52 s,
-    bench/README.md)."""
+    The change records are an intermediate of the run, not an output: they are cached in Spark's
+    columnar store (a fold's query reads only the columns it needs, as from Parquet, without the
+    write and the read back; bench/README.md, "The fold") and written to changes/ only when
+    ``keep_changes`` asks for an audit copy. The caller releases them (DecodedRun.release)."""
     with ctx.timed("decode"):
         memory, shapes = load_memory(ctx)
         decoded = decode_messages(read_raw(spark, raw_path), fmt, replace(options, memory=memory, topic_shapes=shapes))
+        changes = decoded.changes.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             counts = decode_counts(decoded.outcomes)
-            write_change_records(decoded.changes, ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id)))
-            failpoints.reached("decode.changes-written")
+            # the change suite's figures, from the pass that fills the cache (jobs.validate)
+            profile = profile_changes(changes)
+            if keep_changes:
+                write_change_records(changes, ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id)))
             # nothing quarantined (the counts say so): an empty dataset, without a scan of every record
             quarantine = decoded.quarantine if counts["total"][QUARANTINED] else decoded.quarantine.limit(0)
             quarantine.write.mode("overwrite").parquet(
                 ctx.lake.spark_path(Lake.quarantine_dir(ctx.pipeline, ctx.run_id)))
+        except BaseException:
+            changes.unpersist()
+            raise
         finally:
             release(decoded.materialized)
         if decoded.remembered or decoded.topic_shapes:
@@ -101,9 +110,23 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
                                 {"run_id": ctx.run_id, "documents": decoded.remembered,
                                  "topic_shapes": decoded.topic_shapes})
         report = {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "format": fmt, "raw": raw_path, **counts,
-                  "remembered_documents": len(decoded.remembered), "topic_shapes": decoded.topic_shapes}
+                  "remembered_documents": len(decoded.remembered), "topic_shapes": decoded.topic_shapes,
+                  "record_profile": profile,
+                  "changes_kept": Lake.changes_dir(ctx.pipeline, ctx.run_id) if keep_changes else None}
         ctx.write_report("decode.json", report)
-    return report
+        failpoints.reached("decode.reported")
+    return DecodedRun(changes, report)
+
+
+@dataclass
+class DecodedRun:
+    """What the decode hands the fold in the same application: the cached change records and its report."""
+
+    changes: DataFrame
+    report: dict
+
+    def release(self) -> None:
+        self.changes.unpersist()
 
 
 def load_memory(ctx: RunContext) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -123,37 +146,46 @@ def load_memory(ctx: RunContext) -> tuple[tuple[str, ...], dict[str, str]]:
 
 @contextmanager
 def lake_scans(spark: SparkSession) -> Iterator[None]:
-    """File scans inside (the change records, the state) split into ~4 pieces per core. Spark packs files
-    into splits of up to 128 MB: the 300 MB of 4M records made 3 splits, one of them left running alone
-    on one of 2 cores (4M messages: fold + publish 47.7 -> 44.5 s, bench/README.md)."""
+    """File scans inside (the state, kept change records) split into ~4 pieces per core. Spark packs files
+    into splits of up to 128 MB: a few hundred MB make a handful of splits, one of them left running alone
+    on one of the cores (bench/README.md, "The fold")."""
     pieces = 4 * spark.sparkContext.defaultParallelism
     with session_conf(spark, "spark.sql.files.minPartitionNum", str(pieces)):
         yield
 
 
 def read_changes(spark: SparkSession, ctx: RunContext) -> DataFrame:
-    path = ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id))
+    """The change records a ``decode`` command kept under changes/ (the stage-by-stage split for debugging;
+    ``transform`` and ``run`` hand them over in memory and never read them back)."""
+    rel = Lake.changes_dir(ctx.pipeline, ctx.run_id)
+    if not ctx.lake.exists(rel):
+        raise FileNotFoundError(f"no change records of run {ctx.run_id} at {ctx.lake.join(rel)}: `python -m jobs "
+                                "decode` writes them for `merge`; `transform` and `run` decode and fold in one job")
     schema = StructType([*CHANGE_RECORD_SCHEMA.fields, StructField("table", StringType())])
-    df = spark.read.schema(schema).parquet(path)
-    return df.drop("table")
+    return spark.read.schema(schema).parquet(ctx.lake.spark_path(rel)).drop("table")
 
 
-def run_merge(spark: SparkSession, ctx: RunContext, history: bool = False, buckets: int | None = None) -> dict:
+def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame, history: bool = False,
+              buckets: int | None = None) -> dict:
     from jobs.merge import merge_changes
 
     with ctx.timed("fold_publish"), lake_scans(spark):
-        report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, read_changes(spark, ctx),
-                               history=history, buckets=buckets)
+        report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, changes, history=history, buckets=buckets)
         ctx.write_report("merge.json", report)
     return report
 
 
-def run_validate(spark: SparkSession, ctx: RunContext) -> dict:
+def run_validate(spark: SparkSession, ctx: RunContext, decode_report: dict | None = None) -> dict:
+    """The change suite from the decode's record profile (no pass over the records), GX's state suite on
+    every table the run published."""
     from jobs import publish
-    from jobs.validate import render_data_docs, validate_changes, validate_state, validation_report
+    from jobs.validate import check_changes, render_data_docs, validate_state, validation_report
 
     with ctx.timed("validate"), lake_scans(spark):
-        results = [validate_changes(read_changes(spark, ctx))]
+        decode_report = decode_report or ctx.read_report("decode.json")
+        if decode_report is None:
+            raise FileNotFoundError(f"no decode report of run {ctx.run_id}: decode the run first")
+        results = [check_changes(decode_report["record_profile"])]
         merge_report = ctx.read_report("merge.json") or {"tables": {}}
         catalog = publish.open_catalog(ctx.lake)
         for table_id in sorted(merge_report["tables"]):
@@ -168,6 +200,19 @@ def run_validate(spark: SparkSession, ctx: RunContext) -> dict:
         # the data docs kept with the run: one escaped HTML page
         ctx.lake.write_text(f"{ctx.report_dir}/validation.html", render_data_docs(results))
     return report
+
+
+def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | list[str],
+                  options: DecodeOptions, history: bool = False, buckets: int | None = None,
+                  keep_changes: bool = False) -> None:
+    """decode -> fold + publish -> validate in this one Spark application: the change records go from the
+    decode to the fold in memory. Idempotent for a run id, as each stage is: a retry redoes all of it."""
+    decoded = run_decode(spark, ctx, fmt, raw_path, options, keep_changes)
+    try:
+        run_merge(spark, ctx, decoded.changes, history=history, buckets=buckets)
+    finally:
+        decoded.release()
+    run_validate(spark, ctx, decoded.report)
 
 
 def run_reconcile(ctx: RunContext, source_counts: str | None) -> list[dict]:

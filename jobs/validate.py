@@ -1,6 +1,7 @@
 """The validate stage: Great Expectations 1.x suites (JSON under expectations/) on Spark DataFrames.
 
-- ``changes.json`` checks change records; ``state.json`` is a template for one state table whose
+- ``changes.json`` checks change records, evaluated from the decode's record profile rather than by GX
+  over the records (see profile_changes); ``state.json``, run by GX, is a template for one state table whose
   key columns differ per table (``"$key_column"``: one expectation per key column,
   ``"$key_columns"``: the list of key columns; see ``expand_state_suite``).
 - Suites run on a narrow projection (only the columns they check) whose columns are renamed to
@@ -45,7 +46,7 @@ KEY_COLUMNS = "$key_columns"  # in "column_list": all key columns (column form w
 # GX's cheapest format that still says *which* values failed (SUMMARY adds a value-count pass). A suite
 # runs first without examples (COUNTS_FORMAT: the same counts, no query per expectation for its first
 # unexpected values, which scans the whole batch when there are none); only the expectations that found
-# unexpected values run again for theirs (bench/README.md: validate of a small run 4.6-6.5 -> 3.6-4.3 s)
+# unexpected values run again for theirs (bench/README.md, "Validation")
 RESULT_FORMAT = {"result_format": "BASIC", "partial_unexpected_count": 10}
 COUNTS_FORMAT = {**RESULT_FORMAT, "partial_unexpected_count": 0}
 MAX_UNEXPECTED_SHOWN = 10
@@ -97,12 +98,74 @@ def expand_state_suite(suite: dict, key_columns: list[str]) -> list[dict]:
     return expanded
 
 
-# ---- public API --------------------------------------------------------------------------------
-def validate_changes(df: DataFrame) -> dict:
-    """The change-record suite on decoded change records (CHANGE_RECORD_SCHEMA)."""
-    suite = load_suite(CHANGES_SUITE)
-    return run_suite(df, suite["name"], suite["expectations"], table=None)
+# ---- the change suite, from the decode's record profile ------------------------------------------
+# The change records are an in-memory intermediate of the run: a GX pass over them would cost a scan of
+# every record. The decode aggregates them once anyway (to fill its cache); that aggregate is grouped by
+# the columns the suite expects values of and counts the nulls of those it expects present, and the
+# expectations are evaluated from it with GX's own definitions (tests/unit/test_validate.py holds them
+# to GX's results on the same records). So the change suite takes only these two kinds.
+NOT_NULL, IN_SET = "expect_column_values_to_not_be_null", "expect_column_values_to_be_in_set"
 
+
+def _profiled_columns(suite: dict) -> tuple[list[str], list[str]]:
+    """(columns the profile groups by: those with a value set; columns whose nulls it counts)."""
+    grouped, counted = [], []
+    for exp in suite["expectations"]:
+        column = exp["kwargs"].get("column")
+        if exp["type"] not in (NOT_NULL, IN_SET) or not column:
+            raise ValueError(f"suite {suite['name']} ({EXPECTATIONS_DIR / CHANGES_SUITE}.json): {exp['type']} "
+                             f"cannot be evaluated from the decode's record profile; the change suite takes "
+                             f"{NOT_NULL} and {IN_SET} on a column (checks of the published state go in state.json)")
+        (grouped if exp["type"] == IN_SET else counted).append(column)
+    return list(dict.fromkeys(grouped)), list(dict.fromkeys(counted))
+
+
+def profile_changes(changes: DataFrame) -> list[dict]:
+    """The change records' profile for the change suite: per combination of the suite's value-set columns,
+    the records and the nulls of each column the suite expects present (one small aggregate)."""
+    grouped, counted = _profiled_columns(load_suite(CHANGES_SUITE))
+    aggregates = [F.count(F.lit(1)).alias("_records")] + [
+        F.sum(F.col(c).isNull().cast("long")).alias(f"_nulls{i}") for i, c in enumerate(counted)]
+    rows = changes.groupBy(*[F.col(c).alias(f"_value{i}") for i, c in enumerate(grouped)]).agg(*aggregates).collect()
+    return [{"values": {c: row[f"_value{i}"] for i, c in enumerate(grouped)}, "records": row["_records"],
+             "nulls": {c: int(row[f"_nulls{i}"] or 0) for i, c in enumerate(counted)}}
+            for row in sorted(rows, key=lambda r: [str(v) for v in r])]
+
+
+def check_changes(profile: list[dict]) -> dict:
+    """The change suite's result (as run_suite gives one) evaluated from a record profile."""
+    started = time.monotonic()
+    suite = load_suite(CHANGES_SUITE)
+    _profiled_columns(suite)
+    results = [_check_profiled(exp, profile) for exp in suite["expectations"]]
+    return _suite_result(suite["name"], None, results, {"evaluated_from": "the decode's record profile"}, started)
+
+
+def _check_profiled(exp: dict, profile: list[dict]) -> dict:
+    column, records = exp["kwargs"]["column"], sum(p["records"] for p in profile)
+    if exp["type"] == NOT_NULL:
+        unexpected = sum(p["nulls"].get(column, 0) for p in profile)
+        observed = {"element_count": records, "unexpected_count": unexpected,
+                    "unexpected_percent": _percent(unexpected, records),
+                    "partial_unexpected_list": [None] * min(unexpected, MAX_UNEXPECTED_SHOWN)}
+    else:  # IN_SET: nulls are missing values, not unexpected ones (GX's definition)
+        allowed = set(exp["kwargs"]["value_set"])
+        missing = sum(p["records"] for p in profile if p["values"][column] is None)
+        outside = [p for p in profile if p["values"][column] is not None and p["values"][column] not in allowed]
+        unexpected = sum(p["records"] for p in outside)
+        shown = sorted({str(p["values"][column]) for p in outside})[:MAX_UNEXPECTED_SHOWN]
+        observed = {"element_count": records, "missing_count": missing, "unexpected_count": unexpected,
+                    "unexpected_percent": _percent(unexpected, records - missing),
+                    "partial_unexpected_list": shown}
+    return {"expectation": exp["type"], "kwargs": _json_safe(exp["kwargs"]), "success": unexpected == 0,
+            "observed": _json_safe(observed, MAX_VALUE_CHARS), "exception": None}
+
+
+def _percent(part: int, whole: int) -> float:
+    return part / whole * 100 if whole else 0.0  # as GX computes it, to the last digit
+
+
+# ---- public API --------------------------------------------------------------------------------
 
 def validate_state(df: DataFrame, table_id: str, key_columns: list[str]) -> dict:
     """The state suite on one table's state: every key column not null, the key unique."""
@@ -154,6 +217,10 @@ def run_suite(df: DataFrame, suite_name: str, expectations: list[dict], table: s
                 "observed": {"missing_columns": missing},
                 "exception": f"column(s) not in the DataFrame: {', '.join(map(repr, missing))}",
             })
+    return _suite_result(suite_name, table, results, {"gx": gx_statistics}, started)
+
+
+def _suite_result(suite_name: str, table: str | None, results: list[dict], extra: dict, started: float) -> dict:
     successful = sum(1 for r in results if r["success"])
     log.info("suite %s%s: %d of %d expectations met", suite_name, f" on {table}" if table else "",
              successful, len(results))
@@ -167,7 +234,7 @@ def run_suite(df: DataFrame, suite_name: str, expectations: list[dict], table: s
             "successful_expectations": successful,
             "unsuccessful_expectations": len(results) - successful,
             "success_percent": round(100.0 * successful / len(results), 4) if results else 100.0,
-            "gx": gx_statistics,
+            **extra,
             "seconds": round(time.monotonic() - started, 3),
         },
     }
@@ -183,9 +250,8 @@ def _context() -> tuple[Any, Any]:
 
         context = gx.get_context(mode="ephemeral")
         context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-        # not persisted: GX's default caches each batch (an in-memory columnar build of every row,
-        # 4-6 s for 4M change records) for a handful of metric queries that a narrow Parquet scan
-        # answers faster (the validate stage at 4M in a fresh process: 11-12 s -> 8.5-9.4 s, bench/README.md)
+        # not persisted: GX's default caches each batch (an in-memory columnar build of every row) for a
+        # handful of metric queries that a narrow Parquet scan answers faster (bench/README.md, "Validation")
         _gx_source = context.data_sources.add_spark(name="cdc_spark", persist=False)
         _gx_context = context
     return _gx_context, _gx_source

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compiles the pipeline's JVM-side decoders (jobs/jvm/src) against the venv's Spark into
 # jobs/jvm/build/cdc-jvm.jar (idempotent: rebuilt when a source or Spark's version changes).
-# Needs a JDK's javac and jar; without them the pipeline uses its Spark SQL decoders (docs/formats/README.md).
+# Needs a JDK's javac and jar; without the jar, Debezium and DTS Avro cannot be decoded (docs/formats/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jars="$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"

@@ -219,7 +219,7 @@ def parse_value(schema: str, allow_comments: bool = False, text: Column | None =
 # from_json's text through a Reader, so its exact-text path is not taken): 12345678901234567890.12 would
 # become "1.2345678901234567E19". Formats whose row images may hold decimals as JSON numbers (Maxwell,
 # OGG, SharePlex) declare them as EXACT_IMAGE and render them with exact_image_text. The others keep
-# the cheaper string path: Debezium's decimals are never JSON numbers past a double's digits, Qlik
+# the cheaper string path (Debezium and DTS Avro are read on the JVM side, jobs.jvm): Qlik
 # sends NUMERIC as a JSON string (its REAL4/REAL8 as numbers), Canal's values are text, DataWorks'
 # are typed LONG (an integer keeps its digits) or DOUBLE.
 EXACT_IMAGE = "map<string,variant>"

@@ -49,7 +49,7 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
     The per-column answers come from the records grouped by shape (the names of their image and key
     columns: a handful per table), not from an explode of every record's columns. Positions are
     strings, whose maxima Spark aggregates by sorting: that pass sorts narrow rows of positions only,
-    and the shape pass, with counts alone, aggregates by hashing (bench/README.md)."""
+    and the shape pass, with counts alone, aggregates by hashing (bench/README.md, "The fold")."""
     is_row = F.col("op").isin(*C.ROW_OPS)
     # LOAD_END markers (no row op): ``after['scope']`` says whether they end their table's load or all
     load_end = (F.col("op") == C.LOAD_END) & F.col("position").isNotNull()
@@ -101,7 +101,7 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
 
     # each column's type is the one the latest record naming it declares: the records' type maps are
     # few per table, so they are grouped first (the latest place of each) and only those are exploded,
-    # not every record's map (DTS declares types in each record: 5.9 s of a 1M-message run's fold)
+    # not every record's map, which DTS carries in each record (bench/README.md, "The fold")
     declared = rows.where(F.col("column_types").isNotNull()).groupBy(
         "table_id", F.map_entries("column_types").alias("types")).agg(
         F.max(F.struct("position", "offset")).alias("at"))

@@ -1,28 +1,33 @@
 """The pipeline's JVM-side decoders: Java sources under ``jobs/jvm/src``, compiled against the venv's
-Spark by ``scripts/build_jvm.sh`` (part of ``scripts/setup.sh``) into ``jobs/jvm/build/cdc-jvm.jar``.
+Spark by ``scripts/build_jvm.sh`` (part of ``scripts/setup.sh``, ``make setup``) into
+``jobs/jvm/build/cdc-jvm.jar``.
 
 A decoder there is a Spark Java UDF: one message in, its decode outcome out, in one pass of a
-streaming parser, where the Spark SQL decoders evaluate dozens of expressions per message (bench/README.md,
-"JVM-side decoding"). The jar reaches the driver's class path through ``spark.jars`` (jobs.spark for a
-session this process starts, jobs.airflow_tasks.spark_conf for spark-submit); where it is missing or
-``CDC_JVM_DECODERS=0``, the Spark SQL decoders decode (same records, slower).
+streaming parser (bench/README.md, "JVM-side decoding"). Debezium and DTS Avro are decoded there and
+nowhere else. The jar reaches the driver's class path through ``spark.jars`` (jobs.spark for a session
+this process starts, jobs.airflow_tasks.spark_conf for spark-submit); where it is missing, decoding
+those formats fails with a JvmDecoderMissing that says how to set it up (no slower fallback).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from jobs.errors import SetupError
 
 if TYPE_CHECKING:  # importable without pyspark (the DAG's spark-submit arguments are built from it)
     from pyspark.sql import SparkSession
     from pyspark.sql.types import DataType
 
-log = logging.getLogger(__name__)
-
 DEFAULT_JAR = Path(__file__).parent / "build" / "cdc-jvm.jar"
+
+
+class JvmDecoderMissing(SetupError):
+    """A JVM-side decoder that is not on the Spark driver's class path: the jar was not built, or the
+    session was started without it (a setup problem, not one of the data)."""
 
 
 def jar_path() -> str | None:
@@ -42,31 +47,48 @@ def with_jar(jars: str | None) -> str | None:
     return ",".join(listed) or None
 
 
-def available(spark: SparkSession, class_name: str) -> bool:
-    """Whether the JVM-side decoder ``class_name`` can run in this session (its jar on the driver's class
-    path), unless ``CDC_JVM_DECODERS=0`` asks for the Spark SQL decoders."""
-    if os.environ.get("CDC_JVM_DECODERS", "1").strip() == "0":
-        return False
-    from py4j.java_gateway import JavaClass
+def missing(class_name: str, jar: str | None = None) -> JvmDecoderMissing:
+    """The error of a JVM-side decoder ``class_name`` not on the class path, naming the jar expected
+    (``jar``, else jar_path(), else the one setup builds) and how to put it there."""
+    configured = os.environ.get("CDC_JVM_JAR", "").strip()
+    jar = jar or jar_path()
+    if jar is None:
+        where = f"its jar {DEFAULT_JAR} was not built"
+    elif configured and "://" not in jar and not Path(jar).is_file():
+        where = f"its jar {jar} (CDC_JVM_JAR) does not exist"
+    else:
+        where = (f"the Spark session was started without its jar {jar} (spark.jars; a session created before "
+                 "the jar was built, or spark-submit without --jars)")
+    return JvmDecoderMissing(
+        f"the JVM-side decoder {class_name} is not on the Spark driver's class path: {where}. "
+        f"Build the jar with `make setup` (or scripts/build_jvm.sh, which needs a JDK) and start a new session; "
+        f"with spark-submit or on a cluster pass it with --jars {jar or DEFAULT_JAR} "
+        "(or name it with CDC_JVM_JAR)")
 
+
+def _java_class(spark: SparkSession, class_name: str):
     found = spark._jvm  # noqa: SLF001 - py4j is the only way to a JVM class from PySpark
     for part in class_name.split("."):
         found = getattr(found, part)
-    if isinstance(found, JavaClass):
-        return True
-    log.warning("%s is not on the Spark driver's class path (no %s): decoding with Spark SQL, slower",
-                class_name, jar_path() or "jar: run scripts/build_jvm.sh")
-    return False
+    return found
+
+
+def require(spark: SparkSession, class_name: str) -> None:
+    """Raises JvmDecoderMissing unless the JVM-side decoder ``class_name`` is on the driver's class path."""
+    from py4j.java_gateway import JavaClass
+
+    if not isinstance(_java_class(spark, class_name), JavaClass):
+        raise missing(class_name)
 
 
 def register_udf(spark: SparkSession, class_name: str, config: dict, return_type: DataType) -> str:
     """Registers the JVM-side decoder ``class_name`` made with ``config`` as a UDF returning
-    ``return_type``; its name (one per configuration, so a long-lived session keeps each)."""
+    ``return_type``; its name (one per configuration, so a long-lived session keeps each). Raises
+    JvmDecoderMissing where the class is not on the class path."""
+    require(spark, class_name)
     text = json.dumps(config, sort_keys=True)
     name = "cdc_" + hashlib.sha256(f"{class_name}\n{text}".encode()).hexdigest()[:16]
-    decoder = spark._jvm  # noqa: SLF001
-    for part in class_name.split("."):
-        decoder = getattr(decoder, part)
+    decoder = _java_class(spark, class_name)
     decoder.register(spark._jsparkSession, name, text, return_type.json())  # noqa: SLF001
     return name
 

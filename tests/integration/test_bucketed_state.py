@@ -9,9 +9,9 @@ from urllib.parse import urlparse
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import publish, stages
+from jobs import publish
 from scripts.simulate_source import SourceSimulator
-from tests.support.bucketed import BUCKETS, TABLE, TABLE_ID, Runs, loaded
+from tests.support.bucketed import BUCKETS, TABLE, Runs, loaded
 
 
 def _bucket_files(table) -> dict[int, set[str]]:
@@ -112,7 +112,7 @@ def test_a_small_run_deletes_by_position_and_rewrites_nothing(spark, tmp_path, m
     assert second["state_rows"] == len(runs.expected())
 
     # a re-run of the published run changes nothing
-    again = stages.run_merge(spark, stages.RunContext(runs.lake, "buckets", "r2"))["tables"][TABLE_ID]
+    again = runs.run("r2")
     assert again["already_published"] and again["state_rows"] == len(runs.expected())
     assert _bucket_files(runs.table()) == files_after
 

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 UTC = UTC
 DAY1, DAY2, DAY3 = (datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3))
 TABLES = {"shop.public.customers", "shop.public.orders", "shop.public.order_lines"}
-STAGES = ["land", "decode", "merge", "validate", "reconcile", "alert", "expire"]
+STAGES = ["land", "transform", "reconcile", "alert", "expire"]
 RECIPIENT = "dq@example.com"
 SMTP_ENV = ("AIRFLOW_CONN_SMTP_DEFAULT", "SMTP_HOST", "CDC_ALERT_TO", "AIRFLOW__EMAIL__FROM_EMAIL")
 

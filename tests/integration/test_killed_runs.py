@@ -106,8 +106,8 @@ def reference(tmp_path_factory, spark):
 
 
 KILLS = {
-    "during the decode": dict(kill_when=Path(f"changes/{PIPELINE}/run=run1/_temporary")),
-    "decode written": dict(kill_at="decode.changes-written"),
+    "during the decode": dict(kill_when=Path(f"quarantine/{PIPELINE}/run=run1/_temporary")),
+    "decode reported": dict(kill_at="decode.reported"),
     "held written": dict(kill_at="merge.held-written"),
     "during the fold": dict(kill_when=Path("warehouse/**/data/run=run1/_temporary")),
     "between two tables' commits": dict(kill_at="merge.table-committed"),

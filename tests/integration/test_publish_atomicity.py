@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from jobs import publish, stages
-from jobs.decoders import DecodeOptions
 from jobs.lake import Lake
 from scripts.simulate_source import SourceSimulator, TableSpec, write_parquet
+from tests.support.pipeline_runs import decode_and_merge
 
 TABLE = TableSpec("db", "public", "accounts", [("id", "int"), ("owner", "text"), ("balance", "decimal(12,2)")],
                   ["id"])
@@ -36,8 +36,7 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
 
     def run(run_id, raw):
         ctx = stages.RunContext(lake, "atom", run_id)
-        stages.run_decode(spark, ctx, "debezium", str(raw), DecodeOptions())
-        return stages.run_merge(spark, ctx)["tables"]["db.public.accounts"]
+        return decode_and_merge(spark, ctx, "debezium", raw)["tables"]["db.public.accounts"]
 
     run("r1", tmp_path / "r1")
     table_id = "db.public.accounts"

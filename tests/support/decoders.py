@@ -1,15 +1,12 @@
-"""Shared by the decoder tests: raw Kafka-schema rows built from message values in memory, and the
-comparison of a JVM-side decoder with its Spark SQL / Python twin."""
+"""Shared by the decoder tests: raw Kafka-schema rows built from message values in memory, numbers
+as a JSON text carries them, and the rows Flink's and SeaTunnel's format tests expect from their
+``products`` files."""
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
 
-from jobs.decode import decode_messages, release
-from jobs.decoders import DecodeOptions
 from jobs.raw import KAFKA_SCHEMA
 
 LANDED_AT = datetime(2026, 11, 1, tzinfo=UTC)
@@ -88,39 +85,3 @@ def assert_rows_equal(actual, expected):
     for a, e in zip(actual, expected):
         assert a[:4] == e[:4]
         assert a[4] == pytest.approx(e[4], rel=1e-6)
-
-
-def decoded_both_ways(raw, monkeypatch, fmt: str, options=DecodeOptions(),
-                      reason: Callable[[str | None], str | None] = lambda r: r) -> list[tuple[dict, dict]]:
-    """[(outcomes, records)] of each message (by topic, partition, offset), decoded on the JVM side and
-    by the decoder's Spark SQL (and Python) side; ``reason`` maps a reason to what must agree."""
-    results = []
-    for flag in ("1", "0"):
-        monkeypatch.setenv("CDC_JVM_DECODERS", flag)
-        decoded = decode_messages(raw, fmt, options)
-        try:
-            outcomes = {(r["topic"], r["partition"], r["offset"]): (r["status"], reason(r["reason"]), r["table_id"],
-                                                                    r["record_count"], r["shape"])
-                        for r in decoded.outcomes.collect()}
-            records: dict[tuple, list] = {}
-            for r in decoded.changes.collect():
-                records.setdefault((r["topic"], r["partition"], r["offset"]), []).append(
-                    json.dumps(r.asDict(recursive=True), sort_keys=True, default=str))
-        finally:
-            release(decoded.materialized)
-        results.append((outcomes, {k: sorted(v) for k, v in records.items()}))
-    return results
-
-
-def assert_same_both_ways(raw, monkeypatch, fmt: str, options=DecodeOptions(),
-                          reason: Callable[[str | None], str | None] = lambda r: r) -> int:
-    """Both sides give every message the same outcome and the same records; the number of messages."""
-    (jvm_outcomes, jvm_records), (sql_outcomes, sql_records) = decoded_both_ways(raw, monkeypatch, fmt, options, reason)
-    assert sql_outcomes, "nothing decoded"
-    for message, expected in sorted(sql_outcomes.items()):
-        assert jvm_outcomes.get(message) == expected, message
-    assert jvm_outcomes.keys() == sql_outcomes.keys()
-    for message, expected in sorted(sql_records.items()):
-        assert jvm_records.get(message) == expected, message
-    assert jvm_records.keys() == sql_records.keys()
-    return len(sql_outcomes)

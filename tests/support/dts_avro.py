@@ -22,13 +22,15 @@ def chars(text, charset="utf8mb4", codec="utf-8"):
 
 
 def dts(op, table="mydb.t1", before=None, after=None, *, rid=1, pos="72469@78", pk=("a",), fields=None,
-        ts=1696984408, txid="0", safe=None):
-    """One Record, Avro-encoded. ``fields`` defaults to a (Integer) and b (Character)."""
+        ts=1696984408, txid="0", safe=None, source="MySQL", tags=None):
+    """One Record, Avro-encoded. ``fields`` defaults to a (Integer) and b (Character); ``source`` is its
+    ``sourceType``; ``tags`` replaces the tags ``pk`` makes."""
     record = {
         "version": 0, "id": rid, "sourceTimestamp": ts, "sourcePosition": pos, "safeSourcePosition": pos if safe is None else safe,
-        "sourceTxid": txid, "source": {"sourceType": "MySQL", "version": "8.0.28"}, "operation": op,
+        "sourceTxid": txid, "source": {"sourceType": source, "version": "8.0.28"}, "operation": op,
         "objectName": table, "processTimestamps": None,
-        "tags": {"pk_uk_info": json.dumps({"PRIMARY": list(pk)})} if pk else {"thread_id": "1"},
+        "tags": tags if tags is not None else {"pk_uk_info": json.dumps({"PRIMARY": list(pk)})} if pk
+        else {"thread_id": "1"},
         "fields": fields if fields is not None else [{"name": "a", "dataTypeNumber": 3},
                                                      {"name": "b", "dataTypeNumber": 253}],
         "beforeImages": before, "afterImages": after, "bornTimestamp": 0,

@@ -1,5 +1,7 @@
 """Hostile variants of real messages, for the decoders' fuzz tests (tests/unit/decoders/test_fuzzing.py,
-and whole runs in tests/integration/test_decoder_fuzzing_runs.py).
+and whole runs in tests/integration/test_decoder_fuzzing_runs.py), and ``check_batch``, the properties
+every decode of hostile input keeps (also for the hand-made and generated edge cases of
+tests/unit/decoders/test_debezium.py and test_dts_avro.py).
 
 A corpus per format comes from the source simulator's stream rendered in that format
 (scripts/format_streams.py), so every variant starts from a message the decoder reads. ``mutate``
@@ -13,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import re
 from functools import cache
 from typing import Any
 
@@ -30,6 +33,62 @@ _HOSTILE_NAMES = ("../../../etc/passwd", "a/b\\c", "..", ".", "a.b.c.d", "\u0000
 _OP_FIELDS = ("op", "type", "op_type", "operation", "optype", "opType")
 _PLACEHOLDER = "@@FUZZ@@"
 HUGE_CHARS = 256 * 1024  # in the suite; the opt-in budget (make test-fuzz) sends tens of MB
+
+
+SAFE_TABLE_ID = re.compile(r"[A-Za-z0-9_$-]+\.[A-Za-z0-9_$-]+\.[A-Za-z0-9_$-]+")
+_LINEAGE = ("topic", "partition", "offset", "kafka_ts")
+
+
+def check_batch(spark, fmt: str, values: list[bytes], same_as: dict[int, int] | None = None, *, keys=None,
+                headers=None, topic: str = "t", options=None) -> dict[int, Any]:
+    """Decode ``values`` (offsets 0..n-1; ``keys``, ``headers`` and ``topic`` as tests.support.decoders.raw_frame
+    takes them) as ``fmt`` and check what holds whatever the input:
+    - the decode never fails, and every message has exactly one outcome;
+    - a quarantined message has a reason and its exact raw bytes; the counts balance;
+    - a decoded record is well formed: a table id that cannot leave the lake, a known op and phase, a key
+      for a row change, an event id;
+    - ``same_as``: the offset of a meaning-preserving variant -> the offset of its original; the two
+      decode to the same outcome and the same records.
+    Returns each offset's outcome row (offset, status, reason, table_id)."""
+    from jobs import canonical as C
+    from jobs.decode import decode_counts, decode_messages, release
+    from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions
+    from tests.support.decoders import raw_frame
+
+    row_changes = (C.SNAPSHOT, C.INSERT, C.UPDATE, C.DELETE)
+    values = [v if v is None or isinstance(v, bytes) else v.encode() for v in values]
+    raw = raw_frame(spark, values, keys=keys, topic=topic, headers=headers)
+    decoded = decode_messages(raw, fmt, options or DecodeOptions())
+    try:
+        outcomes = {r["offset"]: r for r in decoded.outcomes.select("offset", "status", "reason", "table_id").collect()}
+        quarantine = {r["offset"]: r for r in decoded.quarantine.collect()}
+        records: dict[int, list[str]] = {}
+        for r in decoded.changes.collect():
+            record = r.asDict(recursive=True)
+            assert SAFE_TABLE_ID.fullmatch(record["table_id"] or ""), record
+            assert record["op"] in C.OPS and record["phase"] in C.PHASES and record["event_id"]
+            if record["op"] in row_changes:
+                assert record["key"] is not None, record
+            content = {k: v for k, v in record.items() if k not in _LINEAGE}
+            records.setdefault(r["offset"], []).append(json.dumps(content, sort_keys=True, default=str))
+        counts = decode_counts(decoded.outcomes)
+    finally:
+        release(decoded.materialized)
+    assert sorted(outcomes) == list(range(len(values))), "a message without exactly one outcome"
+    for offset, o in outcomes.items():
+        assert o["status"] in (DECODED, QUARANTINED, IGNORED)
+        if o["status"] == QUARANTINED:
+            assert o["reason"], values[offset][:200]
+            assert quarantine[offset]["value"] == values[offset]
+        if o["status"] == DECODED and o["table_id"] is not None:
+            assert SAFE_TABLE_ID.fullmatch(o["table_id"]), o["table_id"]
+    assert set(quarantine) == {o for o, r in outcomes.items() if r["status"] == QUARANTINED}
+    assert counts["balanced"] and counts["total"]["landed"] == len(values)
+    for variant, original in (same_as or {}).items():
+        assert (outcomes[variant]["status"], outcomes[variant]["reason"]) == \
+            (outcomes[original]["status"], outcomes[original]["reason"]), values[variant][:300]
+        assert sorted(records.get(variant, [])) == sorted(records.get(original, [])), values[variant][:300]
+    return outcomes
 
 
 @cache

@@ -115,42 +115,38 @@ def _manifest(topic: str, records: int) -> dict:
     return {"topic": topic, "path": rel, "totals": {"records": records}}
 
 
-def test_decode_gets_one_raw_per_landed_topic_folder_and_no_other_interval():
+def test_transform_gets_one_raw_per_landed_topic_folder_and_no_other_interval():
     cfg = tasks.resolve_settings({"lake": "/lake", "alert_to": "dq@x.org"}, None, NO_ENV)
     plan = tasks.build_plan(cfg, DAY1, DAY2, [_manifest("shop.public.orders", 5), _manifest("shop.public.customers", 2)],
                             lambda rel: f"/lake/{rel}")
     assert plan.run_id == "20261101T000000Z_20261102T000000Z" and plan.messages == 7
     assert (plan.start, plan.end) == ("2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z")
-    args = tasks.stage_args("decode", plan)
-    assert args[:9] == ["decode", "--lake", "/lake", "--pipeline", "demo",
+    args = tasks.transform_args(plan)
+    assert args[:9] == ["transform", "--lake", "/lake", "--pipeline", "demo",
                         "--run-id", "20261101T000000Z_20261102T000000Z", "--format", "debezium"]
     raws = [args[i + 1] for i, a in enumerate(args) if a == "--raw"]
     assert raws == ["/lake/raw/demo/shop.public.customers/interval=20261101T000000Z_20261102T000000Z",
                     "/lake/raw/demo/shop.public.orders/interval=20261101T000000Z_20261102T000000Z"]
     assert not any("*" in a for a in args)  # no glob that could pick up a neighbouring interval
-    for stage in ("merge", "validate"):
-        assert tasks.stage_args(stage, plan) == [stage, "--lake", "/lake", "--pipeline", "demo",
-                                                 "--run-id", plan.run_id]
-    with pytest.raises(ValueError, match="not a Spark stage"):
-        tasks.stage_args("reconcile", plan)
 
 
-def test_the_cli_accepts_the_decode_arguments(tmp_path):
+def test_the_cli_accepts_the_transform_arguments(tmp_path):
     from jobs.cli import build_parser
 
     cfg = tasks.resolve_settings({"lake": str(tmp_path)}, None, NO_ENV)
     plan = tasks.build_plan(cfg, DAY1, DAY2, [_manifest("a", 1), _manifest("b", 1)], lambda rel: f"{tmp_path}/{rel}")
-    parsed = build_parser().parse_args(tasks.stage_args("decode", plan))
-    assert parsed.raw == list(plan.raw) and parsed.run_id == plan.run_id and parsed.format == "debezium"
+    parsed = build_parser().parse_args(tasks.transform_args(plan))
+    assert parsed.command == "transform" and parsed.raw == list(plan.raw)
+    assert parsed.run_id == plan.run_id and parsed.format == "debezium" and not parsed.keep_changes
 
 
 def test_land_outputs_survive_xcom_json():
     cfg = tasks.resolve_settings({"alert_to": "dq@x.org", "quarantine_threshold": "0.01"}, None, NO_ENV)
     plan = tasks.build_plan(cfg, DAY1, DAY2, [_manifest("t", 3)], lambda rel: f"/l/{rel}")
     outputs = json.loads(json.dumps(tasks.land_outputs(plan)))
-    assert set(outputs) == {"plan", "decode_args", "merge_args", "validate_args"}
+    assert set(outputs) == {"plan", "transform_args"}
     assert tasks.RunPlan.from_xcom(outputs["plan"]) == plan
-    assert outputs["decode_args"] == tasks.stage_args("decode", plan)
+    assert outputs["transform_args"] == tasks.transform_args(plan)
 
 
 def test_nothing_landed_is_an_error():
@@ -196,7 +192,7 @@ def test_land_lands_each_topic_for_the_window_and_plans_its_folders(tmp_path, mo
         assert manifest["totals"]["records"] == expected
         landed = pq.read_table(folder, schema=KAFKA_ARROW_SCHEMA)
         assert landed.num_rows == expected
-    assert outputs["decode_args"].count("--raw") == 2
+    assert outputs["transform_args"].count("--raw") == 2
 
     # a re-run of the interval (a retry, a cleared task, a backfill) lands nothing new
     again = tasks.land(params={"start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z"},

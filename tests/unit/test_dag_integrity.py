@@ -12,7 +12,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
-STAGES = ["land", "decode", "merge", "validate", "reconcile", "alert", "expire"]
+STAGES = ["land", "transform", "reconcile", "alert", "expire"]
 
 PROBE = """
 import json, sys
@@ -83,12 +83,12 @@ def test_demo_dag_runs_the_stages_in_order_on_real_daily_windows(tmp_path):
     for task, upstream in dag["tasks"].items():
         # land feeds every later task through XCom as well as through the chain
         assert set(upstream) == set(chain.get(task, [])) | ({"land"} if task != "land" else set()), task
-    assert dag["types"] == {"land": "PythonOperator", "decode": "SparkSubmitOperator",
-                            "merge": "SparkSubmitOperator", "validate": "SparkSubmitOperator",
+    # one Spark application per run: decode, fold, publish and validate in the transform task
+    assert dag["types"] == {"land": "PythonOperator", "transform": "SparkSubmitOperator",
                             "reconcile": "PythonOperator", "alert": "PythonOperator",
                             "expire": "PythonOperator"}
-    # each Spark stage's arguments are the list land computed for it (one --raw per topic folder)
-    assert dag["xcom_args"] == {s: ["land", f"{s}_args"] for s in ("decode", "merge", "validate")}
+    # its arguments are the list land computed (one --raw per topic folder)
+    assert dag["xcom_args"] == {"transform": ["land", "transform_args"]}
     for spark in dag["spark"].values():
         assert spark["application"] == str(REPO / "jobs" / "cli.py") and spark["conn_id"] == "spark_default"
         assert {"PYTHONPATH", "PYSPARK_PYTHON"} <= set(spark["env"])

@@ -1,10 +1,12 @@
-"""The decode stage as a whole: counts balance per message, records and quarantine land in the lake,
-and the change records are written as the lake layout says (Parquet, a folder per table)."""
+"""The decode stage as a whole: counts balance per message, the quarantine lands in the lake, the change
+records are handed to the fold in memory, profiled for the change suite, and written as the lake layout
+says (Parquet, a folder per table) only when kept."""
 from __future__ import annotations
 
 import json
 
 import pyarrow.parquet as pq
+import pytest
 
 from jobs.canonical import QUARANTINE_SCHEMA
 from jobs.decoders import DecodeOptions
@@ -32,14 +34,23 @@ def test_decode_stage_balances_counts_and_writes_records_and_quarantine(spark, t
     raw_frame(spark, values, keys=keys).write.parquet(str(raw_dir))
     ctx = RunContext(Lake.at(str(tmp_path / "lake")), "p", "r1")
 
-    returned = run_decode(spark, ctx, "debezium", str(raw_dir), DecodeOptions())
+    decoded = run_decode(spark, ctx, "debezium", str(raw_dir), DecodeOptions(), keep_changes=True)
 
     report = ctx.read_report("decode.json")
-    assert returned == report
+    assert decoded.report == report
     assert report["total"] == {"landed": 4, "decoded": 2, "quarantined": 1, "ignored": 1, "records": 3}
     assert report["balanced"]
-    changes = read_changes(spark, ctx).collect()
-    assert sorted((r["op"], r["offset"]) for r in changes) == [("DELETE", 1), ("INSERT", 0), ("INSERT", 1)]
+    in_memory = decoded.changes.collect()
+    decoded.release()
+    assert sorted((r["op"], r["offset"]) for r in in_memory) == [("DELETE", 1), ("INSERT", 0), ("INSERT", 1)]
+    # the kept copy is the same records
+    by_id = lambda rows: sorted((r.asDict(recursive=True) for r in rows), key=lambda r: r["event_id"])  # noqa: E731
+    assert by_id(read_changes(spark, ctx).collect()) == by_id(in_memory)
+    assert report["changes_kept"] == Lake.changes_dir("p", "r1")
+    # the change suite's profile: per op and phase, the records and the nulls of table id and format
+    assert report["record_profile"] == [
+        {"values": {"op": "DELETE", "phase": "CDC"}, "records": 1, "nulls": {"table_id": 0, "format": 0}},
+        {"values": {"op": "INSERT", "phase": "CDC"}, "records": 2, "nulls": {"table_id": 0, "format": 0}}]
 
     quarantine = spark.read.parquet(ctx.lake.spark_path(Lake.quarantine_dir("p", "r1"))).collect()
     assert [(q["offset"], bytes(q["value"])) for q in quarantine] == [(2, b"{not json")]
@@ -62,19 +73,26 @@ def _held_rdds(spark) -> set[int]:
     return {info.id() for info in spark.sparkContext._jsc.sc().getRDDStorageInfo()}
 
 
-def test_decode_stage_without_quarantine_writes_an_empty_one_and_holds_nothing_after(spark, tmp_path):
+def test_decode_stage_without_quarantine_writes_an_empty_one_keeps_no_records_and_holds_nothing_after(
+        spark, tmp_path):
     raw_dir = tmp_path / "raw"
     raw_frame(spark, [_event("c", None, {"id": "1"}, 10), _event("c", None, {"id": "2"}, 11)],
               keys=['{"id": "1"}', '{"id": "2"}']).write.parquet(str(raw_dir))
     ctx = RunContext(Lake.at(str(tmp_path / "lake")), "p", "r1")
     held_before = _held_rdds(spark)
 
-    report = run_decode(spark, ctx, "debezium", str(raw_dir), DecodeOptions())
+    decoded = run_decode(spark, ctx, "debezium", str(raw_dir), DecodeOptions())
 
+    report = decoded.report
     assert report["total"]["quarantined"] == 0 and report["total"]["records"] == 2
     quarantine = spark.read.parquet(ctx.lake.spark_path(Lake.quarantine_dir("p", "r1")))
     assert quarantine.count() == 0
     assert quarantine.schema == QUARANTINE_SCHEMA
-    # the decoded frame was computed once and held while written; its blocks are gone with the stage
+    # the records are held for the fold (a cache), not written to the lake
+    assert decoded.changes.count() == 2 and not (tmp_path / "lake" / "changes").exists()
+    assert report["changes_kept"] is None
+    with pytest.raises(FileNotFoundError, match="python -m jobs decode` writes them"):
+        read_changes(spark, ctx)
+    # the decoded frame was computed once and held while its parts were taken; the cache goes on release
+    decoded.release()
     assert _held_rdds(spark) <= held_before
-    assert len(read_changes(spark, ctx).collect()) == 2

@@ -2,12 +2,10 @@
 rows. A message that does not fit its topic's shape (a stray JSON object on a topic of envelopes) is
 quarantined with a reason that says so and its raw bytes, never published as a row of a table named
 after the topic; the shape is decided per topic (configured, remembered from an earlier run, or by
-most of the topic's messages) on both sides of the decoder."""
+most of the topic's messages)."""
 from __future__ import annotations
 
 import json
-
-import pytest
 
 from jobs.decode import decide_topic_shapes, decode_counts, decode_messages, release
 from jobs.decoders import ENVELOPE, UNWRAPPED, DecodeOptions
@@ -46,14 +44,8 @@ def test_configured_then_remembered_shapes_win_over_this_runs_messages():
     assert configured["a"].basis == "--message-shape"
 
 
-# ---- both sides of the decoder ----------------------------------------------------------------------
-@pytest.fixture(params=["1", "0"], ids=["jvm", "sql"])
-def side(request, monkeypatch):
-    monkeypatch.setenv("CDC_JVM_DECODERS", request.param)
-    return request.param
-
-
-def test_a_stray_object_on_a_topic_of_envelopes_is_quarantined_not_a_new_table(spark, side):
+# ---- the decoder ------------------------------------------------------------------------------------
+def test_a_stray_object_on_a_topic_of_envelopes_is_quarantined_not_a_new_table(spark):
     values = [envelope(1), '{"unexpected": true}', envelope(2), envelope(3)]
     tables, quarantine, counts, decided = decode(spark, values)
     assert tables == ["shop.public.customers"]
@@ -66,7 +58,7 @@ def test_a_stray_object_on_a_topic_of_envelopes_is_quarantined_not_a_new_table(s
     assert decided == {TOPIC: ENVELOPE}
 
 
-def test_an_envelope_on_a_topic_of_unwrapped_rows_is_quarantined(spark, side):
+def test_an_envelope_on_a_topic_of_unwrapped_rows_is_quarantined(spark):
     values = [unwrapped(1), unwrapped(2), envelope(3), unwrapped(4)]
     tables, quarantine, counts, decided = decode(spark, values, topic="shop.public.customers_flat")
     assert [q["offset"] for q in quarantine] == [2]
@@ -75,7 +67,7 @@ def test_an_envelope_on_a_topic_of_unwrapped_rows_is_quarantined(spark, side):
     assert decided == {"shop.public.customers_flat": UNWRAPPED}
 
 
-def test_a_run_of_only_stray_objects_keeps_the_shape_an_earlier_run_decided(spark, side):
+def test_a_run_of_only_stray_objects_keeps_the_shape_an_earlier_run_decided(spark):
     values = ['{"unexpected": true}', '{"also": "wrong"}']
     # alone, they look like unwrapped rows
     tables, quarantine, _, decided = decode(spark, values)
@@ -89,7 +81,7 @@ def test_a_run_of_only_stray_objects_keeps_the_shape_an_earlier_run_decided(spar
     assert tables == [] and len(quarantine) == 2 and counts["balanced"]
 
 
-def test_topics_are_decided_apart(spark, side):
+def test_topics_are_decided_apart(spark):
     frame = raw_frame(spark, [envelope(1), '{"unexpected": true}'], topic=TOPIC).unionByName(
         raw_frame(spark, [unwrapped(2), unwrapped(3)], topic="shop.public.flat"))
     decoded = decode_messages(frame, "debezium", DecodeOptions())

@@ -12,11 +12,12 @@ from jobs import validate
 from jobs.canonical import OPS, PHASES
 from jobs.validate import (
     build_data_docs,
+    check_changes,
     expand_state_suite,
     load_suite,
     narrow_projection,
+    profile_changes,
     render_data_docs,
-    validate_changes,
     validate_state,
     validation_report,
 )
@@ -48,7 +49,7 @@ def test_suites_are_gx1_json_and_follow_the_canonical_vocabulary():
     assert sets == {"op": list(OPS), "phase": list(PHASES)}
     not_null = {e["kwargs"]["column"] for e in changes["expectations"]
                 if e["type"] == "expect_column_values_to_not_be_null"}
-    assert not_null == {"table_id", "event_id", "format"}
+    assert not_null == {"table_id", "format"}  # the event id is computed by the decode, never null
 
 
 def test_state_template_expands_per_table():
@@ -68,16 +69,26 @@ def test_state_template_expands_per_table():
         expand_state_suite(suite, [])
 
 
-# ---- change records ----------------------------------------------------------------------------
+# ---- change records: the suite from the decode's record profile ------------------------------------
+def _by_gx(df) -> dict:
+    """The change suite run by GX over the records themselves (what the profile stands in for)."""
+    suite = load_suite("changes")
+    return validate.run_suite(df, suite["name"], suite["expectations"], table=None)
+
+
+def _checked(df) -> dict:
+    return _strict_json(check_changes(profile_changes(df)))
+
+
 def test_good_change_records_pass(spark):
     df = spark.createDataFrame([("a._.t", "INSERT", "CDC", "e1", "debezium"),
                                 ("a._.t", "SNAPSHOT", "FULL_LOAD", "e2", "qlik"),
                                 ("a._.u", "HEARTBEAT", "CDC", "e3", "canal")], CHANGES)
-    result = _strict_json(validate_changes(df))
+    result = _checked(df)
     assert result["success"] and result["suite"] == "change_records" and result["table"] is None
-    assert len(result["results"]) == 5 and all(r["success"] for r in result["results"])
+    assert len(result["results"]) == 4 and all(r["success"] for r in result["results"])
     assert {r["observed"]["unexpected_count"] for r in result["results"]} == {0}
-    assert result["statistics"]["evaluated_expectations"] == 5
+    assert result["statistics"]["evaluated_expectations"] == 4
 
 
 def test_unknown_op_and_null_table_id_fail_with_counts(spark):
@@ -86,7 +97,7 @@ def test_unknown_op_and_null_table_id_fail_with_counts(spark):
                                 ("a._.t", "UPSERT", "CDC", "e3", "x"),
                                 ("a._.t", "UPDATE", "CDC", "e4", "x"),
                                 ("a._.t", "INSERT", "CDC", "e5", "x")], CHANGES)
-    result = _strict_json(validate_changes(df))
+    result = _checked(df)
     assert not result["success"]
     by_column = _by_column(result)
     failed = {key for key, r in by_column.items() if not r["success"]}
@@ -101,6 +112,32 @@ def test_unknown_op_and_null_table_id_fail_with_counts(spark):
     assert validation_report([result])["success"] is False
 
 
+def test_the_profile_gives_what_gx_finds_over_the_records_themselves(spark):
+    """The oracle is GX: the change suite run by GX over the records counts what the profile says."""
+    rows = [(None, "INSERT", "CDC", "e1", "x"), ("a._.t", None, "CDC", "e2", None),
+            ("a._.t", "UPSERT", None, "e3", "x"), ("a._.t", "UPSERT", "LOAD", "e4", "x"),
+            ("b._.t", "DELETE", "FULL_LOAD", "e5", "x"), ("b._.t", "MERGE", "CDC", "e6", None)]
+    df = spark.createDataFrame(rows, CHANGES)
+    by_gx = _by_column(_strict_json(_by_gx(df)))
+    by_profile = _by_column(_checked(df))
+    assert set(by_gx) == set(by_profile)
+    figures = ("element_count", "missing_count", "unexpected_count", "unexpected_percent")
+    for key, gx_result in by_gx.items():
+        mine = by_profile[key]
+        assert mine["success"] == gx_result["success"], key
+        assert {f: mine["observed"].get(f) for f in figures if f in gx_result["observed"]} == \
+            {f: gx_result["observed"][f] for f in figures if f in gx_result["observed"]}, key
+        assert set(mine["observed"]["partial_unexpected_list"]) == set(gx_result["observed"]["partial_unexpected_list"])
+
+
+def test_the_change_suite_refuses_an_expectation_the_profile_cannot_evaluate(tmp_path, monkeypatch):
+    (tmp_path / "changes.json").write_text(json.dumps({"name": "change_records", "expectations": [
+        {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "event_id"}}]}))
+    monkeypatch.setattr(validate, "EXPECTATIONS_DIR", tmp_path)
+    with pytest.raises(ValueError, match="expect_column_values_to_be_unique cannot be evaluated from the decode"):
+        check_changes([])
+
+
 def test_examples_are_asked_of_gx_only_for_expectations_that_found_unexpected_values(spark, monkeypatch):
     """A suite runs with counts only; GX's query for a batch's first unexpected values (a scan of the whole
     batch when there are none) runs only for the expectations whose counts found some."""
@@ -113,13 +150,13 @@ def test_examples_are_asked_of_gx_only_for_expectations_that_found_unexpected_va
 
     monkeypatch.setattr(validate, "_run_gx", recording_run_gx)
     good = spark.createDataFrame([("a._.t", "INSERT", "CDC", "e1", "debezium")], CHANGES)
-    assert validate_changes(good)["success"]
+    assert _by_gx(good)["success"]
     assert calls == [([e["type"] for e in load_suite("changes")["expectations"]], 0)]
 
     calls.clear()
     bad_op = spark.createDataFrame([("a._.t", "UPSERT", "CDC", "e1", "debezium"),
                                     ("a._.t", "INSERT", "CDC", "e2", "debezium")], CHANGES)
-    result = _by_column(_strict_json(validate_changes(bad_op)))
+    result = _by_column(_strict_json(_by_gx(bad_op)))
     assert [c[1] for c in calls] == [0, validate.RESULT_FORMAT["partial_unexpected_count"]]
     assert calls[1][0] == ["expect_column_values_to_be_in_set"]
     op = result[("expect_column_values_to_be_in_set", "op")]["observed"]

@@ -1,19 +1,25 @@
-"""The DTS Avro decoder on records encoded with fastavro against the official DTS ``Record`` schema.
+"""The DTS Avro decoder (the JVM-side jobs/jvm/src/cdc/DtsAvroUdf.java) on records encoded with
+fastavro against the official DTS ``Record`` schema.
 
 No repository ships a real serialized DTS record with asserted results
 (tests/resources/dts_avro/SOURCE.md), so the fixtures are encoded here from the schema files of
 aliyun/aliyun-dts-subscribe-demo, with the shapes the public Alibaba examples print (objectName
-``mydb.t1``, sourcePosition ``72469@78``, tags ``pk_uk_info = {"PRIMARY":["a"]}``).
+``mydb.t1``, sourcePosition ``72469@78``, tags ``pk_uk_info = {"PRIMARY":["a"]}``). Values at the edges
+of every branch of the value union, and malformed bytes, are checked for what holds whatever the
+input (tests/support/fuzz.py check_batch).
 """
 from __future__ import annotations
+
+import random
+import struct
 
 import pytest
 
 from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
-from jobs.decoders.dts_avro import DtsValueError, dts_value
 from tests.support.decoders import raw_frame
 from tests.support.dts_avro import NS, chars, dts, integer
+from tests.support.fuzz import check_batch
 
 
 def decode(spark, values, options=DecodeOptions()):
@@ -136,19 +142,60 @@ def test_typed_values_of_every_branch(spark):
     }
 
 
-def test_zero_timestamp_is_null_only_for_mysql_and_a_named_zone_time_is_refused():
+def test_zero_timestamp_is_null_only_for_mysql_and_a_named_zone_time_is_refused(spark):
     zero = (NS + "Timestamp", {"timestamp": 0, "millis": 0})
-    assert dts_value(zero, mysql=True) == (None, "timestamp")
-    # other sources have no zero date: the epoch is the epoch
-    assert dts_value(zero, mysql=False) == ("1970-01-01 00:00:00.000000", "timestamp")
-    assert dts_value((NS + "Timestamp", {"timestamp": 0, "millis": 5}), mysql=True)[0] == "1970-01-01 00:00:00.000005"
-    # a time of day in a named zone has no fixed offset (daylight saving): quarantined, not guessed
+    fields = [{"name": "a", "dataTypeNumber": 3}, {"name": "ts", "dataTypeNumber": 7}]
+
+    def after(value, source="MySQL"):
+        return dts("INSERT", after=[integer(1), value], fields=fields, source=source)
+
     named = (NS + "TimestampWithTimeZone", {"value": {"year": None, "month": None, "day": None, "hour": 2,
                                                       "minute": 0, "second": 0, "millis": None},
                                             "timezone": "Europe/Paris"})
-    with pytest.raises(DtsValueError, match="named zone 'Europe/Paris'"):
-        dts_value(named)
-    assert dts_value((NS + "TimestampWithTimeZone", {**named[1], "timezone": "UTC-3"}))[0] == "05:00:00Z"
+    values = [after(zero), after(zero, source="PostgreSQL"), after((NS + "Timestamp", {"timestamp": 0, "millis": 5})),
+              after((NS + "TimestampWithTimeZone", {**named[1], "timezone": "UTC-3"})), after(named)]
+    records, quarantine, _ = decode(spark, values)
+    assert [r["after"]["ts"] for r in records] == [
+        None,
+        # other sources have no zero date: the epoch is the epoch
+        "1970-01-01 00:00:00.000000",
+        "1970-01-01 00:00:00.000005",
+        "05:00:00Z",
+    ]
+    # a time of day in a named zone has no fixed offset (daylight saving): quarantined, not guessed
+    assert [q["offset"] for q in quarantine] == [4]
+    assert "named zone 'Europe/Paris'" in quarantine[0]["reason"]
+
+
+CHARSET_TEXTS = [("utf8mb4", "héllo 世界", "utf-8"), ("utf8", "ok", "utf-8"), ("gbk", "中文", "gbk"),
+                 ("gb18030", "中文𠀀", "gb18030"), ("big5", "繁體", "big5"), ("ucs2", "wide", "utf-16-be"),
+                 ("utf16le", "le", "utf-16-le"), ("utf32", "x", "utf-32-be"), ("sjis", "日本", "shift_jis"),
+                 ("ujis", "日本", "euc-jp"), ("euckr", "한국", "euc-kr"), ("koi8r", "привет", "koi8-r"),
+                 ("cp1251", "привет", "cp1251"), ("cp1250", "łódź", "cp1250"), ("ascii", "plain", "ascii"),
+                 ("UTF8MB4", "upper name", "utf-8"), ("", "no charset", "utf-8")]
+
+
+def test_each_charset_decodes_to_its_text(spark):
+    values = [dts("INSERT", after=[integer(i), chars(text, charset, codec)], rid=i)
+              for i, (charset, text, codec) in enumerate(CHARSET_TEXTS)]
+    records, quarantine, _ = decode(spark, values)
+    assert quarantine == []
+    assert [r["after"]["b"] for r in records] == [text for _, text, _ in CHARSET_TEXTS]
+    assert {r["column_types"]["b"] for r in records} == {"string"}
+
+
+@pytest.mark.parametrize("pk_uk_info, key", [
+    ('{"UNIQUE_1":["b"]}', {"b": "x"}),  # no PRIMARY: the first unique key
+    ('{"PRIMARY":["a","b"]}', {"a": "1", "b": "x"}),
+    ('{"primary":["a"],"u":["b"]}', {"a": "1"}),
+    # no usable key: the whole row
+    ('{"PRIMARY":[]}', {"a": "1", "b": "x"}), ("{}", {"a": "1", "b": "x"}), ("not json", {"a": "1", "b": "x"}),
+    ('{"PRIMARY":[1]}', {"a": "1", "b": "x"}), ('["a"]', {"a": "1", "b": "x"}), ("", {"a": "1", "b": "x"}),
+])
+def test_the_key_from_pk_uk_info(spark, pk_uk_info, key):
+    value = dts("INSERT", after=[integer(1), chars("x")], tags={"pk_uk_info": pk_uk_info, "x": "y"})
+    records, quarantine, _ = decode(spark, [value])
+    assert quarantine == [] and [r["key"] for r in records] == [key]
 
 
 def test_key_change_is_delete_plus_insert_and_configured_keys_win(spark):
@@ -190,6 +237,9 @@ def test_ddl_is_recorded_and_truncate_empties(spark):
     (dts("DELETE", before=None), "DELETE without beforeImages"),
     (dts("INSERT", table=None, after=[integer(1), chars("x")]), "no objectName"),
     (dts("INSERT", after=[integer(1), chars("x")]) + b"\x00", "bytes after the record"),
+    # a string claiming two gigabytes, and an array claiming a billion items: refused, not allocated
+    (b"\x00\x02\x02" + struct.pack("<B", 0xFE) + b"\xff\xff\xff\x0f" + b"x" * 20, "not a DTS Avro Record"),
+    (b"\x00\x02\x02\x02\x02" + b"\xfe\xff\xff\xff\x0f" + b"y" * 30, "not a DTS Avro Record"),
 ])
 def test_malformed_records_are_quarantined_with_a_reason_and_their_bytes(spark, value, reason):
     records, quarantine, counts = decode(spark, [value])
@@ -197,3 +247,100 @@ def test_malformed_records_are_quarantined_with_a_reason_and_their_bytes(spark, 
     assert len(quarantine) == 1 and reason in quarantine[0]["reason"]
     assert bytes(quarantine[0]["value"]) == value
     assert counts["balanced"] and counts["total"]["quarantined"] == 1
+
+
+# ---- edge cases: what holds whatever the input ---------------------------------------------------
+def _dt(**parts):
+    fields = ("year", "month", "day", "hour", "minute", "second", "millis")
+    return {f: parts.get(f) for f in fields}
+
+
+def _tz(zone, **parts):
+    return (NS + "TimestampWithTimeZone", {"value": _dt(**parts), "timezone": zone})
+
+
+DOUBLES = [0.0, -0.0, 0.1, 1.5, 12.345, 100.0, 1e15, 1e16, 1.5e16, 1e-4, 1e-5, 123456789.123, 2.82879384806159e17,
+           1.7976931348623157e308, 5e-324, 2.2250738585072014e-308, 1 / 3, -2.5e-7, 4.35, 1e22, 1e23,
+           float("inf"), float("-inf"), float("nan")]
+
+
+def _union_values() -> list[tuple]:
+    """(image items, fields) pairs covering every branch of the value union, at its edges."""
+    two = [{"name": "a", "dataTypeNumber": 3}, {"name": "b", "dataTypeNumber": 253}]
+    out = [([integer(i), (NS + "Float", {"value": d, "precision": 0, "scale": 0})], two) for i, d in enumerate(DOUBLES)]
+    out += [([integer(2), (NS + "Character", {"charset": "latin1", "value": bytes(range(0x7E, 0xA2))})], two),
+            ([integer(3), (NS + "Character", {"charset": "binary", "value": b"\x00\xff"})], two),
+            ([integer(4), (NS + "Character", {"charset": "utf8mb4", "value": b"\xff\xfe"})], two),
+            ([integer(5), (NS + "Character", {"charset": "ascii", "value": b"\x80"})], two),
+            ([integer(6), (NS + "Character", {"charset": "ucs2", "value": b"\x00"})], two),
+            ([integer(7), chars("x", charset="klingon")], two),
+            ([(NS + "Decimal", {"value": "-123.4500", "precision": 7, "scale": 4}), "NULL"], two),
+            ([integer(-9223372036854775808), "NONE"], two), ([None, None], two),
+            ([(NS + "BinaryObject", {"type": "BLOB", "value": b"\x01\x02"}),
+              (NS + "TextObject", {"type": "JSON", "value": '{"k": 1}'})], two),
+            ([(NS + "BinaryGeometry", {"type": "POINT", "value": b"\x00"}),
+              (NS + "TextGeometry", {"type": "POINT", "value": "POINT(1 2)"})], two)]
+    stamps = [(0, 0), (0, 5), (1696984408, 123456), (-1, 999999), (253402300799, 999999), (253402300800, 0),
+              (-62135596800, 0), (-62135596801, 0), (86400, -1)]
+    out += [([(NS + "Timestamp", {"timestamp": s, "millis": m}), integer(i)], two) for i, (s, m) in enumerate(stamps)]
+    dates = [_dt(year=2024, month=2, day=29), _dt(year=2023, month=2, day=29), _dt(year=0, month=0, day=0),
+             _dt(year=999, month=1, day=2), _dt(year=2024, month=1, day=2, hour=3, minute=4, second=5, millis=6),
+             _dt(year=2024, month=1, day=2, hour=24), _dt(year=9999, month=12, day=31, hour=23, minute=59, second=59,
+                                                          millis=999999),
+             _dt(year=9999, month=12, day=31, hour=23, minute=59, second=59, millis=1000000),
+             _dt(year=0, month=0, day=0, hour=0, minute=0, second=0), _dt(hour=-1, minute=-30, second=0),
+             _dt(hour=838, minute=59, second=59, millis=5), _dt(hour=1), _dt(year=2024), _dt(year=2024, month=5),
+             _dt(), _dt(month=1, day=2)]
+    out += [([(NS + "DateTime", d), integer(i)], two) for i, d in enumerate(dates)]
+    zoned = [_tz("+08:00", year=2024, month=1, day=2, hour=3, minute=4, second=5, millis=6),
+             _tz("UTC-5", year=2024, month=1, day=2), _tz("GMT+0530", year=2024, month=1, day=2, hour=0),
+             _tz("Asia/Shanghai", year=2024, month=7, day=1, hour=8), _tz("America/New_York", year=2024, month=3,
+                                                                          day=10, hour=2, minute=30),
+             _tz("America/New_York", year=2024, month=11, day=3, hour=1, minute=30), _tz("", year=2024, month=1, day=1,
+                                                                                         hour=0),
+             _tz(" Z ", year=2024, month=1, day=1, hour=0), _tz("Bogus/Zone", year=2024, month=1, day=1, hour=0),
+             _tz("+02:00", hour=1, minute=30, second=0), _tz("-03:30", hour=23, minute=0, second=0, millis=7),
+             _tz("Europe/Paris", hour=1), _tz("+25:00", year=2024, month=1, day=1, hour=0),
+             _tz("+08:00", year=2024), _tz("+08:00", year=0, month=0, day=0, hour=0), _tz("+08:00", hour=-1),
+             _tz("-01:00", year=9999, month=12, day=31, hour=23)]
+    out += [([z, integer(i)], two) for i, z in enumerate(zoned)]
+    return out
+
+
+def _operations_and_shapes() -> list[bytes]:
+    row = [integer(1), chars("x")]
+    values = [dts(op, after=row, before=row) for op in ("INSERT", "UPDATE", "DELETE", "INIT", "BEGIN", "COMMIT",
+                                                        "ROLLBACK", "HEARTBEAT", "CHECKPOINT", "NOOP")]
+    values += [dts("DDL", after="ALTER TABLE t ADD c int", fields="", pk=None),
+               dts("DDL", table=None, after=None, fields=None, pk=None),
+               dts("INSERT", after=row, pos="", ts=1696984408123), dts("INSERT", after=row, pos="abc", ts=-5),
+               dts("INSERT", after=row, pos="1@2@3", txid=""), dts("INSERT", after=row, pos="007@08", ts=0),
+               dts("INSERT", after=[integer(1)]), dts("INSERT", after=row, fields=[]),
+               dts("INSERT", after=row, table="a.b.c.d"), dts("INSERT", after=row, pk=None)]
+    values += [dts("INSERT", after=row, table=name) for name in ("mydb", "a.b.c", "", ".", "販売.t", "d." + "x" * 300)]
+    values += [dts("DDL", table=name, after=sql, fields="", pk=None) for name, sql in (
+        ("mydb", "-- note\n  truncate table t"), ("a.b", "/* x */TRUNCATE t"), ("a.b", "truncated_log insert"),
+        (None, "# c\nTRUNCATE t"))]
+    values += [dts("UPDATE", before=[integer(1), chars("x")], after=[integer(2), "NONE"], pos="9@9"),
+               dts("UPDATE", before=[integer(1), chars("x")], after=["NONE", chars("y")], pos="9@9"),
+               dts("INSERT", after=["NONE", chars("y")], pos="9@9")]
+    return values
+
+
+def test_edge_values_operations_and_malformed_bytes_keep_the_fuzz_properties(spark):
+    """Every branch of the value union at its edges (each as an insert, an update and a key change),
+    every operation, odd positions, table names and tags, and random or bit-flipped bytes: each message
+    has one outcome, a quarantined one keeps its bytes, the counts balance, records are well formed."""
+    values = []
+    for i, (items, fields) in enumerate(_union_values()):
+        values.append(dts("INSERT", after=items, fields=fields, rid=i))
+        values.append(dts("UPDATE", before=items, after=items, fields=fields, rid=i, pos=f"{i}@3"))
+        values.append(dts("UPDATE", before=[integer(-i), items[1]], after=items, fields=fields, rid=i, pos=f"{i}@4"))
+    values += _operations_and_shapes()
+    rng = random.Random(5)
+    good = dts("INSERT", after=[integer(1), chars("x")])
+    values += [good + b"\x00", good[:-3], good[:10]]
+    values += [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 80))) for _ in range(100)]
+    values += [bytes(b ^ (1 << rng.randrange(8)) if rng.random() < 0.05 else b for b in good) for _ in range(100)]
+    check_batch(spark, "dts_avro", values)
+    check_batch(spark, "dts_avro", values, options=DecodeOptions(primary_keys={"t1": ("b",)}))

@@ -3,7 +3,7 @@
 Each example decodes a batch of hostile variants of one format's messages (truncated and bit-flipped
 bytes, wrong JSON types anywhere, missing and extra fields, another format's messages, deep nesting,
 huge strings, invalid UTF-8, NaN / Infinity, duplicate keys, unknown ops, hostile table names, wrong
-Avro branches) beside some of the originals. Whatever the input:
+Avro branches) beside some of the originals. Whatever the input (tests/support/fuzz.py check_batch):
 - the decode never fails, and every message has exactly one outcome;
 - a quarantined message has a reason and its exact raw bytes; the counts balance;
 - a decoded record is well formed: a table id that cannot leave the lake, a known op and phase, a key
@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 from collections import Counter
 
 import pytest
@@ -28,19 +27,15 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
 from jobs.decode import decode_counts, decode_messages, release
-from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions
+from jobs.decoders import DecodeOptions
 from tests.support.decoders import raw_frame
-from tests.support.fuzz import FORMATS, HUGE_CHARS, MEANING_PRESERVING, MUTATIONS, corpus, mutate
+from tests.support.fuzz import FORMATS, HUGE_CHARS, MEANING_PRESERVING, MUTATIONS, check_batch, corpus, mutate
 
 EXAMPLES = int(os.environ.get("CDC_FUZZ_EXAMPLES", "4"))
 # the suite explores from a fixed seed, so that CI repeats itself; the opt-in budget from a random one
 SEED = int(os.environ.get("CDC_FUZZ_SEED", "20261128")) if "CDC_FUZZ_EXAMPLES" not in os.environ else None
 HUGE = int(os.environ.get("CDC_FUZZ_HUGE_CHARS", str(HUGE_CHARS)))
-SAFE_TABLE_ID = re.compile(r"[A-Za-z0-9_$-]+\.[A-Za-z0-9_$-]+\.[A-Za-z0-9_$-]+")
-ROW_CHANGES = (C.SNAPSHOT, C.INSERT, C.UPDATE, C.DELETE)
-LINEAGE = ("topic", "partition", "offset", "kafka_ts")
 TRIED: Counter = Counter()
 
 
@@ -48,41 +43,6 @@ TRIED: Counter = Counter()
 def _tally():
     yield
     print(f"\nfuzzed inputs per format: {dict(sorted(TRIED.items()))}")
-
-
-def check_batch(spark, fmt: str, values: list[bytes], same_as: dict[int, int]) -> None:
-    """Decode ``values`` (offsets 0..n-1) as ``fmt`` and check the properties above; ``same_as``: the
-    offset of a meaning-preserving variant -> the offset of its original."""
-    decoded = decode_messages(raw_frame(spark, values), fmt, DecodeOptions())
-    try:
-        outcomes = {r["offset"]: r for r in decoded.outcomes.select("offset", "status", "reason", "table_id").collect()}
-        quarantine = {r["offset"]: r for r in decoded.quarantine.collect()}
-        records: dict[int, list[str]] = {}
-        for r in decoded.changes.collect():
-            record = r.asDict(recursive=True)
-            assert SAFE_TABLE_ID.fullmatch(record["table_id"] or ""), record["table_id"]
-            assert record["op"] in C.OPS and record["phase"] in C.PHASES and record["event_id"]
-            if record["op"] in ROW_CHANGES:
-                assert record["key"] is not None, record
-            content = {k: v for k, v in record.items() if k not in LINEAGE}
-            records.setdefault(r["offset"], []).append(json.dumps(content, sort_keys=True, default=str))
-        counts = decode_counts(decoded.outcomes)
-    finally:
-        release(decoded.materialized)
-    assert sorted(outcomes) == list(range(len(values))), "a message without exactly one outcome"
-    for offset, o in outcomes.items():
-        assert o["status"] in (DECODED, QUARANTINED, IGNORED)
-        if o["status"] == QUARANTINED:
-            assert o["reason"], values[offset][:200]
-            assert quarantine[offset]["value"] == values[offset]
-        if o["status"] == DECODED and o["table_id"] is not None:
-            assert SAFE_TABLE_ID.fullmatch(o["table_id"]), o["table_id"]
-    assert set(quarantine) == {o for o, r in outcomes.items() if r["status"] == QUARANTINED}
-    assert counts["balanced"] and counts["total"]["landed"] == len(values)
-    for variant, original in same_as.items():
-        assert (outcomes[variant]["status"], outcomes[variant]["reason"]) == \
-            (outcomes[original]["status"], outcomes[original]["reason"]), values[variant][:300]
-        assert sorted(records.get(variant, [])) == sorted(records.get(original, [])), values[variant][:300]
 
 
 def fuzz_case(fmt: str):
@@ -110,9 +70,7 @@ def build_batch(fmt: str, case) -> tuple[list[bytes], dict[int, int]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_no_input_crashes_a_decoder_or_unbalances_its_counts(spark, monkeypatch, fmt):
-    sides = ["1", "0"] if fmt in ("debezium", "dts_avro") else ["1"]  # the JVM side and its twin
-
+def test_no_input_crashes_a_decoder_or_unbalances_its_counts(spark, fmt):
     @seed(SEED)
     @settings(max_examples=EXAMPLES, deadline=None, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
@@ -120,19 +78,15 @@ def test_no_input_crashes_a_decoder_or_unbalances_its_counts(spark, monkeypatch,
     @given(case=fuzz_case(fmt))
     def run(case):
         values, same_as = build_batch(fmt, case)
-        for side in sides:
-            monkeypatch.setenv("CDC_JVM_DECODERS", side)
-            check_batch(spark, fmt, values, same_as)
+        check_batch(spark, fmt, values, same_as)
         TRIED[fmt] += len(values)
 
     run()
 
 
-@pytest.mark.parametrize("side", ["1", "0"], ids=["jvm", "sql"])
-def test_a_value_of_tens_of_megabytes_is_decoded_not_quarantined(spark, monkeypatch, side):
+def test_a_value_of_tens_of_megabytes_is_decoded_not_quarantined(spark):
     """A large TEXT / JSON column's value (25 MB) is a row like any other: JSON parsers' own bounds
     (Jackson's 20M characters) would quarantine it as malformed JSON (found by the fuzz budget)."""
-    monkeypatch.setenv("CDC_JVM_DECODERS", side)
     big = "Z" * 25_000_000
     value = json.dumps({"op": "c", "after": {"id": 1, "doc": big}, "source": {
         "connector": "postgresql", "db": "d", "schema": "s", "table": "t", "lsn": 5}})

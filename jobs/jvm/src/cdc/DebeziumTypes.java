@@ -23,10 +23,9 @@ import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
 
 /**
- * Debezium's schema section → per column the state's type and the conversion of its value (the JVM
- * twin of jobs/decoders/debezium.py {@code row_specs} / {@code column_spec} and of the Spark SQL
- * conversions there): Kafka Connect types, Decimal bytes, VariableScaleDecimal, io.debezium.time.*.
- * Casts, timestamps' parsing and formatting follow Spark's, so values are those of the SQL decoder.
+ * Debezium's schema section → per column the state's type and the conversion of its value: Kafka
+ * Connect types, Decimal bytes, VariableScaleDecimal, io.debezium.time.*. Casts, timestamps' parsing
+ * and formatting follow Spark's, so a value reads back as Spark SQL would cast it.
  */
 final class DebeziumTypes {
   private DebeziumTypes() {}

@@ -29,11 +29,10 @@ import static cdc.Outcomes.*;
 
 /**
  * The Debezium decoder on the JVM side: one Kafka message → its decode outcome (status, reason,
- * table_id, change records), in one streaming pass of Jackson over the value. The JVM twin of the
- * Spark SQL decoder in jobs/decoders/debezium.py, whose semantics it keeps value for value (the
- * differential test, tests/unit/test_debezium_jvm.py, holds both to it): that decoder builds the same
- * records from some fifty column expressions, many of them interpreted (from_json, map_filter,
- * transform_values), each copying the row; here they are plain Java over the parsed envelope.
+ * table_id, change records), in one streaming pass of Jackson over the value: the format's one decoder
+ * (it replaced a Spark SQL one of some fifty column expressions per message, each copying the row;
+ * bench/README.md, "JVM-side decoding"). tests/unit/decoders/test_debezium.py holds it to the samples'
+ * expected rows, the replays to the SQLite model.
  *
  * <p>Records leave with a null event_id: the decode stage computes every such id from the record's
  * own fields in generated code (jobs/decode.py). Arguments: the message's key and value, topic,
@@ -472,7 +471,7 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
     if (isChange) return null;
     if (opCode == null) return "missing 'op'";
     if (op == null) return "unknown operation type '" + opCode + "'";
-    if (!MESSAGE.equals(op) && tableId == null) return "no source table";
+    if (tableId == null) return "no source table";  // a logical-decoding message without its source block too
     if ((SNAPSHOT.equals(op) || INSERT.equals(op) || UPDATE.equals(op)) && after == null) {
       return "'after' is null for op '" + opCode + "'";
     }

@@ -40,12 +40,11 @@ import static cdc.Outcomes.*;
 
 /**
  * Alibaba DTS Avro on the JVM side: one message (a DTS {@code Record}) → its decode outcome (status,
- * reason, table_id, change records), the JVM twin of jobs/decoders/dts_avro.py. The record is read
- * with Avro's own reader (Spark ships it) into the plain columns that module's Python side gives
- * ({@code _DECODED_COLUMNS}: texts value for value, a double as Python's repr writes it, dates and
- * times as Python's datetime does, charsets by MySQL's names, the same reasons for values that cannot
- * be read), then into outcomes as its Spark SQL side does (keys, positions, key changes, markers,
- * reasons); tests/unit/test_dts_avro_jvm.py holds both sides to the same records. Arguments: the
+ * reason, table_id, change records): the format's one decoder. The record is read with Avro's own
+ * reader (Spark ships it): texts value for value, a double as Python's repr writes it, dates and times
+ * as Python's datetime does, charsets by MySQL's names, a reason for each value that cannot be read;
+ * then keys, positions, key changes, markers and reasons (docs/formats/dts_avro.md;
+ * tests/unit/decoders/test_dts_avro.py holds it to records encoded by fastavro). Arguments: the
  * message's value, topic, partition, offset and Kafka timestamp (microseconds).
  */
 public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Long, Row> {
@@ -187,7 +186,7 @@ public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Lon
   /**
    * The transaction a record belongs to: its {@code sourceTxid}, else (MySQL sources send "0" or
    * nothing) its {@code safeSourcePosition}, the position of its transaction's BEGIN, which every record
-   * of the transaction carries; null where neither is given (jobs/decoders/dts_avro.py transaction_id).
+   * of the transaction carries; null where neither is given.
    */
   static String transactionId(String sourceTxid, String safeSourcePosition) {
     if (sourceTxid != null && !sourceTxid.isEmpty() && !"0".equals(sourceTxid)) return sourceTxid;

@@ -13,7 +13,7 @@ import org.apache.spark.sql.catalyst.json.JSONOptions;
 
 /**
  * JSON read as Spark SQL's {@code from_json} reads it, so that a decoder on the JVM side gives the
- * values, and so the event ids, of the Spark SQL decoders: the same parser features (Spark's own
+ * values, and so the event ids, that the formats decoded in Spark SQL give: the same parser features (Spark's own
  * factory: single quotes, NaN and Infinity allowed), a value read into a string rendered as from_json
  * renders it (a string's text; an integer's digits; any other number through a double, as Jackson's
  * generator writes it; an object or array as its compact JSON), map keys repeated: the last value in

@@ -1,0 +1,96 @@
+"""One small interval through the demo DAG's ``dag.test()``: what a scheduled run costs end to end.
+
+    .venv/bin/python -m bench.dag_day [--messages 3000] [--days 2026-11-02] [--keep DIR]
+
+Generates the demo topics (scripts/make_demo.py), then runs ``dag.test()`` of the demo DAG for the
+interval ending on each ``--days`` date in a fresh Airflow home (SQLite metadata db, spark-submit on
+``local[2]``, the files source, the SQLite source database as the reconciliation connection, no SMTP
+server: the alert's recipients are left unset). Prints each task's seconds (from its task instance)
+and the run's wall time; the JSON line at the end is what bench/results keeps (bench/README.md,
+"The DAG").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+RUNNER = """
+import json, sys, time
+from datetime import datetime, timezone
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+assert not bag.import_errors, bag.import_errors
+dag = bag.dags["cdc_demo_pipeline"]
+for day in sys.argv[2:]:
+    start = time.perf_counter()
+    run = dag.test(logical_date=datetime.fromisoformat(day).replace(tzinfo=timezone.utc))
+    wall = time.perf_counter() - start
+    tis = {ti.task_id: {"state": str(ti.state), "seconds": round(ti.duration or 0.0, 2)}
+           for ti in run.get_task_instances()}
+    print("RESULT " + json.dumps({"day": day, "state": str(run.state), "wall_s": round(wall, 2), "tasks": tis}))
+"""
+
+
+def airflow_env(home: Path, topics: Path, source: Path, lake: Path) -> dict[str, str]:
+    venv_bin = str(Path(sys.executable).parent)
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "AIRFLOW_VAR_CDC_", "SMTP_"))},
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "AIRFLOW_CONN_CDC_SOURCE": json.dumps({"conn_type": "sqlite", "host": str(source)}),
+        "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(REPO),
+        "CDC_LAKE": str(lake),
+        "CDC_DEMO_TOPICS": str(topics),
+        "CDC_SOURCE_COUNTS": "conn:cdc_source",
+        "CDC_SHUFFLE_PARTITIONS": "2",
+        "CDC_JIT": "c1",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=3000, help="demo messages over its two days")
+    parser.add_argument("--days", default="2026-11-02", help="comma-separated logical dates (a run covers the day before)")
+    parser.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temporary one)")
+    args = parser.parse_args(argv)
+    work = args.keep or Path(tempfile.mkdtemp(prefix="cdc-dag-day-"))
+    try:
+        topics, source, lake = work / "topics", work / "source.db", work / "lake"
+        subprocess.run([sys.executable, str(REPO / "scripts/make_demo.py"), "--out", str(topics), "--source-db",
+                        str(source), "--messages", str(args.messages)], check=True, capture_output=True)
+        env = airflow_env(work / "airflow", topics, source, lake)
+        venv_bin = Path(sys.executable).parent
+        subprocess.run([str(venv_bin / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", RUNNER, str(REPO / "dags"), *args.days.split(",")],
+                              env=env, capture_output=True, text=True)
+        total = time.perf_counter() - start
+        results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+        if proc.returncode or not results:
+            print((proc.stdout + proc.stderr)[-5000:], file=sys.stderr)
+            return 1
+        for result in results:
+            print(f"interval ending {result['day']}: {result['state']}, dag.test {result['wall_s']:.1f} s")
+            for task, ti in result["tasks"].items():
+                print(f"  {task:<12} {ti['seconds']:>7.1f} s  {ti['state']}")
+        print(json.dumps({"process_s": round(total, 1), "runs": results}))
+        return 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
