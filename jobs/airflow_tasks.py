@@ -25,6 +25,8 @@ Settings, resolved when a run starts, first match wins:
     snapshot_retain_days   CDC_SNAPSHOT_RETAIN_DAYS  7 (the expire task keeps the tables' snapshots of the
                                                      7 days before the interval's end ...)
     snapshot_retain_last   CDC_SNAPSHOT_RETAIN_LAST  10 (... and each table's 10 newest)
+    keep_changes           CDC_KEEP_CHANGES          false (true: transform also writes the decoded
+                                                     change records to changes/, an audit copy)
 
 Read when the DAG file is parsed (they shape the tasks, not one run): ``CDC_ALERT_TO`` also adds
 an SmtpNotifier failure callback; ``CDC_SPARK_PACKAGES`` and ``CDC_SPARK_CONF`` (a JSON object)
@@ -90,6 +92,8 @@ SETTINGS: tuple[Setting, ...] = (
             "days of the tables' snapshots kept before the interval's end (older ones and their files go)"),
     Setting("snapshot_retain_last", "CDC_SNAPSHOT_RETAIN_LAST", "10",
             "each table's newest snapshots kept whatever their age (at least 1)"),
+    Setting("keep_changes", "CDC_KEEP_CHANGES", "false",
+            "true: transform also writes the run's decoded change records to changes/ (an audit copy)"),
 )
 
 
@@ -106,6 +110,7 @@ class PipelineSettings:
     quarantine_threshold: float
     snapshot_retain_days: int = 7
     snapshot_retain_last: int = 10
+    keep_changes: bool = False
 
 
 def _whole(values: Mapping[str, str], name: str, least: int) -> int:
@@ -116,6 +121,13 @@ def _whole(values: Mapping[str, str], name: str, least: int) -> int:
     if value < least:
         raise ValueError(f"{name} {value} is below {least}")
     return value
+
+
+def _flag(values: Mapping[str, str], name: str) -> bool:
+    value = (values[name] or "false").lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError(f"{name} {values[name]!r} is neither true nor false")
+    return value in ("true", "1", "yes")
 
 
 def _split(value: str) -> tuple[str, ...]:
@@ -167,6 +179,7 @@ def resolve_settings(
         quarantine_threshold=threshold,
         snapshot_retain_days=_whole(values, "snapshot_retain_days", 0),
         snapshot_retain_last=_whole(values, "snapshot_retain_last", 1),
+        keep_changes=_flag(values, "keep_changes"),
     )
 
 
@@ -235,6 +248,7 @@ class RunPlan:
     messages: int
     alert_to: tuple[str, ...]
     quarantine_threshold: float
+    keep_changes: bool = False
 
     def to_xcom(self) -> dict[str, Any]:
         return asdict(self)
@@ -265,6 +279,7 @@ def build_plan(cfg: PipelineSettings, start: datetime, end: datetime, manifests:
         messages=sum(int(m["totals"]["records"]) for m in ordered),
         alert_to=cfg.alert_to,
         quarantine_threshold=cfg.quarantine_threshold,
+        keep_changes=cfg.keep_changes,
     )
 
 
@@ -275,7 +290,7 @@ def transform_args(plan: RunPlan) -> list[str]:
             "--format", plan.fmt]
     for folder in plan.raw:
         args += ["--raw", folder]
-    return args
+    return args + (["--keep-changes"] if plan.keep_changes else [])
 
 
 def land_outputs(plan: RunPlan) -> dict[str, Any]:

@@ -30,7 +30,7 @@ class UsageError(ValueError):
     """Arguments that cannot be used; reported as one line, exit 2."""
 
 
-def _primary_keys(values: list[str]) -> dict[str, tuple[str, ...]]:
+def parse_primary_keys(values: list[str]) -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
     for item in values or []:
         table, sep, cols = item.partition("=")
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "expire" and args.retain_last < 1:
             raise UsageError("--retain-last must keep at least the current snapshot (1)")
         shape = getattr(args, "message_shape", "auto")
-        options = DecodeOptions(primary_keys=_primary_keys(getattr(args, "primary_keys", [])),
+        options = DecodeOptions(primary_keys=parse_primary_keys(getattr(args, "primary_keys", [])),
                                 message_shape=None if shape == "auto" else shape)
     except (UsageError, LakeError, RawInputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,5 +1,5 @@
 """What a run brings for each table (TableChanges): columns, declared types, keys, phase positions,
-truncates, load markers and key moves, gathered by a few small aggregates over the change records."""
+truncates, load markers and key moves, gathered by one small aggregate over the change records."""
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
@@ -42,79 +42,6 @@ def load_start_after(changes: DataFrame, info: TableChanges, loaded_through: str
     return row["s"] if row else None
 
 
-def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
-    """Per-table columns, types, keys and phase positions: small results, collected (three passes over
-    the records, two more when the run has a full load, one more when it has load-end markers).
-
-    The per-column answers come from the records grouped by shape (the names of their image and key
-    columns: a handful per table), not from an explode of every record's columns. Positions are
-    strings, whose maxima Spark aggregates by sorting: that pass sorts narrow rows of positions only,
-    and the shape pass, with counts alone, aggregates by hashing (bench/README.md, "The fold")."""
-    is_row = F.col("op").isin(*C.ROW_OPS)
-    # LOAD_END markers (no row op): ``after['scope']`` says whether they end their table's load or all
-    load_end = (F.col("op") == C.LOAD_END) & F.col("position").isNotNull()
-    positions = changes.select(
-        "table_id", is_row.alias("is_row"),
-        F.when(is_row & (F.col("op") == C.TRUNCATE), F.struct(
-            F.coalesce("position", F.lit("")).alias("position"), "partition", "offset")).alias("trunc"),
-        F.when(is_row & (F.col("phase") == C.FULL_LOAD), F.col("position")).alias("load"),
-        F.when(is_row & (F.col("phase") == C.CDC), F.col("position")).alias("cdc_max"),
-        F.when(load_end, F.col("position")).alias("end_own"),
-    )
-    out: dict[str, TableChanges] = {}
-    own_end: dict[str, str] = {}
-    for r in positions.groupBy("table_id").agg(
-        F.count(F.when(F.col("is_row"), F.lit(1))).alias("n"),
-        *[F.max(c).alias(c) for c in ("trunc", "load", "cdc_max", "end_own")],
-    ).collect():
-        if r["end_own"] is not None:
-            own_end[r["table_id"]] = r["end_own"]
-        if not r["n"]:
-            continue
-        out[r["table_id"]] = TableChanges(
-            r["table_id"], records=r["n"], has_truncate=r["trunc"] is not None,
-            truncate_position=r["trunc"] and r["trunc"]["position"] or None,
-            truncate_lineage=r["trunc"] and (r["trunc"]["partition"], r["trunc"]["offset"]),
-            full_load_position=r["load"], cdc_max_position=r["cdc_max"],
-        )
-    # the pass above reads no row image (Parquet reads a column whole, for every record, once a query
-    # names it): a load end's scope is looked up in a pass of its own, only when the run has load ends
-    every_end = changes.where(load_end & (F.element_at("after", "scope") == "all")).agg(
-        F.max("position").alias("p")).first()["p"] if own_end else None
-    for info in out.values():
-        info.load_end_marker = max([p for p in (own_end.get(info.table_id), every_end) if p], default=None)
-        info.every_load_end = every_end
-    rows = changes.where(is_row)
-    _describe_loads(rows, out)
-
-    shapes = rows.groupBy(
-        "table_id",
-        F.map_keys(F.coalesce("after", "before")).alias("image_columns"),
-        # a full image (no present_columns) names every column the table has at that point
-        (F.col("after").isNotNull() & F.col("present_columns").isNull()).cast("int").alias("full"),
-        F.map_keys("key").alias("key_columns"),
-    ).agg(F.count(F.lit(1)).alias("n"), F.count(F.when(_moves_its_key(), F.lit(1))).alias("moves")).persist()
-    try:
-        _columns_of(shapes, out)
-    finally:
-        shapes.unpersist()
-
-    # each column's type is the one the latest record naming it declares: the records' type maps are
-    # few per table, so they are grouped first (the latest place of each) and only those are exploded,
-    # not every record's map, which DTS carries in each record (bench/README.md, "The fold")
-    declared = rows.where(F.col("column_types").isNotNull()).groupBy(
-        "table_id", F.map_entries("column_types").alias("types")).agg(
-        F.max(F.struct("position", "offset")).alias("at"))
-    for r in (
-        declared.select("table_id", "at", F.inline("types"))
-        .groupBy("table_id", F.col("key").alias("col"))
-        .agg(F.max_by("value", "at").alias("type"))
-        .collect()
-    ):
-        out[r["table_id"]].types[r["col"]] = r["type"]
-    return out
-
-
 def partial_with_before() -> Column:
     """A partial-image insert or update that carries a before image: what may move a row to a new key."""
     return F.col("op").isin(C.INSERT, C.UPDATE) & F.col("present_columns").isNotNull() & F.col("before").isNotNull()
@@ -127,30 +54,122 @@ def _moves_its_key() -> Column:
                                              & (F.element_at("before", k) != F.element_at("key", k)))
 
 
-def _columns_of(shapes: DataFrame, out: dict[str, TableChanges]) -> None:
+def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
+    """Per-table columns, types, keys and phase positions, from one small aggregate over the records
+    (and two more when the run has a full load: _describe_loads).
+
+    The records are grouped by table and shape (the names of their image and key columns, their
+    declared types: a handful per table), never exploded per column, and every per-table answer is
+    reduced from those groups here (bench/README.md, "The fold's fixed cost")."""
+    is_row = F.col("op").isin(*C.ROW_OPS)
+    # LOAD_END markers (no row op): ``after['scope']`` says whether they end their table's load or all
+    load_end = (F.col("op") == C.LOAD_END) & F.col("position").isNotNull()
+    groups = changes.where(is_row | load_end).groupBy(
+        "table_id", is_row.alias("is_row"),
+        F.when(load_end, F.element_at("after", "scope")).alias("end_scope"),
+        F.when(is_row, F.map_keys(F.coalesce("after", "before"))).alias("image_columns"),
+        # a full image (no present_columns) names every column the table has at that point
+        F.when(is_row, F.col("after").isNotNull() & F.col("present_columns").isNull()).alias("full"),
+        F.when(is_row, F.map_keys("key")).alias("key_columns"),
+        F.when(is_row, F.map_entries("column_types")).alias("types"),
+    ).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.count(F.when(_moves_its_key(), F.lit(1))).alias("moves"),
+        F.max(F.when(F.col("op") == C.TRUNCATE, F.struct(
+            F.coalesce("position", F.lit("")).alias("position"), "partition", "offset"))).alias("trunc"),
+        F.max(F.when(F.col("phase") == C.FULL_LOAD, F.col("position"))).alias("load"),
+        F.max(F.when(F.col("phase") == C.CDC, F.col("position"))).alias("cdc_max"),
+        F.max(F.when(load_end, F.col("position"))).alias("end_position"),
+        F.max(F.when(F.col("column_types").isNotNull(), F.struct("position", "offset"))).alias("types_at"),
+    ).collect()
+    rows = [g for g in groups if g["is_row"]]
+    out = _tables_of(rows)
+    _load_ends(groups, out)
+    _columns_of(rows, out)
+    _types_of(rows, out)
+    _describe_loads(changes.where(is_row), out)
+    return out
+
+
+def _ordered(value):
+    """A sort key of a value Spark compares (nulls first, as Spark orders them), fields of a struct in turn."""
+    if isinstance(value, tuple):
+        return tuple(_ordered(v) for v in value)
+    return (value is not None, value if value is not None else 0)
+
+
+def _latest(values):
+    present = [v for v in values if v is not None]
+    return max(present, key=_ordered) if present else None
+
+
+def _tables_of(rows: list) -> dict[str, TableChanges]:
+    out: dict[str, TableChanges] = {}
+    for table_id in sorted({g["table_id"] for g in rows}):
+        mine = [g for g in rows if g["table_id"] == table_id]
+        trunc = _latest([g["trunc"] for g in mine])
+        out[table_id] = TableChanges(
+            table_id, records=sum(g["n"] for g in mine), has_truncate=trunc is not None,
+            truncate_position=trunc and trunc["position"] or None,
+            truncate_lineage=trunc and (trunc["partition"], trunc["offset"]),
+            full_load_position=_latest([g["load"] for g in mine]),
+            cdc_max_position=_latest([g["cdc_max"] for g in mine]),
+        )
+    return out
+
+
+def _load_ends(groups: list, out: dict[str, TableChanges]) -> None:
+    """Each table's latest LOAD_END of its own and the latest one that ends every table's load."""
+    ends = [g for g in groups if not g["is_row"]]
+    every_end = _latest([g["end_position"] for g in ends if g["end_scope"] == "all"])
+    for info in out.values():
+        own = _latest([g["end_position"] for g in ends if g["table_id"] == info.table_id])
+        info.load_end_marker = max([p for p in (own, every_end) if p], default=None)
+        info.every_load_end = every_end
+
+
+def _columns_of(rows: list, out: dict[str, TableChanges]) -> None:
     """Each table's columns in order of first appearance, its key columns (those every keyed record
     names: the intersection of the key sets), and its key moves (counted per shape)."""
-    for r in (
-        shapes.select("table_id", "full", F.posexplode("image_columns").alias("pos", "col"))
-        .groupBy("table_id", "col").agg(F.min("pos").alias("pos"), F.max("full").alias("full"))
-        .orderBy("table_id", "pos", "col").collect()
-    ):
-        info = out[r["table_id"]]
-        info.columns.append(r["col"])
-        if r["full"]:
-            info.full_image_columns = [*(info.full_image_columns or []), r["col"]]
-
-    keyed = shapes.where(F.col("key_columns").isNotNull())
-    with_key = {}
-    for r in keyed.groupBy("table_id").agg(F.sum("n").alias("n"), F.sum("moves").alias("moves")).collect():
-        with_key[r["table_id"]] = r["n"]
-        out[r["table_id"]].key_moves = r["moves"]
-    for r in (
-        keyed.select("table_id", "n", F.explode("key_columns").alias("col"))
-        .groupBy("table_id", "col").agg(F.sum("n").alias("n")).collect()
-    ):
-        if r["n"] == with_key[r["table_id"]]:
-            out[r["table_id"]].key_columns.append(r["col"])
+    first: dict[tuple[str, str], int] = {}
+    full: set[tuple[str, str]] = set()
+    for g in rows:
+        for pos, col in enumerate(g["image_columns"] or []):
+            first[(g["table_id"], col)] = min(pos, first.get((g["table_id"], col), pos))
+            if g["full"]:
+                full.add((g["table_id"], col))
+    for (table_id, col), _ in sorted(first.items(), key=lambda item: (item[0][0], item[1], item[0][1])):
+        info = out[table_id]
+        info.columns.append(col)
+        if (table_id, col) in full:
+            info.full_image_columns = [*(info.full_image_columns or []), col]
+    keyed = [g for g in rows if g["key_columns"] is not None]
+    with_key: dict[str, int] = {}
+    naming: dict[tuple[str, str], int] = {}
+    for g in keyed:
+        with_key[g["table_id"]] = with_key.get(g["table_id"], 0) + g["n"]
+        out[g["table_id"]].key_moves += g["moves"]
+        for col in set(g["key_columns"]):
+            naming[(g["table_id"], col)] = naming.get((g["table_id"], col), 0) + g["n"]
+    for (table_id, col), n in naming.items():
+        if n == with_key[table_id]:
+            out[table_id].key_columns.append(col)
     for info in out.values():
         order = {c: i for i, c in enumerate(info.columns)}
         info.key_columns.sort(key=lambda c: (order.get(c, len(order)), c))
+
+
+def _types_of(rows: list, out: dict[str, TableChanges]) -> None:
+    """Each column's type: the one the latest record naming it declares (per group, the latest record
+    declaring the group's types)."""
+    latest: dict[tuple[str, str], tuple] = {}
+    for g in rows:
+        if g["types"] is None:
+            continue
+        at = _ordered(tuple(g["types_at"]))
+        for entry in g["types"]:
+            where = (g["table_id"], entry["key"])
+            if where not in latest or (at, entry["value"]) > latest[where][:2]:
+                latest[where] = (at, entry["value"])
+    for (table_id, col), (_, declared) in latest.items():
+        out[table_id].types[col] = declared

@@ -6,13 +6,15 @@ held at the end; a transaction cut by a run boundary is held and applied by the 
 by bracket, and released, is tests/unit/fold/test_fold_semantics.py's.)"""
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from jobs import cli
+from jobs.cli import parse_primary_keys
+from jobs.decoders import DecodeOptions
+from jobs.lake import Lake
+from jobs.stages import RunContext
 from scripts.format_streams import FORMAT_RECORDS, debezium_transaction_records, dts_avro_records, json_format_records
 from scripts.simulate_source import write_parquet
+from tests.support.pipeline_runs import decode_and_merge
 from tests.support.replay import assert_state_equals_source, assert_state_means_source, make_workload
 
 STREAMS = {
@@ -25,17 +27,14 @@ STREAMS = {
 }
 
 
-def decode_and_merge(tmp_path, parts: list[list[dict]], fmt: str, extra: list[str]) -> list[dict]:
-    """One decode + merge per part (the stages this property lives in); each run's merge.json."""
-    lake = tmp_path / "lake"
+def runs_of(spark, tmp_path, parts: list[list[dict]], fmt: str, options: DecodeOptions) -> list[dict]:
+    """One decode + merge per part (the stages this property lives in); each run's merge report."""
+    lake = Lake.at(str(tmp_path / "lake"))
     reports = []
     for i, part in enumerate(parts):
         raw = tmp_path / f"raw{i}"
         write_parquet(raw / "part-0.parquet", part)
-        common = ["--lake", str(lake), "--pipeline", "wl", "--run-id", f"run{i}"]
-        assert cli.main(["decode", "--format", fmt, "--raw", str(raw), *common, *extra]) == 0
-        assert cli.main(["merge", *common]) == 0
-        reports.append(json.loads((lake / f"reports/wl/run=run{i}/merge.json").read_text()))
+        reports.append(decode_and_merge(spark, RunContext(lake, "wl", f"run{i}"), fmt, raw, options))
     return reports
 
 
@@ -47,9 +46,9 @@ def test_transactions_split_across_partitions_fold_to_the_sqlite_replay(spark, t
     # the layout this is about: rows on every partition, so most transactions' rows are not beside their markers
     assert {r["partition"] for r in records if r["key"]} == {0, 1, 2}
     size = -(-len(records) // runs)
-    extra = [f"--primary-keys={t.upper()}={','.join(s.primary_key)}" for t, s in sim.tables.items()] \
-        if fmt == "shareplex" else []
-    reports = decode_and_merge(tmp_path, [records[i * size:(i + 1) * size] for i in range(runs)], fmt, extra)
+    keys = [f"{t.upper()}={','.join(s.primary_key)}" for t, s in sim.tables.items()] if fmt == "shareplex" else []
+    reports = runs_of(spark, tmp_path, [records[i * size:(i + 1) * size] for i in range(runs)], fmt,
+                      DecodeOptions(primary_keys=parse_primary_keys(keys)))
     assert reports[-1]["held"]["transactions"] == 0 and reports[-1]["held"]["records"] == 0
     if runs == 7 and fmt in ("debezium", "dts_avro", "dataworks"):  # ends in markers of their own
         assert any(r["held"]["transactions"] for r in reports[:-1]), "no run boundary cut a transaction"

@@ -140,6 +140,16 @@ def test_the_cli_accepts_the_transform_arguments(tmp_path):
     assert parsed.run_id == plan.run_id and parsed.format == "debezium" and not parsed.keep_changes
 
 
+def test_keep_changes_reaches_the_transform_as_a_flag():
+    plan_of = lambda value: tasks.build_plan(  # noqa: E731
+        tasks.resolve_settings({"keep_changes": value}, None, NO_ENV), DAY1, DAY2, [_manifest("t", 1)], str)
+    assert "--keep-changes" in tasks.transform_args(plan_of("true"))
+    assert "--keep-changes" not in tasks.transform_args(plan_of(""))  # empty param: the default, false
+    assert "--keep-changes" not in tasks.transform_args(plan_of("no"))
+    with pytest.raises(ValueError, match="keep_changes 'sometimes' is neither true nor false"):
+        plan_of("sometimes")
+
+
 def test_land_outputs_survive_xcom_json():
     cfg = tasks.resolve_settings({"alert_to": "dq@x.org", "quarantine_threshold": "0.01"}, None, NO_ENV)
     plan = tasks.build_plan(cfg, DAY1, DAY2, [_manifest("t", 3)], lambda rel: f"/l/{rel}")
