@@ -20,8 +20,9 @@ the run id.
   `spark_default` (e.g. `{"conn_type": "spark", "host": "local[*]"}`), one `--raw` per landed topic.
 - **Email**: the `alert` task sends through connection `smtp_default`; with `CDC_ALERT_TO` set, a
   failed task also notifies those recipients.
-- **Settings** (lake, pipeline, topics, format, source counts, recipients, snapshot retention, keeping the change records): params, Variables
-  `cdc_<name>` or `CDC_*` environment variables, see `jobs/airflow_tasks.py`.
+- **Settings** (lake, pipeline, topics, format, source counts, recipients, snapshot retention, an
+  audit copy of the change records): params, Variables `cdc_<name>` or `CDC_*` environment
+  variables, see `jobs/airflow_tasks.py`.
 """
 from __future__ import annotations
 
