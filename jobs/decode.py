@@ -29,8 +29,11 @@ _EARLIEST, _LATEST = datetime(1, 1, 2), datetime(9999, 12, 30)
 def materialize(df: DataFrame) -> DataFrame:
     """Compute ``df`` once and cut its lineage: the decoders' plans are large, and every later query
     over a merely persisted frame would analyse them again and compare them with the cache (seconds
-    per query, whatever the data size). Blocks spill to disk; they go when the frame is dropped."""
-    return df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    per query, whatever the data size). Its blocks go to local disk, not the heap: read a few times
+    only (the counts, the change records' cache), they would otherwise share the heap with that cache
+    and the fold, whose collections they slow down (bench/README.md, "Where the time goes").
+    They go when the frame is dropped (release)."""
+    return df.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
 
 
 def release(df: DataFrame) -> None:
