@@ -28,7 +28,7 @@ lint: setup-dev
 test-unit: setup-dev
 	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) tests/unit
 
-## the property-based tests with a larger example budget (about three quarters of an hour on 2 cores)
+## the property-based tests with a larger example budget (long: tens of minutes on 2 cores)
 test-properties: setup-dev
 	CDC_PROPERTY_EXAMPLES=40 .venv/bin/python -m pytest -q tests/integration/test_properties.py \
 		tests/unit/decoders/test_debezium.py::test_generated_messages_keep_the_fuzz_properties

@@ -21,7 +21,7 @@ PENDING_LOAD_PROP = "cdc.pending-load"  # a full load not yet known complete: {"
 
 @dataclass
 class TableChanges:
-    """What one run brings for one table, gathered by one small aggregate per kind."""
+    """What one run brings for one table, gathered by one small aggregate over its records (jobs.fold.describe)."""
 
     table_id: str
     columns: list[str] = field(default_factory=list)  # in source order of first appearance
