@@ -1,8 +1,8 @@
 """Killed at any moment, nothing lost: a `jobs run` killed with SIGKILL of its whole process group
-(driver, JVM, Python workers) during the decode, during the fold, between two tables' commits, after
-its held transactions or its validation report, then re-run under the same run id, publishes the
-same state, history and reports as a run that was never interrupted; readers never see a file of the
-killed attempt. A killed landing leaves no manifest, and landing the interval again lands the same
+(driver, JVM, Python workers) after the decode's report (its quarantine and decoder memory written,
+nothing published), after its held transactions, during the fold, between two tables' commits, or after
+its validation report, then re-run under the same run id, publishes the same state, history and reports
+as a run that was never interrupted; readers never see a file of the killed attempt. A killed landing leaves no manifest, and landing the interval again lands the same
 messages. The kill points are the failpoints of jobs/failpoints.py, and moments found by watching the
 lake for a Spark write in progress."""
 from __future__ import annotations
@@ -106,7 +106,6 @@ def reference(tmp_path_factory, spark):
 
 
 KILLS = {
-    "during the decode": dict(kill_when=Path(f"quarantine/{PIPELINE}/run=run1/_temporary")),
     "decode reported": dict(kill_at="decode.reported"),
     "held written": dict(kill_at="merge.held-written"),
     "during the fold": dict(kill_when=Path("warehouse/**/data/run=run1/_temporary")),
