@@ -183,8 +183,9 @@ def run_validate(spark: SparkSession, ctx: RunContext, decode_report: dict | Non
 
     with ctx.timed("validate"), lake_scans(spark):
         decode_report = decode_report or ctx.read_report("decode.json")
-        if decode_report is None:
-            raise FileNotFoundError(f"no decode report of run {ctx.run_id}: decode the run first")
+        if decode_report is None or "record_profile" not in decode_report:
+            raise FileNotFoundError(f"no record profile of run {ctx.run_id} in its decode.json (not decoded yet, or by "
+                                    "an older version): run the run again, or `python -m jobs decode` first")
         results = [check_changes(decode_report["record_profile"])]
         merge_report = ctx.read_report("merge.json") or {"tables": {}}
         catalog = publish.open_catalog(ctx.lake)

@@ -247,3 +247,15 @@ def test_data_docs_escape_names_from_messages(tmp_path):
     assert text == render_data_docs([result])
     assert "<script>" not in text and "<img" not in text and "<b>s" not in text
     assert "&lt;script&gt;x&lt;/script&gt;" in text and "FAILED" in text
+
+
+def test_the_validate_stage_alone_needs_the_decodes_record_profile(spark, tmp_path):
+    from jobs.lake import Lake
+    from jobs.stages import RunContext, run_validate
+
+    ctx = RunContext(Lake.at(str(tmp_path / "lake")), "p", "r1")
+    with pytest.raises(FileNotFoundError, match="no record profile of run r1"):
+        run_validate(spark, ctx)  # never decoded
+    ctx.write_report("decode.json", {"total": {"landed": 1}})  # a report of an older version: no profile
+    with pytest.raises(FileNotFoundError, match="or by an older version"):
+        run_validate(spark, ctx)
