@@ -1,7 +1,7 @@
 """The pipeline's stages, each writing its report to the lake.
 
 ``transform`` (decode -> fold + publish -> validate) is one Spark application: the decoded change
-records go to the fold in memory, never through storage (docs/design.md, "Stages"). ``python -m jobs
+records go to the fold in memory, never through storage (docs/design.md, "The flow"). ``python -m jobs
 run`` adds reconcile and alert in the same process; the Airflow DAG runs ``transform`` as one task and
 reconcile, alert and expire as tasks of their own, which read the reports. Reading and writing stay
 here, at the edges; the transformations they call are pure.
@@ -21,7 +21,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs import failpoints
 from jobs.canonical import CHANGE_RECORD_SCHEMA
-from jobs.decode import decode_counts, decode_messages, release
+from jobs.decode import Decoded, decode_counts, decode_messages, release
 from jobs.decoders import QUARANTINED, DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
@@ -90,32 +90,40 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
         decoded = decode_messages(read_raw(spark, raw_path), fmt, replace(options, memory=memory, topic_shapes=shapes))
         changes = decoded.changes.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            counts = decode_counts(decoded.outcomes)
-            # the change suite's figures, from the pass that fills the cache (jobs.validate)
-            profile = profile_changes(changes)
-            if keep_changes:
-                write_change_records(changes, ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id)))
-            # nothing quarantined (the counts say so): an empty dataset, without a scan of every record
-            quarantine = decoded.quarantine if counts["total"][QUARANTINED] else decoded.quarantine.limit(0)
-            quarantine.write.mode("overwrite").parquet(
-                ctx.lake.spark_path(Lake.quarantine_dir(ctx.pipeline, ctx.run_id)))
+            report = _decode_outputs(ctx, fmt, raw_path, decoded, changes, keep_changes)
         except BaseException:
             changes.unpersist()
             raise
-        finally:
-            release(decoded.materialized)
-        if decoded.remembered or decoded.topic_shapes:
-            # knowledge from immutable landed data, keyed by run: a re-run rewrites the same file
-            ctx.lake.write_json(f"{Lake.memory_dir(ctx.pipeline)}/run={ctx.run_id}.json",
-                                {"run_id": ctx.run_id, "documents": decoded.remembered,
-                                 "topic_shapes": decoded.topic_shapes})
-        report = {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "format": fmt, "raw": raw_path, **counts,
-                  "remembered_documents": len(decoded.remembered), "topic_shapes": decoded.topic_shapes,
-                  "record_profile": profile,
-                  "changes_kept": Lake.changes_dir(ctx.pipeline, ctx.run_id) if keep_changes else None}
-        ctx.write_report("decode.json", report)
-        failpoints.reached("decode.reported")
     return DecodedRun(changes, report)
+
+
+def _decode_outputs(ctx: RunContext, fmt: str, raw_path: str | list[str], decoded: Decoded, changes: DataFrame,
+                    keep_changes: bool) -> dict:
+    """The decode's counts, record profile, quarantine, decoder memory and report (and the changes/ copy
+    when kept); the decoded messages' checkpoint is dropped once the records' cache is filled."""
+    try:
+        counts = decode_counts(decoded.outcomes)
+        # the change suite's figures, from the pass that fills the cache (jobs.validate)
+        profile = profile_changes(changes)
+        if keep_changes:
+            write_change_records(changes, ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id)))
+        # nothing quarantined (the counts say so): an empty dataset, without a scan of every record
+        quarantine = decoded.quarantine if counts["total"][QUARANTINED] else decoded.quarantine.limit(0)
+        quarantine.write.mode("overwrite").parquet(ctx.lake.spark_path(Lake.quarantine_dir(ctx.pipeline, ctx.run_id)))
+    finally:
+        release(decoded.materialized)
+    if decoded.remembered or decoded.topic_shapes:
+        # knowledge from immutable landed data, keyed by run: a re-run rewrites the same file
+        ctx.lake.write_json(f"{Lake.memory_dir(ctx.pipeline)}/run={ctx.run_id}.json",
+                            {"run_id": ctx.run_id, "documents": decoded.remembered,
+                             "topic_shapes": decoded.topic_shapes})
+    report = {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "format": fmt, "raw": raw_path, **counts,
+              "remembered_documents": len(decoded.remembered), "topic_shapes": decoded.topic_shapes,
+              "record_profile": profile,
+              "changes_kept": Lake.changes_dir(ctx.pipeline, ctx.run_id) if keep_changes else None}
+    ctx.write_report("decode.json", report)
+    failpoints.reached("decode.reported")
+    return report
 
 
 @dataclass
