@@ -1,9 +1,10 @@
-"""Shared by the decoder tests: raw Kafka-schema rows built from message values in memory, numbers
-as a JSON text carries them, and the rows Flink's and SeaTunnel's format tests expect from their
-``products`` files."""
+"""Shared by the decoder tests: raw Kafka-schema rows built from message values in memory, a decode's
+records, quarantine and counts as plain rows, numbers as a JSON text carries them, and the rows Flink's
+and SeaTunnel's format tests expect from their ``products`` files."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -23,6 +24,32 @@ def raw_frame(spark, values, keys=None, topic="t", headers=None):
             topic, 0, i, LANDED_AT, 0, (headers or {}).get(i),
         ))
     return spark.createDataFrame(rows, KAFKA_SCHEMA)
+
+
+def in_message_order(record: dict) -> tuple:
+    """Records by message, a key change's DELETE before the INSERT / UPDATE of the same message."""
+    return record["offset"], record["op"] != "DELETE"
+
+
+class DecodedRows(NamedTuple):
+    records: list[dict]  # change records, sorted by ``order``
+    quarantine: list[dict]  # quarantined rows by offset
+    counts: dict  # jobs.decode.decode_counts
+    remembered: list[str]  # documents the decode found for later runs
+
+
+def decoded_rows(raw, fmt: str, options: Any = None, order=in_message_order) -> DecodedRows:
+    """``raw`` decoded as ``fmt`` (jobs.decode.decode_messages), collected; the decoded frame released."""
+    from jobs.decode import decode_counts, decode_messages, release
+    from jobs.decoders import DecodeOptions
+
+    decoded = decode_messages(raw, fmt, options or DecodeOptions())
+    try:
+        records = sorted((r.asDict(recursive=True) for r in decoded.changes.collect()), key=order)
+        quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
+        return DecodedRows(records, quarantine, decode_counts(decoded.outcomes), decoded.remembered)
+    finally:
+        release(decoded.materialized)
 
 
 # Numbers as a JSON text carries them, for the decoders that must keep their digits: a test writes a

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
-from tests.support.decoders import raw_frame
+from tests.support.decoders import decoded_rows, raw_frame
 from tests.support.pipeline_runs import jobs_run
 
 
@@ -47,12 +46,7 @@ def run(lake: Path, run_id: str, raw: Path) -> None:
 
 def decode(spark, values, options=DecodeOptions()):
     """(change records, quarantined rows, decode counts) of ``values`` decoded as SharePlex."""
-    decoded = decode_messages(raw_frame(spark, values), "shareplex", options)
-    # a key change's DELETE comes before its UPDATE inside one message
-    records = sorted((r.asDict(recursive=True) for r in decoded.changes.collect()),
-                     key=lambda r: (r["offset"], r["op"] != "DELETE"))
-    quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
-    return records, quarantine, decode_counts(decoded.outcomes)
+    return decoded_rows(raw_frame(spark, values), "shareplex", options)[:3]
 
 
 def sp_message(op, table="test.product", data=None, key=None, scn=None, seq=1, size=1, trans="1.0.1", time=None):

@@ -3,16 +3,12 @@ from __future__ import annotations
 
 import json
 
-from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
-from tests.support.decoders import raw_frame
+from tests.support.decoders import decoded_rows, raw_frame
 
 
 def decode(spark, values, options=DecodeOptions()):
-    decoded = decode_messages(raw_frame(spark, values), "dataworks", options)
-    records = [r.asDict(recursive=True) for r in decoded.changes.orderBy("offset", "op").collect()]
-    quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
-    return records, quarantine, decode_counts(decoded.outcomes)
+    return decoded_rows(raw_frame(spark, values), "dataworks", options, order=lambda r: (r["offset"], r["op"]))[:3]
 
 
 def json_blocks(text: str) -> list[str]:

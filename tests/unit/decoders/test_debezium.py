@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from jobs.decode import decode_counts, decode_messages, release
+from jobs.decode import decode_messages, release
 from jobs.decoders import DecodeOptions
 from jobs.raw import read_raw
-from tests.support.decoders import FLINK_PRODUCT_ROWS, assert_rows_equal, flink_row_kinds, raw_frame
+from tests.support.decoders import FLINK_PRODUCT_ROWS, assert_rows_equal, decoded_rows, flink_row_kinds, raw_frame
 from tests.support.fuzz import check_batch
 
 PRODUCTS_PK = DecodeOptions(primary_keys={"products": ("id",)})
@@ -32,10 +32,7 @@ FLINK_EXPECTED = FLINK_PRODUCT_ROWS
 
 
 def decode(raw, options=DecodeOptions()):
-    decoded = decode_messages(raw, "debezium", options)
-    records = [r.asDict(recursive=True) for r in decoded.changes.orderBy("offset").collect()]
-    quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
-    return records, quarantine, decode_counts(decoded.outcomes)
+    return decoded_rows(raw, "debezium", options, order=lambda r: r["offset"])[:3]
 
 
 @pytest.mark.parametrize(

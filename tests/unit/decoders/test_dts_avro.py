@@ -15,19 +15,14 @@ import struct
 
 import pytest
 
-from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
-from tests.support.decoders import raw_frame
+from tests.support.decoders import decoded_rows, raw_frame
 from tests.support.dts_avro import NS, chars, dts, integer
 from tests.support.fuzz import check_batch
 
 
 def decode(spark, values, options=DecodeOptions()):
-    decoded = decode_messages(raw_frame(spark, values), "dts_avro", options)
-    records = sorted((r.asDict(recursive=True) for r in decoded.changes.collect()),
-                     key=lambda r: (r["offset"], r["op"] != "DELETE"))
-    quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
-    return records, quarantine, decode_counts(decoded.outcomes)
+    return decoded_rows(raw_frame(spark, values), "dts_avro", options)[:3]
 
 
 def test_insert_update_delete_with_the_key_from_pk_uk_info(spark):

@@ -9,10 +9,16 @@ from datetime import datetime
 
 import pytest
 
-from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from jobs.raw import read_raw
-from tests.support.decoders import FLINK_PRODUCT_ROWS, assert_rows_equal, flink_row_kinds, raw_frame, with_exact_numbers
+from tests.support.decoders import (
+    FLINK_PRODUCT_ROWS,
+    assert_rows_equal,
+    decoded_rows,
+    flink_row_kinds,
+    raw_frame,
+    with_exact_numbers,
+)
 from tests.support.maxwell import maxwell_message as _mx
 
 # Flink MaxwellJsonSerDerTest / SeaTunnel MaxWellJsonSerDeSchemaTest: the 26 rows both files decode to
@@ -28,12 +34,7 @@ FLINK_EXPECTED = [
 
 
 def decode(raw, options=DecodeOptions()):
-    decoded = decode_messages(raw, "maxwell", options)
-    # a key change's DELETE comes before its INSERT inside one message
-    records = sorted((r.asDict(recursive=True) for r in decoded.changes.collect()),
-                     key=lambda r: (r["offset"], r["op"] != "DELETE"))
-    quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
-    return records, quarantine, decode_counts(decoded.outcomes)
+    return decoded_rows(raw, "maxwell", options)[:3]
 
 
 @pytest.mark.parametrize("path", ["maxwell/flink/maxwell-data.txt", "maxwell/seatunnel/maxwell-data-filter-table.txt"])

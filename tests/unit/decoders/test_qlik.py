@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-from jobs.decode import decode_counts, decode_messages
 from jobs.decoders import DecodeOptions
 from scripts.qlik_messages import (
     QlikColumn,
@@ -20,16 +19,12 @@ from scripts.qlik_messages import (
     json_data,
     json_metadata,
 )
-from tests.support.decoders import raw_frame
+from tests.support.decoders import decoded_rows, raw_frame
 from tests.support.qlik import ORDERS, ROW, cdc_messages, seq
 
 
 def decode(spark, values, options=DecodeOptions(), fmt="qlik"):
-    decoded = decode_messages(raw_frame(spark, values), fmt, options)
-    records = sorted((r.asDict(recursive=True) for r in decoded.changes.collect()),
-                     key=lambda r: (r["offset"], r["op"] != "DELETE"))
-    quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
-    return records, quarantine, decode_counts(decoded.outcomes), decoded.remembered
+    return decoded_rows(raw_frame(spark, values), fmt, options)
 
 
 def test_real_sample_decodes_to_one_full_load_row_keyed_by_primary_key_position(spark, shared_dir):
