@@ -6,9 +6,7 @@ import json
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from jobs import publish
-from jobs.lake import Lake
-from tests.support.pipeline_runs import jobs_run
+from tests.support.pipeline_runs import published_rows, run_lines
 
 
 def test_stream_folds_to_expected_state(spark, tmp_path):
@@ -34,13 +32,8 @@ def test_stream_folds_to_expected_state(spark, tmp_path):
         update,  # redelivered
         "garbage {",
     ]
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    (raw / "topic.jsonl").write_text("\n".join(stream) + "\n")
-    lake = tmp_path / "lake"
-    assert jobs_run("canal", raw, lake, "cn", "r1") == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "cn", "shop._.items")
-    rows = sorted(table.scan().to_arrow().select(["id", "v", "amount", "at", "ok"]).to_pylist(), key=lambda r: r["id"])
+    lake = run_lines(tmp_path, "canal", stream, "cn")
+    rows = published_rows(lake, "cn", "shop._.items", ["id", "v", "amount", "at", "ok"], key=lambda r: r["id"])
     at = datetime(2024, 11, 15, 8, 58, 34, tzinfo=UTC)
     common = {"amount": Decimal("1.50"), "at": at}
     assert rows == [{"id": 1, "v": "a2", **common, "ok": True}, {"id": 4, "v": "d", **common, "ok": False},

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from jobs import publish
-from jobs.lake import Lake
-from tests.support.pipeline_runs import jobs_run
+from tests.support.pipeline_runs import published_rows, run_lines
 
 
 def test_stream_folds_to_expected_state(spark, tmp_path):
@@ -34,13 +32,8 @@ def test_stream_folds_to_expected_state(spark, tmp_path):
         msg("UPDATE_AFTER", "100", after=row(1, "a2")),  # redelivered
         "not json at all",
     ]
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    (raw / "topic.jsonl").write_text("\n".join(stream) + "\n")
-    lake = tmp_path / "lake"
-    assert jobs_run("dataworks", raw, lake, "dw", "r1") == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "dw", "shop._.items")
-    rows = sorted(table.scan().to_arrow().select(["id", "v", "at", "ok"]).to_pylist(), key=lambda r: r["id"])
+    lake = run_lines(tmp_path, "dataworks", stream, "dw")
+    rows = published_rows(lake, "dw", "shop._.items", ["id", "v", "at", "ok"], key=lambda r: r["id"])
     at = datetime(2024, 11, 15, 8, 58, 34, tzinfo=UTC)
     assert rows == [{"id": 1, "v": "a2", "at": at, "ok": False}, {"id": 4, "v": "d", "at": at, "ok": True},
                     {"id": 20, "v": "b", "at": at, "ok": True}]

@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from jobs import publish
-from jobs.lake import Lake
 from jobs.raw import KAFKA_SCHEMA
 from tests.support.maxwell import maxwell_message as _mx
-from tests.support.pipeline_runs import jobs_run
+from tests.support.pipeline_runs import jobs_run, published_rows
 
 
 def test_stream_folds_to_expected_state(spark, tmp_path):
@@ -41,8 +39,7 @@ def test_stream_folds_to_expected_state(spark, tmp_path):
     spark.createDataFrame(rows, KAFKA_SCHEMA).coalesce(1).write.parquet(str(raw))
     lake = tmp_path / "lake"
     assert jobs_run("maxwell", raw, lake, "mx", "r1") == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "mx", "shop._.items")
-    state = sorted(table.scan().to_arrow().select(["id", "v"]).to_pylist(), key=lambda r: int(r["id"]))
+    state = published_rows(lake, "mx", "shop._.items", ["id", "v"], key=lambda r: int(r["id"]))
     assert state == [{"id": "1", "v": "a2"}, {"id": "4", "v": "d"}, {"id": "20", "v": "b"}]
     decode_report = json.loads((lake / "reports/mx/run=r1/decode.json").read_text())
     assert decode_report["total"]["quarantined"] == 1 and decode_report["total"]["ignored"] == 2

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 
-from jobs import publish
-from jobs.lake import Lake
 from tests.support.ogg import ogg_message as _ogg
-from tests.support.pipeline_runs import jobs_run
+from tests.support.pipeline_runs import published_rows, run_lines
 
 
 def test_stream_folds_to_expected_state(spark, shared_dir, tmp_path):
@@ -29,14 +27,9 @@ def test_stream_folds_to_expected_state(spark, shared_dir, tmp_path):
              before={"id": 109, "name": "spare tire", "description": "24 inch spare tire", "weight": 22.2}),
         key_change,  # redelivered
     ]
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    (raw / "ogg.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    lake = tmp_path / "lake"
-    assert jobs_run("ogg", raw, lake, "og", "r1") == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "og", "_.OGG.TBL_TEST")
+    lake = run_lines(tmp_path, "ogg", lines, "og")
     cols = ["id", "name", "description", "weight"]
-    state = sorted(table.scan().to_arrow().select(cols).to_pylist(), key=lambda r: int(r["id"]))
+    state = published_rows(lake, "og", "_.OGG.TBL_TEST", cols, key=lambda r: int(r["id"]))
     expected = {
         101: ("scooter", "Small 2-wheel scooter", "3.140000104904175"),
         102: ("car battery", "12V car battery", "8.100000381469727"),

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 
-from jobs import publish
 from jobs.decoders import DecodeOptions
-from jobs.lake import Lake
-from tests.support.pipeline_runs import jobs_run
+from tests.support.pipeline_runs import jobs_run, published_rows, run_lines
 from tests.support.shareplex import decode, product_stream
 from tests.support.shareplex import sp_message as _sp
 
@@ -23,14 +21,9 @@ def _fold_with_key_change(tmp_path):
         _sp("upd", data={"weight": 0.8}, key={"id": 204}, scn="14589063118801"),
         key_change,  # redelivered
     ]
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    (raw / "shareplex.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    lake = tmp_path / "lake"
-    assert jobs_run("shareplex", raw, lake, "sp", "r1") == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "sp", "_.test.product")
+    lake = run_lines(tmp_path, "shareplex", lines, "sp")
     cols = ["id", "name", "description", "weight"]
-    state = sorted(table.scan().to_arrow().select(cols).to_pylist(), key=lambda r: int(r["id"]))
+    state = published_rows(lake, "sp", "_.test.product", cols, key=lambda r: int(r["id"]))
     expected = {101: ("scooter", "Small 2-wheel scooter", "5.17"),
                 105: ("hammer", "14oz carpenter's hammer", "0.875"),
                 106: ("hammer", "18oz carpenter hammer", "1"),  # sent as the JSON number 1.0: its value
@@ -98,6 +91,5 @@ def test_an_update_sent_as_before_and_after_images(spark, tmp_path):
         raw = tmp_path / "sp_ba.jsonl"
         raw.write_text("\n".join(values[:-1]) + "\n", encoding="utf-8")
         assert jobs_run("shareplex", raw, lake, "sp", "r1", *args) == 0
-        table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "sp", "_.O.SP_BA")
-        state = sorted(table.scan().to_arrow().select(["ID", "NAME", "CITY"]).to_pylist(), key=lambda r: r["ID"])
+        state = published_rows(lake, "sp", "_.O.SP_BA", ["ID", "NAME", "CITY"], key=lambda r: r["ID"])
         assert state == [{"ID": "1", "NAME": "a2", "CITY": "y"}, {"ID": "20", "NAME": "b", "CITY": "x"}], args

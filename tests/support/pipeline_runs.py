@@ -23,3 +23,22 @@ def decode_and_merge(spark, ctx, fmt: str, raw: str | PathLike, options=None, **
         return stages.run_merge(spark, ctx, decoded.changes, **merge_options)
     finally:
         decoded.release()
+
+
+def run_lines(tmp_path, fmt: str, lines: list[str], pipeline: str, run_id: str = "r1"):
+    """``lines`` (message values, one per line) as a text raw snapshot, through one ``jobs run``; the lake."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "messages.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lake = tmp_path / "lake"
+    assert jobs_run(fmt, raw, lake, pipeline, run_id) == 0
+    return lake
+
+
+def published_rows(lake, pipeline: str, table_id: str, columns: list[str], key) -> list[dict]:
+    """The published table's rows as a reader sees them (pyiceberg's scan), ``columns`` only, sorted by ``key``."""
+    from jobs import publish
+    from jobs.lake import Lake
+
+    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), pipeline, table_id)
+    return sorted(table.scan().to_arrow().select(columns).to_pylist(), key=key)
