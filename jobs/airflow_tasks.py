@@ -17,9 +17,12 @@ Settings, resolved when a run starts, first match wins:
     kafka_bootstrap        CDC_KAFKA_BOOTSTRAP       empty: land from topics_dir, else from Kafka
     topics                 CDC_TOPICS                empty: every topic of the dumps (required for Kafka)
     format                 CDC_FORMAT                debezium
-    source_counts          CDC_SOURCE_COUNTS         sqlite:///<repo>/demo/source.db
+    source_counts          CDC_SOURCE_COUNTS         <repo>/demo/source_counts.json
                            (a JSON counts file, a SQLAlchemy URL, ``conn:<connection id>`` for an
                            Airflow connection, or empty for no source counts)
+    max_lag                CDC_MAX_LAG               6h (alert when a source checkpoint older than this
+                                                     at the interval's end is still not reached)
+    count_tolerance        CDC_COUNT_TOLERANCE       0 (rows[,percent%] for counts without a moment)
     alert_to               CDC_ALERT_TO              empty (comma-separated recipients)
     quarantine_threshold   CDC_QUARANTINE_THRESHOLD  0 (alert when quarantined/landed exceeds it)
     snapshot_retain_days   CDC_SNAPSHOT_RETAIN_DAYS  7 (the expire task keeps the tables' snapshots of the
@@ -83,8 +86,12 @@ SETTINGS: tuple[Setting, ...] = (
             "Kafka bootstrap servers; when set, topics are landed from Kafka (settings in $CDC_KAFKA_CONFIG)"),
     Setting("topics", "CDC_TOPICS", "", "comma-separated topics (required with Kafka; default: all dumped topics)"),
     Setting("format", "CDC_FORMAT", "debezium", "message format of the topics"),
-    Setting("source_counts", "CDC_SOURCE_COUNTS", f"sqlite:///{REPO / 'demo' / 'source.db'}",
+    Setting("source_counts", "CDC_SOURCE_COUNTS", str(REPO / "demo" / "source_counts.json"),
             "source row counts: JSON file, SQLAlchemy URL or conn:<Airflow connection id>", as_param=False),
+    Setting("max_lag", "CDC_MAX_LAG", "6h",
+            "alert when a source count older than this at the interval's end is still not reached (6h, 90m, 1d)"),
+    Setting("count_tolerance", "CDC_COUNT_TOLERANCE", "0",
+            "how far a source count without a moment may be from the lake's (rows, percent or 10,0.5%)"),
     Setting("alert_to", "CDC_ALERT_TO", "", "comma-separated data-quality alert recipients"),
     Setting("quarantine_threshold", "CDC_QUARANTINE_THRESHOLD", "0",
             "alert when quarantined/landed exceeds this fraction"),
@@ -111,6 +118,8 @@ class PipelineSettings:
     snapshot_retain_days: int = 7
     snapshot_retain_last: int = 10
     keep_changes: bool = False
+    max_lag_s: float | None = 6 * 3600
+    count_tolerance: str = "0"
 
 
 def _whole(values: Mapping[str, str], name: str, least: int) -> int:
@@ -180,7 +189,30 @@ def resolve_settings(
         snapshot_retain_days=_whole(values, "snapshot_retain_days", 0),
         snapshot_retain_last=_whole(values, "snapshot_retain_last", 1),
         keep_changes=_flag(values, "keep_changes"),
+        max_lag_s=_duration(values, "max_lag"),
+        count_tolerance=_checked_tolerance(values, "count_tolerance"),
     )
+
+
+def _duration(values: Mapping[str, str], name: str) -> float | None:
+    from jobs.checkpoints import CheckpointError, parse_duration
+
+    if not values[name]:
+        return None
+    try:
+        return parse_duration(values[name])
+    except CheckpointError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def _checked_tolerance(values: Mapping[str, str], name: str) -> str:
+    from jobs.checkpoints import CheckpointError, parse_tolerance
+
+    try:
+        parse_tolerance(values[name])
+    except CheckpointError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    return values[name]
 
 
 def _airflow_variable(name: str) -> str | None:
@@ -386,16 +418,22 @@ def source_counts_spec(value: str | None, get_connection: Callable[[str], Any] |
 
 
 def reconcile(plan: Mapping[str, Any], params: Mapping[str, Any] | None = None, **_context: Any) -> dict[str, Any]:
-    """Airflow callable of the reconcile task: state rows against the source's rows (no Spark)."""
-    from jobs.reconcile import MISMATCH
+    """Airflow callable of the reconcile task: the source's checkpoints judged against the lake (no Spark);
+    a checkpoint's wait is measured at the interval's end."""
+    from jobs.checkpoints import parse_time, parse_tolerance
+    from jobs.reconcile import BEHIND, MISMATCH, ReconcileOptions
     from jobs.stages import run_reconcile
 
     run = RunPlan.from_xcom(plan)
     cfg = resolve_settings(params, _airflow_variable)  # source counts are read here, never via XCom
-    rows = run_reconcile(_run_context(run), source_counts_spec(cfg.source_counts))
+    options = ReconcileOptions(fmt=run.fmt, tolerance=parse_tolerance(cfg.count_tolerance), max_lag_s=cfg.max_lag_s,
+                               as_of=parse_time(run.end))
+    rows = run_reconcile(_run_context(run), source_counts_spec(cfg.source_counts), options)
     mismatched = sorted(r["table"] for r in rows if r["status"] == MISMATCH)
-    log.info("reconciled %d tables of run %s; mismatched: %s", len(rows), run.run_id, ", ".join(mismatched) or "none")
-    return {"tables": len(rows), "mismatched": mismatched}
+    behind = sorted(r["table"] for r in rows if r["status"] == BEHIND)
+    log.info("reconciled %d tables of run %s; mismatched: %s; behind: %s", len(rows), run.run_id,
+             ", ".join(mismatched) or "none", ", ".join(behind) or "none")
+    return {"tables": len(rows), "mismatched": mismatched, "behind": behind}
 
 
 def _smtp_settings_from_airflow():

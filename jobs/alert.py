@@ -31,7 +31,7 @@ _OBSERVED_MAX_CHARS = 500  # an observed value may be a long list of unexpected 
 
 # kinds of reason, in the order the email shows them
 EXPECTATION, COUNT_MISMATCH, QUARANTINE, UNBALANCED = "expectation", "count_mismatch", "quarantine", "unbalanced"
-UNCONVERTED = "unconverted"
+UNCONVERTED, LAG = "unconverted", "lag"
 
 
 # ---- reasons -------------------------------------------------------------------------------------
@@ -70,16 +70,7 @@ def alert_reasons(
                 }
             )
     for row in reconciliation or []:
-        if row.get("status") == MISMATCH:
-            reasons.append(
-                {
-                    "kind": COUNT_MISMATCH,
-                    "table": row.get("table"),
-                    "state_rows": row.get("state_rows"),
-                    "source_rows": row.get("source_rows"),
-                    "snapshot_id": row.get("snapshot_id"),
-                }
-            )
+        reasons += _count_reasons(row)
     total = (decode or {}).get("total") or {}
     landed, quarantined = total.get("landed") or 0, total.get("quarantined") or 0
     if landed > 0 and quarantined / landed > quarantine_threshold:
@@ -100,6 +91,28 @@ def alert_reasons(
         for column, lost in sorted((report.get("unconverted_values") or {}).items()):
             reasons.append({"kind": UNCONVERTED, "table": table, "column": column, "type": lost.get("type"),
                             "nulled": lost.get("nulled", 0), "rounded": lost.get("rounded", 0)})
+    return reasons
+
+
+def _count_reasons(row: dict) -> list[dict]:
+    """A mismatch the lake has reached (one per checkpoint), and a checkpoint the lake has waited for
+    longer than the maximum lag; a checkpoint the lake has not reached yet is no problem."""
+    reasons = []
+    mismatched = [c for c in row.get("checkpoints") or [] if c.get("verdict") == MISMATCH]
+    if row.get("status") == MISMATCH and not mismatched:  # a report without checkpoints
+        mismatched = [{"source_rows": row.get("source_rows"), "lake_rows": row.get("state_rows")}]
+    for cp in mismatched:
+        diff = cp.get("key_diff") or {}
+        reasons.append({"kind": COUNT_MISMATCH, "table": row.get("table"), "moment": cp.get("moment"),
+                        "source_rows": cp.get("source_rows"), "lake_rows": cp.get("lake_rows"),
+                        "difference": cp.get("difference"), "missing_in_lake": diff.get("missing_in_lake"),
+                        "extra_in_lake": diff.get("extra_in_lake"), "snapshot_id": row.get("snapshot_id")})
+    for cp in row.get("pending") or []:
+        lag = cp.get("lag") or {}
+        if lag.get("overdue"):
+            reasons.append({"kind": LAG, "table": row.get("table"), "moment": cp.get("moment"),
+                            "lake_time": lag.get("lake_time"), "lag_seconds": lag.get("seconds"),
+                            "waiting_seconds": lag.get("waiting_seconds")})
     return reasons
 
 
@@ -127,9 +140,13 @@ _SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
     (EXPECTATION, "Failed expectations",
      [("suite", "Suite"), ("table", "Table"), ("expectation", "Expectation"), ("column", "Column"),
       ("observed", "Observed")]),
-    (COUNT_MISMATCH, "Row counts that do not match the source",
-     [("table", "Table"), ("state_rows", "State rows"), ("source_rows", "Source rows"),
-      ("snapshot_id", "Snapshot")]),
+    (COUNT_MISMATCH, "Row counts that do not match the source at the moment it was counted",
+     [("table", "Table"), ("moment", "Moment"), ("source_rows", "Source rows"), ("lake_rows", "Lake rows"),
+      ("difference", "Lake - source"), ("missing_in_lake", "Keys missing in the lake"),
+      ("extra_in_lake", "Keys only in the lake"), ("snapshot_id", "Snapshot")]),
+    (LAG, "Source counts the lake has not reached for longer than the maximum lag",
+     [("table", "Table"), ("moment", "Moment"), ("lake_time", "Lake reaches"), ("lag_seconds", "Lag (s)"),
+      ("waiting_seconds", "Waiting (s)")]),
     (QUARANTINE, "Quarantine over its threshold",
      [("quarantined", "Quarantined"), ("landed", "Landed"), ("ratio", "Ratio"), ("threshold", "Threshold"),
       ("by_reason", "By reason")]),

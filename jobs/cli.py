@@ -100,8 +100,47 @@ def _keep_changes_arg(p: argparse.ArgumentParser) -> None:
 def _reconcile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source-counts", metavar="FILE_OR_URL",
-        help="source row counts: a JSON file {table: count} or a SQLAlchemy URL (COUNT(*) per table)",
+        help="source row counts: a JSON counts file ({table: count}, or checkpoints with as_of / position: "
+             "docs/operations.md) or a SQLAlchemy URL (one consistent snapshot and its moment)",
     )
+    p.add_argument("--max-lag", type=_duration, metavar="DURATION",
+                   help="alert when a checkpoint the lake has not reached is older than this at --checked-at "
+                        "(6h, 90m, 1d; default: never)")
+    p.add_argument("--checked-at", type=_as_of, metavar="TIME",
+                   help="the time checkpoints' waits are measured at (the DAG passes its interval's end; "
+                        "default: the time the SQL source was counted)")
+    p.add_argument("--count-tolerance", type=_tolerance, metavar="ROWS[,PCT%]",
+                   help="how far a count without a moment may be from the lake's at the run's end (e.g. 10,0.5%%)")
+    p.add_argument("--key-rows-limit", type=_count, default=10_000, metavar="N",
+                   help="name the differing keys of a mismatching table of at most N rows (default 10000)")
+
+
+def _duration(text: str) -> float:
+    from jobs.checkpoints import CheckpointError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except CheckpointError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _tolerance(text: str):
+    from jobs.checkpoints import CheckpointError, parse_tolerance
+
+    try:
+        return parse_tolerance(text)
+    except CheckpointError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def reconcile_options(args: argparse.Namespace):
+    from jobs.checkpoints import parse_time
+    from jobs.reconcile import ReconcileOptions
+
+    checked_at = getattr(args, "checked_at", None)
+    return ReconcileOptions(
+        fmt=getattr(args, "format", None), tolerance=args.count_tolerance, max_lag_s=args.max_lag,
+        as_of=parse_time(checked_at.isoformat()) if checked_at else None, key_rows_limit=args.key_rows_limit)
 
 
 def _alert_args(p: argparse.ArgumentParser) -> None:
@@ -236,7 +275,7 @@ def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
         if args.command == "transform":
             ctx.write_report("run.json", {"timings_s": ctx.timings})
             return 0
-        stages.run_reconcile(ctx, args.source_counts)
+        stages.run_reconcile(ctx, args.source_counts, reconcile_options(args))
         alert = stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
         ctx.write_report("run.json", {"timings_s": ctx.timings, "alert_sent": alert.get("sent")})
         _print_summary(ctx, alert)
@@ -249,7 +288,7 @@ def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
     elif args.command == "validate":
         stages.run_validate(spark, ctx)
     elif args.command == "reconcile":
-        stages.run_reconcile(ctx, args.source_counts)
+        stages.run_reconcile(ctx, args.source_counts, reconcile_options(args))
     elif args.command == "alert":
         return _alert_exit(stages.run_alert(ctx, args.alert_to, args.quarantine_threshold))
     return 0

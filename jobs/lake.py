@@ -95,6 +95,11 @@ class Lake:
         return f"held/{check_name('pipeline', pipeline)}"
 
     @staticmethod
+    def counts_dir(pipeline: str) -> str:
+        """The lake's counts through time (jobs.count_ledger) and the source's checkpoints (jobs.checkpoints)."""
+        return f"counts/{check_name('pipeline', pipeline)}"
+
+    @staticmethod
     def memory_dir(pipeline: str) -> str:
         """Documents decoders need across runs (Qlik metadata messages), one file per run that found some."""
         return f"decoder-memory/{check_name('pipeline', pipeline)}"

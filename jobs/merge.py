@@ -7,7 +7,8 @@ from dataclasses import replace
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import failpoints, publish
+from jobs import canonical as C
+from jobs import count_ledger, failpoints, publish
 from jobs.fold import core, describe, plan, transactions
 from jobs.fold.buckets import key_bucket, touched_buckets
 from jobs.fold.history import HISTORY_META, close_history
@@ -76,6 +77,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     consumed = held_input(lake, pipeline, run_id)
     changes, held, ended_through = _hold_open_transactions(spark, lake, pipeline, run_id, changes, consumed)
     failpoints.reached("merge.held-written")
+    reach = _reach(changes, held)
     tables: dict[str, dict] = {}
     for info in _tables_of(catalog, pipeline, changes):
         table = publish.load_table(catalog, pipeline, info.table_id)
@@ -94,12 +96,27 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             tables[info.table_id] = {"error": str(e), "records": info.records}
             continue
         table_changes = changes.where(F.col("table_id") == info.table_id)
-        tables[info.table_id] = _fold_and_publish(spark, catalog, pipeline, run_id, table, table_plan,
+        tables[info.table_id] = _fold_and_publish(spark, catalog, lake, pipeline, run_id, table, table_plan,
                                                   table_changes, history)
         failpoints.reached("merge.table-committed")
     # after every table's commit: the next run starts from this run's held records
     _record_held(lake, pipeline, run_id, held["path"], consumed, ended_through)
-    return {"pipeline": pipeline, "run_id": run_id, "tables": tables, "held": held}
+    count_ledger.record_run(lake, pipeline, _ledger_entry(run_id, reach, tables))
+    return {"pipeline": pipeline, "run_id": run_id, "tables": tables, "held": held, "reach": reach}
+
+
+def _reach(applied: DataFrame, held: dict) -> dict:
+    """How far the run's applied records reach (any op: a heartbeat moves it too), and where the first
+    transaction it holds back starts: the lake holds every change before a cut once its reach is past it."""
+    top = applied.agg(F.max("position").alias("p"), F.max(F.unix_micros("event_time")).alias("t")).first()
+    return {"reach_position": top["p"], "reach_time": top["t"],
+            "held_position": held.get("from_position"), "held_time": held.get("from_time")}
+
+
+def _ledger_entry(run_id: str, reach: dict, tables: dict[str, dict]) -> dict:
+    counted = {t: {**r["counts"], "rows_after": r["state_rows"]} for t, r in tables.items()
+               if isinstance(r.get("counts"), dict) and "state_rows" in r}
+    return {"run_id": run_id, **reach, "tables": counted}
 
 
 def _hold_open_transactions(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
@@ -111,12 +128,15 @@ def _hold_open_transactions(spark: SparkSession, lake: Lake, pipeline: str, run_
         changes = changes.unionByName(previous)
     split = transactions.split_open_transactions(changes, transactions_ended_before(lake, pipeline, run_id))
     held = split.held.persist()
-    counts = held.agg(F.count(F.lit(1)).alias("records"), F.countDistinct("held_transaction").alias("tx")).first()
+    counts = held.agg(F.count(F.lit(1)).alias("records"), F.countDistinct("held_transaction").alias("tx"),
+                      F.min("position").alias("from_position"),
+                      F.min(F.unix_micros("event_time")).alias("from_time")).first()
     held_rel = f"{Lake.held_dir(pipeline)}/run={check_name('run id', run_id)}" if counts["records"] else None
     if held_rel:
         held.drop("held_transaction").write.mode("overwrite").parquet(lake.spark_path(held_rel))
     held.unpersist()
-    report = {"transactions": counts["tx"], "records": counts["records"], "path": held_rel, "released_from": consumed}
+    report = {"transactions": counts["tx"], "records": counts["records"], "path": held_rel, "released_from": consumed,
+              "from_position": counts["from_position"], "from_time": counts["from_time"]}
     return split.applied, report, split.ended_through
 
 
@@ -143,8 +163,8 @@ def _published(table) -> plan.PublishedTable:
     )
 
 
-def _fold_and_publish(spark: SparkSession, catalog, pipeline: str, run_id: str, table, p: plan.TablePlan,
-                      table_changes: DataFrame, history: bool) -> dict:
+def _fold_and_publish(spark: SparkSession, catalog, lake: Lake, pipeline: str, run_id: str, table,
+                      p: plan.TablePlan, table_changes: DataFrame, history: bool) -> dict:
     """The Spark work the plan asks for: fold the table's changes over the rows they touch, commit the
     new state (a delta of position deletes where it fits, see jobs.publish), and report it."""
     key_columns, key_types = list(p.key_columns), p.key_types
@@ -164,6 +184,7 @@ def _fold_and_publish(spark: SparkSession, catalog, pipeline: str, run_id: str, 
         # before the publish, which then reads the folded rows from the cache this fills
         report = {**p.report(),
                   "unconverted_values": unconverted_values(F.col("_cdc_s.row"), dict(p.columns), folded.folded)}
+        report["counts"] = _write_steps(spark, lake, pipeline, run_id, table, p, folded, table_changes)
         if history:
             report["history"] = _publish_history(spark, catalog, pipeline, p.table_id, run_id, folded,
                                                  dict(p.columns), key_columns)
@@ -175,6 +196,34 @@ def _fold_and_publish(spark: SparkSession, catalog, pipeline: str, run_id: str, 
     finally:
         folded.release()
     return {**result.as_dict(), **report}
+
+
+def _write_steps(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, table, p: plan.TablePlan,
+                 folded: core.FoldResult, table_changes: DataFrame) -> dict:
+    """The run's row-count steps of the table into the lake (jobs.count_ledger), before its commit (a
+    re-run writes them again); with the rows it removes without an event of their key."""
+    rows_before = publish.snapshot_record_count(table)
+    steps, exact_from = folded.steps, None
+    if p.changes.has_truncate and p.changes.truncate_position:
+        # nothing before the TRUNCATE survives, nor is the count before it known within the run
+        exact_from = p.changes.truncate_position
+        steps = steps.unionByName(_removal_steps(spark, table_changes, exact_from, C.TRUNCATE, rows=rows_before))
+    if folded.removed is not None:
+        steps = steps.unionByName(_removal_steps(spark, table_changes, p.replace_before, keys=folded.removed))
+    rel = count_ledger.steps_dir(pipeline, run_id, p.table_id)
+    steps.coalesce(1).write.mode("overwrite").parquet(lake.spark_path(rel))
+    return {"rows_before": rows_before, "steps": rel, "exact_from": exact_from}
+
+
+def _removal_steps(spark: SparkSession, table_changes: DataFrame, position: str, op: str | None = None,
+                   rows: int = 0, keys: DataFrame | None = None) -> DataFrame:
+    """-1 per removed key at ``position`` (or -``rows`` in one step without a key), at the source time of
+    the run's records there."""
+    time = core.time_at(table_changes, position, op)
+    if keys is None:
+        keys = spark.range(1).select(F.lit(None).cast("string").alias("key"))
+        return core.removal_steps(keys, F.col("key"), position, time, -rows)
+    return core.removal_steps(keys, core.key_json(keys.columns), position, time)
 
 
 def _pending_load_tables(catalog, pipeline: str, ended_through: str, exclude: set[str]) -> list[str]:

@@ -533,6 +533,18 @@ def snapshot_record_count(table, snapshot_id: int | None = None) -> int:
     return _live_records(table.current_snapshot() if snapshot_id is None else table.snapshot_by_id(snapshot_id))
 
 
+def state_keys(catalog, pipeline: str, table_id: str, key_columns: list[str]) -> list[str]:
+    """Every key of a (small) state table, as count steps name keys (JSON of the values as text)."""
+    from jobs.source_snapshots import key_text
+
+    table = load_table(catalog, pipeline, table_id)
+    if table is None or table.current_snapshot() is None:
+        return []
+    rows = table.scan(selected_fields=tuple(key_columns)).to_arrow()
+    columns = [rows.column(k).to_pylist() for k in key_columns]
+    return [key_text(tuple(key_columns), values) for values in zip(*columns)]
+
+
 def key_columns_of(table) -> list[str] | None:
     if table is None:
         return None

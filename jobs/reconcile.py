@@ -1,75 +1,90 @@
-"""The reconcile stage: state row counts against the source's, and the counts that must balance.
+"""The reconcile stage: the source's row counts, each with the moment it is true, against the lake's.
 
-Pure Python (no Spark). Source row counts come either from a JSON file ``{table: count}`` or from
-a SQL source through a SQLAlchemy URL (``SELECT COUNT(*)`` per table, identifiers quoted by
-SQLAlchemy). Table ids are ``<database>.<schema>.<table>`` made safe by ``jobs.canonical.table_part``,
-so the source table a table id stands for is found by comparing names, not by trusting the id.
+Source counts come from a JSON counts file (jobs.checkpoints.read_counts_file: a count, or checkpoints
+with ``as_of`` / ``position``) or from a SQL source through a SQLAlchemy URL (jobs.source_snapshots:
+one consistent snapshot and its moment). Each becomes a checkpoint; the new ones and those earlier runs
+left pending are judged against the lake's counts through time (jobs.checkpoints, jobs.count_ledger),
+and the pending ones are kept in the lake for the run that reaches them. Table ids are
+``<database>.<schema>.<table>`` made safe by ``jobs.canonical.table_part``, so the source table a table
+id stands for is found by comparing names, not by trusting the id. No Spark.
 """
 from __future__ import annotations
 
 import json
 import logging
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from jobs import checkpoints as cps
 from jobs.canonical import MAX_PART_CHARS, MISSING_PART, NAME_HASH_DIGITS, safe_part, table_id_forms
+from jobs.checkpoints import BEHIND, MATCH, MISMATCH, UNKNOWN, Checkpoint, Judgement, Tolerance
 
 log = logging.getLogger(__name__)
 # a table-id part made safe: its safe form, then _ and the hash of the name (jobs.canonical.table_part)
 _HASHED = re.compile(rf"(.*)_[0-9a-f]{{{NAME_HASH_DIGITS}}}")
 
-MATCH, MISMATCH, UNKNOWN = "match", "mismatch", "unknown"
 BALANCE_KEYS = ("landed", "decoded", "quarantined", "ignored")
+KEEP_JUDGED = 1000  # judged checkpoints kept in the lake (the newest), beside the pending ones
+__all__ = ["BEHIND", "MATCH", "MISMATCH", "UNKNOWN"]
 
 
 class SourceCountsError(ValueError):
     """The source counts cannot be read at all (bad file, unreachable database)."""
 
 
-# ---- source counts -------------------------------------------------------------------------------
-def load_source_counts(spec: str, table_ids: list[str]) -> dict[str, int | None]:
-    """Row count at the source of every table id (None = unknown), from a JSON file or a SQL URL.
+@dataclass(frozen=True)
+class ReconcileOptions:
+    fmt: str | None = None  # the pipeline's format: what a checkpoint's position means
+    tolerance: Tolerance | None = None  # for counts without a moment
+    max_lag_s: float | None = None  # a pending checkpoint older than this (at ``as_of``) alerts
+    as_of: int | None = None  # when the wait is measured (epoch microseconds); default: the capture's time
+    key_rows_limit: int = 10_000  # tables up to this many rows name the keys of a mismatch
 
-    From a JSON file, the result also holds the listed tables that match no table id (under their
-    key as written), so that a table missing from the lake is reported.
-    """
+
+# ---- source checkpoints --------------------------------------------------------------------------
+def source_checkpoints(spec: str, state: dict[str, dict], run_id: str, options: ReconcileOptions) -> tuple[
+        list[Checkpoint], str]:
+    """This run's checkpoints from a counts file or a SQL source, their table ids resolved; and what the
+    source offered for the moment."""
     if _looks_like_url(spec):
-        return _sql_counts(spec, table_ids)
-    return _json_counts(spec, table_ids)
+        return _sql_checkpoints(spec, state, run_id, options)
+    return _file_checkpoints(spec, sorted(state), run_id, options), "counts file"
 
 
 def _looks_like_url(spec: str) -> bool:
     return "://" in spec and not Path(spec).is_file()
 
 
-def _json_counts(path: str, table_ids: list[str]) -> dict[str, int | None]:
+def _file_checkpoints(path: str, table_ids: list[str], run_id: str, options: ReconcileOptions) -> list[Checkpoint]:
     try:
         listed = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise SourceCountsError(f"source counts {path}: cannot read a JSON object ({type(exc).__name__})") from None
-    if not isinstance(listed, dict):
-        raise SourceCountsError(f"source counts {path}: expected a JSON object {{table: count}}")
-    for key, count in listed.items():
-        # bool is an int in Python; a true/false count is a typo, not a number
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
-            raise SourceCountsError(f"source counts {path}: count of {key!r} is not a row count: {count!r}")
+    try:
+        found = cps.read_counts_file(listed, path, options.fmt, run_id, options.tolerance)
+    except cps.CheckpointError as exc:
+        raise SourceCountsError(str(exc)) from None
+    tables_of = _table_ids_of(listed, table_ids)
+    # an ambiguous name, or a less specific spelling of a table listed more specifically, counts nothing
+    return [replace(c, table_id=t) for c in found for t in tables_of.get(c.table, [])]
 
-    out: dict[str, int | None] = {}
-    used: set[str] = set()
+
+def _table_ids_of(listed: dict[str, Any], table_ids: list[str]) -> dict[str, list[str]]:
+    """The table ids each listed name stands for ("orders" may name the orders of two schemas); a name
+    matching no table id stands for itself (a table the source has and the lake never published)."""
+    out: dict[str, list[str]] = {}
     for table_id in table_ids:
         keys = _keys_for(table_id, listed)
         if len(keys) == 1:
-            out[table_id] = listed[keys[0]]
-            used.add(keys[0])
-        else:
-            out[table_id] = None
-            if keys:  # e.g. "orders" listed while two schemas both publish an orders table
-                log.warning("source counts: %s matches several entries %s; count unknown", table_id, keys)
-                used.update(keys)
-    for key, count in listed.items():
-        if key not in used and not _matches_any(key, table_ids):
-            out[key] = count  # listed at the source, absent from the lake
+            out.setdefault(keys[0], []).append(table_id)
+        elif keys:  # e.g. "orders" and "ORDERS" both listed for one table
+            log.warning("source counts: %s matches several entries %s; count unknown", table_id, keys)
+    for key in listed:
+        if key not in out and not _matches_any(key, table_ids):
+            out[key] = [key]
     return out
 
 
@@ -119,8 +134,43 @@ def _matches_any(key: str, table_ids: list[str]) -> bool:
     return any(_key_matches(key, tid, fold_case=True) for tid in table_ids)
 
 
-def _sql_counts(url_text: str, table_ids: list[str]) -> dict[str, int | None]:
+def _sql_checkpoints(url_text: str, state: dict[str, dict], run_id: str,
+                     options: ReconcileOptions) -> tuple[list[Checkpoint], str]:
     import sqlalchemy as sa
+
+    from jobs.source_snapshots import Table, capture
+
+    url, shown = _url(url_text)
+    try:
+        engine = sa.create_engine(url)
+    except ImportError as exc:  # the dialect is known, its driver is not installed
+        raise SourceCountsError(f"source {shown}: database driver not installed ({exc.name or exc})") from None
+    except sa.exc.SQLAlchemyError as exc:
+        raise SourceCountsError(f"source {shown}: {_driver_message(exc, url.password)}") from None
+    try:
+        with engine.connect() as conn:
+            finder = _SourceTables(sa.inspect(conn), conn.dialect.name)
+            tables = []
+            for table_id in sorted(state):
+                found = finder.find(table_id)
+                if found is not None:
+                    keys = tuple(state[table_id].get("key_columns") or ())
+                    tables.append(Table(table_id, found[0], found[1], keys))
+            conn.rollback()
+            snap = capture(conn, tables, options.fmt, options.key_rows_limit)
+    except sa.exc.SQLAlchemyError as exc:
+        raise SourceCountsError(f"source {shown}: {_driver_message(exc, url.password)}") from None
+    finally:
+        engine.dispose()
+    source = f"{snap.dialect} {shown}"
+    found_cps = [Checkpoint(t.table_id, snap.rows[t.table_id], snap.moment, source, run_id, table_id=t.table_id,
+                            taken_at=snap.taken_at, keys=tuple(snap.keys[t.table_id]) if t.table_id in snap.keys
+                            else None, tolerance=None if snap.moment else options.tolerance)
+                 for t in tables]
+    return found_cps, snap.how
+
+
+def _url(url_text: str):
     from sqlalchemy.engine import make_url
 
     try:
@@ -133,30 +183,7 @@ def _sql_counts(url_text: str, table_ids: list[str]) -> dict[str, int | None]:
         # SQLite would silently create an empty database for a mistyped path
         if database and database != ":memory:" and not database.startswith("file:") and not Path(database).is_file():
             raise SourceCountsError(f"source {shown}: no such SQLite database file")
-
-    try:
-        engine = sa.create_engine(url)
-    except ImportError as exc:  # the dialect is known, its driver is not installed
-        raise SourceCountsError(f"source {shown}: database driver not installed ({exc.name or exc})") from None
-    except sa.exc.SQLAlchemyError as exc:
-        raise SourceCountsError(f"source {shown}: {_driver_message(exc, url.password)}") from None
-    try:
-        with engine.connect() as conn:
-            finder = _SourceTables(sa.inspect(conn), conn.dialect.name)
-            out: dict[str, int | None] = {}
-            for table_id in table_ids:
-                found = finder.find(table_id)
-                if found is None:
-                    out[table_id] = None
-                    continue
-                schema, name = found
-                query = sa.select(sa.func.count()).select_from(sa.table(name, schema=schema))
-                out[table_id] = int(conn.execute(query).scalar_one())
-            return out
-    except sa.exc.SQLAlchemyError as exc:
-        raise SourceCountsError(f"source {shown}: {_driver_message(exc, url.password)}") from None
-    finally:
-        engine.dispose()
+    return url, shown
 
 
 def _driver_message(exc: Exception, password: str | None) -> str:
@@ -223,32 +250,91 @@ def _pick(id_part: str, names: list[str], what: str) -> str | None:
     return None
 
 
-# ---- comparing -----------------------------------------------------------------------------------
-def reconcile_counts(state: dict[str, dict], source_counts: dict[str, int | None]) -> list[dict]:
-    """One row per table (state tables and source-only tables), sorted by table."""
-    rows = []
-    for table in sorted(set(state) | set(source_counts)):
-        in_state = table in state
-        state_rows = int(state[table].get("state_rows") or 0) if in_state else 0
-        source_rows = source_counts.get(table)
-        if source_rows is None:
-            status = UNKNOWN
-        elif not in_state:
-            # a table the source has and the lake never published
-            status = MISMATCH
+# ---- judging -------------------------------------------------------------------------------------
+def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state: dict[str, dict],
+                  options: ReconcileOptions, keys_now: Callable[[str], list[str] | None] | None = None) -> list[dict]:
+    """Judge this run's checkpoints and those earlier runs left pending; keep the still pending (and the
+    judged, for re-runs) in the lake; one row per table (state tables and source-only tables)."""
+    from jobs.count_ledger import CHECKPOINTS, ArrowSteps, read_ledger
+
+    stored_rel = f"{lake.counts_dir(pipeline)}/{CHECKPOINTS}"
+    stored = cps.loads(lake.read_text(stored_rel)) if lake.exists(stored_rel) else []
+    todo = cps.merge_pending(stored, new, run_id)
+    ledger, steps = read_ledger(lake, pipeline, through_run=run_id), ArrowSteps(lake)
+    as_of = options.as_of if options.as_of is not None else max((c.taken_at for c in new if c.taken_at), default=None)
+    judged = []
+    for cp in todo:
+        table = cp.table_id or cp.table
+        if cp.moment is None:
+            verdict = cps.compare_at_end(cp, int((state.get(table) or {}).get("state_rows") or 0))
         else:
-            status = MATCH if state_rows == source_rows else MISMATCH
-        rows.append(
-            {
-                "table": table,
-                "state_rows": state_rows,
-                "source_rows": source_rows,
-                "status": status,
-                "snapshot_id": state[table].get("snapshot_id") if in_state else None,
-                "in_state": in_state,
-            }
-        )
+            verdict = cps.judge(cp, ledger, steps, options.max_lag_s, as_of, keys_now)
+        judged.append((cp, verdict))
+    _store(lake, stored_rel, stored, judged, run_id)
+    return _table_rows(state, judged)
+
+
+def _store(lake, rel: str, stored: list[Checkpoint], judged: list[tuple[Checkpoint, Judgement]], run_id: str) -> None:
+    now = {c.ident for c, _ in judged}
+    kept = [c for c in stored if c.ident not in now and c.taken_in != run_id]
+    for cp, verdict in judged:
+        if verdict.verdict == BEHIND:
+            kept.append(replace(cp, judged_in=None, verdict=None))
+        elif cp.moment is not None:  # a count without a moment is judged once, by its own run
+            kept.append(replace(cp, judged_in=run_id, verdict=_verdict_dict(cp, verdict)))
+    pending = [c for c in kept if c.judged_in is None]
+    done = [c for c in kept if c.judged_in is not None][-KEEP_JUDGED:]
+    lake.write_text(rel, cps.dumps(done + pending))
+
+
+def _verdict_dict(cp: Checkpoint, v: Judgement) -> dict[str, Any]:
+    lake_rows = v.lake_rows
+    out = {"table": cp.table_id or cp.table, "verdict": v.verdict, "moment": cp.moment.text if cp.moment else "run end",
+           "moment_kind": cp.moment.kind if cp.moment else None, "exact": bool(cp.moment and cp.moment.exact),
+           "source_rows": cp.rows, "lake_rows": lake_rows, "source": cp.source, "taken_in": cp.taken_in,
+           "taken_at": cps.format_time(cp.taken_at)}
+    if isinstance(lake_rows, int):
+        out["difference"] = lake_rows - cp.rows
+    for name in ("reason", "judged_run", "lag", "key_diff"):
+        if getattr(v, name) is not None:
+            out[name] = getattr(v, name)
+    return out
+
+
+def _table_rows(state: dict[str, dict], judged: list[tuple[Checkpoint, Judgement]]) -> list[dict]:
+    by_table: dict[str, list[dict]] = {}
+    for cp, verdict in judged:
+        by_table.setdefault(cp.table_id or cp.table, []).append(_verdict_dict(cp, verdict))
+    rows = []
+    for table in sorted(set(state) | set(by_table)):
+        verdicts = by_table.get(table, [])
+        decided = [v for v in verdicts if v["verdict"] != BEHIND]
+        pending = [v for v in verdicts if v["verdict"] == BEHIND]
+        status, deciding = _status(decided, pending)
+        rows.append({
+            "table": table,
+            "state_rows": int((state.get(table) or {}).get("state_rows") or 0),
+            "source_rows": deciding["source_rows"] if deciding else None,
+            "status": status,
+            "snapshot_id": (state.get(table) or {}).get("snapshot_id"),
+            "in_state": table in state,
+            "checkpoints": decided,
+            "pending": pending,
+            "overdue": any((v.get("lag") or {}).get("overdue") for v in pending),
+        })
     return rows
+
+
+def _status(decided: list[dict], pending: list[dict]) -> tuple[str, dict | None]:
+    """mismatch (any), else match (any judged), else behind (pending), else unknown; and the checkpoint
+    that says so."""
+    for verdict in (MISMATCH, MATCH):
+        hits = [v for v in decided if v["verdict"] == verdict]
+        if hits:
+            return verdict, hits[-1]
+    if pending:
+        return BEHIND, pending[-1]
+    return UNKNOWN, decided[-1] if decided else None
 
 
 def balance_problems(decode_report: dict) -> list[str]:

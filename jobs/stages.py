@@ -25,6 +25,7 @@ from jobs.decode import Decoded, decode_counts, decode_messages, release
 from jobs.decoders import QUARANTINED, DecodeOptions
 from jobs.lake import Lake
 from jobs.raw import read_raw
+from jobs.reconcile import ReconcileOptions
 from jobs.spark import session_conf
 from jobs.validate import profile_changes
 
@@ -224,16 +225,36 @@ def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str 
     run_validate(spark, ctx, decoded.report)
 
 
-def run_reconcile(ctx: RunContext, source_counts: str | None) -> list[dict]:
+def run_reconcile(ctx: RunContext, source_counts: str | None, options: ReconcileOptions | None = None) -> list[dict]:
+    """This run's source checkpoints (a counts file or a SQL source) and the pending ones, judged against
+    the lake's counts through time (jobs.reconcile); reconciliation.json says what each table got."""
     from jobs.merge import state_summary
-    from jobs.reconcile import load_source_counts, reconcile_counts
+    from jobs.reconcile import reconcile_run, source_checkpoints
 
     with ctx.timed("reconcile"):
+        options = options or ReconcileOptions()
+        if options.fmt is None:
+            options = replace(options, fmt=(ctx.read_report("decode.json") or {}).get("format"))
         state = state_summary(ctx.lake, ctx.pipeline)
-        counts = load_source_counts(source_counts, sorted(state)) if source_counts else {}
-        rows = reconcile_counts(state, counts)
-        ctx.write_report("reconciliation.json", {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "tables": rows})
+        new, how = source_checkpoints(source_counts, state, ctx.run_id, options) if source_counts else ([], None)
+        rows = reconcile_run(ctx.lake, ctx.pipeline, ctx.run_id, new, state, options,
+                             keys_now=lake_keys(ctx.lake, ctx.pipeline, state, options.key_rows_limit))
+        ctx.write_report("reconciliation.json", {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "source": how,
+                                                 "max_lag_s": options.max_lag_s, "tables": rows})
     return rows
+
+
+def lake_keys(lake: Lake, pipeline: str, state: dict[str, dict], limit: int):
+    """The keys a state table holds now, for the keys of a mismatch (None past ``limit`` rows; none for a
+    table the lake never published)."""
+    from jobs import publish
+
+    def keys_now(table_id: str) -> list[str] | None:
+        info = state.get(table_id)
+        if not info or not info.get("key_columns") or info["state_rows"] > limit:
+            return None if info else []
+        return publish.state_keys(publish.open_catalog(lake), pipeline, table_id, info["key_columns"])
+    return keys_now
 
 
 def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float) -> dict:

@@ -191,3 +191,12 @@ def download(location: str, local: str) -> None:
     """Copy the file at ``location`` to the local path ``local``."""
     filesystem, path = _resolve(location)
     pafs.copy_files(path, local, source_filesystem=filesystem, destination_filesystem=pafs.LocalFileSystem())
+
+
+def parquet_dataset(location: str):
+    """The Parquet files under a folder as one pyarrow dataset (Spark's ``_SUCCESS`` and ``.crc`` files
+    are skipped), read in batches by whoever scans it."""
+    import pyarrow.dataset as ds
+
+    filesystem, path = _resolve(location)
+    return ds.dataset(path, filesystem=filesystem, format="parquet", exclude_invalid_files=False)

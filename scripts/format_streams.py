@@ -172,7 +172,7 @@ def _qlik_data(sim: SourceSimulator, tables: dict[str, QlikTable], avro: bool) -
             if op == "r":
                 hdrs = headers("REFRESH")
             else:
-                when = datetime.fromtimestamp(e.kafka_ts_ms / 1000, UTC)
+                when = datetime.fromtimestamp(_ms(e) / 1000, UTC)
                 _, number, size = marks.get(index, (None, None, None))
                 hdrs = headers({"c": "INSERT", "u": "UPDATE", "d": "DELETE"}[op],
                                change_sequence(when.strftime("%Y%m%d%H%M%S00"), counter),
@@ -263,7 +263,7 @@ def dts_avro_records(sim: SourceSimulator, *, markers: bool = False) -> list[dic
             if tx_id is not None and int(tx_id[2:]) % 2 == 0:
                 txid, safe = "0", _tx_begin_position(sim, marks, tx_id, binlog)
             record = {
-                "version": 1, "id": serial * step, "sourceTimestamp": e.kafka_ts_ms // 1000,
+                "version": 1, "id": serial * step, "sourceTimestamp": _ms(e) // 1000,
                 "sourcePosition": position,
                 "safeSourcePosition": safe, "sourceTxid": txid,
                 "source": {"sourceType": "MySQL", "version": "8.0.36"}, "operation": operation,
@@ -324,7 +324,10 @@ def _changed(before: dict, after: dict) -> list[str]:
 
 
 def _ms(e: Any) -> int:
-    return e.kafka_ts_ms
+    """A change's source time as these tools carry it: the commit's binlog time (the simulator's
+    ``source.ts_ms``, whole seconds for MySQL); a message without one, its Kafka time."""
+    source = getattr(e, "source", None) or {}
+    return source["ts_ms"] if source.get("ts_ms") is not None else e.kafka_ts_ms
 
 
 def canal_message(spec: TableSpec, op: str, before: dict | None, after: dict | None, e: Any, serial: int) -> Any:

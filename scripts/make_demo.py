@@ -8,12 +8,14 @@ days: inserts, updates on hot keys, deletes (with tombstones), primary-key chang
 transactions, a few redelivered messages and three malformed ones. Same seed, same output.
 
 Each topic becomes ``<out>/<topic>/part-00000.parquet`` in Spark's Kafka source schema; the source
-database (tables named ``customers``, ``orders``, ``order_lines``) is what the demo reconciles
-against. One summary line is printed.
+database (tables named ``customers``, ``orders``, ``order_lines``) is saved beside
+``source_counts.json``: its row counts at the end of each day with the moment they are true, what
+the demo reconciles against. One summary line is printed.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +28,7 @@ from scripts.simulate_source import SourceSimulator, TableSpec, write_parquet  #
 DEMO_START = datetime(2026, 11, 1, tzinfo=UTC)
 DEMO_SPAN = timedelta(days=2)
 DEMO_SERVER = "shop"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 DEMO_TABLES = (
     # REPLICA IDENTITY DEFAULT, as most PostgreSQL tables are: updates carry no before image,
@@ -91,7 +94,21 @@ def write_demo(sim: SourceSimulator, out: Path, source_db: Path) -> dict[str, in
             stale.unlink()
         written[topic] = write_parquet(folder / "part-00000.parquet", records)
     sim.save_sqlite(source_db)
+    write_checkpoints(sim, source_db.with_name("source_counts.json"))
     return written
+
+
+def write_checkpoints(sim: SourceSimulator, path: Path) -> None:
+    """The source's row counts at the end of each demo day, as a counts file of checkpoints: counted
+    right after the day's last commit, at that commit's time (Debezium's ``source.ts_ms`` resolution)."""
+    checkpoints: dict[str, list[dict]] = {table: [] for table in sim.tables}
+    for day in range(1, DEMO_SPAN.days + 1):
+        day_end = (DEMO_START + timedelta(days=day) - _EPOCH) // timedelta(microseconds=1)
+        last = [point for point in sim.commit_log if point.time_us < day_end][-1]
+        as_of = datetime.fromtimestamp(last.time_us // 1000 / 1000, UTC).isoformat(timespec="milliseconds")
+        for table in sim.tables:
+            checkpoints[table].append({"rows": last.counts[table], "as_of": as_of.replace("+00:00", "Z")})
+    path.write_text(json.dumps(checkpoints, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -427,6 +427,16 @@ class Transaction:
 
 
 @dataclass
+class CommitPoint:
+    """The source after one commit: its time (epoch us), the log position just after it (postgresql: an
+    LSN past the commit record; mysql: ``file:offset`` where the next transaction starts), row counts."""
+
+    time_us: int
+    position: str | None
+    counts: dict[str, int]
+
+
+@dataclass
 class _Change:
     table: str
     op: str
@@ -519,6 +529,9 @@ class SourceSimulator:
         self._my_thread = 7
         self._my_rotate_bytes = 1_048_576
         self._last_position: dict[str, Any] | None = None
+        # committed row counts per table, and after each commit: (source time us, log position, counts)
+        self._committed: dict[str, int] = {t: 0 for t in self.tables}
+        self.commit_log: list[CommitPoint] = []
         self._schema_cache: dict[str, tuple[str, str]] = {}
         self._sql_cache: dict[str, tuple[str, str]] = {}
         for spec in tables:
@@ -835,6 +848,7 @@ class SourceSimulator:
             key = self._new_key(spec)
             self._sql_insert(spec, self._random_row(spec, key))
             self._add_key(table, key)
+        self._committed[table] += n
         # the log moved on while those rows were written
         self._pg_lsn += 8 * 12 * n
         self._advance_binlog(100 * n)
@@ -959,6 +973,18 @@ class SourceSimulator:
             self._emit_change(spec, change.op, change.key, change.before, change.after, source, commit_us,
                               change.headers, self._tx_seq)
             self._last_position = position
+            self._committed[change.table] += {"c": 1, "d": -1}.get(change.op, 0)
+        self._log_commit(commit_us)
+
+    def _log_commit(self, commit_us: int) -> None:
+        """The committed counts after a commit, at its source time and the log's position after it."""
+        if self.connector == "postgresql":
+            after = str(self._pg_last_commit + 1)  # past the commit record
+        elif self.connector == "mysql":
+            after = f"mysql-bin.{self._my_file:06d}:{self._my_pos}"
+        else:
+            after = None
+        self.commit_log.append(CommitPoint(commit_us, after, dict(self._committed)))
 
     def _commit_positions(self, tx: Transaction) -> list[dict[str, Any]]:
         if self.connector == "postgresql":
@@ -1161,6 +1187,8 @@ class SourceSimulator:
         source = self._source(spec, self._now_us, "false", position)
         self._emit_change(spec, "t", None, None, None, source, self._now_us, (), self._tx_seq)
         self._last_position = position
+        self._committed[table] = 0
+        self._log_commit(self._now_us)
         return n
 
     # ---- random workload -------------------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import canonical as C
@@ -32,6 +32,8 @@ from jobs.fold.events import (
     MOVE,
     PRIOR_META,
     ROW_AFTER_SQL,
+    STEPS_INIT_SQL,
+    STEPS_STEP_SQL,
     aliased_keys_match,
     event_struct,
     in_order,
@@ -60,6 +62,10 @@ class FoldResult:
     # rows the run removed without an event of their key (with history): a TRUNCATE removes every
     # prior row, a complete newer load the rows it does not hold; their history versions end there
     removals: list[Removal] = field(default_factory=list)
+    # the applied events that changed the row count (count_steps), and the keys of the rows a complete
+    # newer load removed (replace_before), for the lake's count at a checkpoint's moment
+    steps: DataFrame | None = None
+    removed: DataFrame | None = None
 
     def release(self) -> None:
         for frame in [self.folded, *self.cached]:
@@ -201,11 +207,13 @@ def fold_table(
             aggregate(
               filter(_cdc_events, e -> APPLIES),
               named_struct('row', _prior_row, 'pos', _prior_pos, 'op', _prior_op, 'ts', _prior_ts,
-                           'run', _prior_run VERSIONS_INIT),
+                           'run', _prior_run, 'steps', STEPS_INIT VERSIONS_INIT),
               (acc, e) -> named_struct(
                 'row', ROW_AFTER,
-                'pos', e.position, 'op', e.op, 'ts', e.event_time, 'run', RUN_ID VERSIONS_STEP))
+                'pos', e.position, 'op', e.op, 'ts', e.event_time, 'run', RUN_ID, 'steps', STEPS_STEP
+                VERSIONS_STEP))
             """.replace("VERSIONS_INIT", versions_init).replace("VERSIONS_STEP", versions_step)
+            .replace("STEPS_INIT", STEPS_INIT_SQL).replace("STEPS_STEP", STEPS_STEP_SQL)
             .replace("APPLIES", APPLIES_SQL).replace("ROW_AFTER", ROW_AFTER_SQL).replace("RUN_ID", sql_str(run_id))
         ).alias("_cdc_s"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
@@ -240,20 +248,46 @@ def fold_table(
         deleted = deleted.unionByName(removed.select(
             *key_columns, F.lit(replace_before).alias("_cdc_position"), F.lit(run_id).alias("_cdc_run_id")))
         state = state.where(~stale)
+    steps = count_steps(folded, key_columns)
     versions, removals = None, []
     if history:
         versions = history_versions(folded, key_columns, types, run_id)
         if info.has_truncate and info.truncate_position:
-            removals.append(Removal(info.truncate_position, _time_at(changes, info.truncate_position, C.TRUNCATE)))
+            removals.append(Removal(info.truncate_position, time_at(changes, info.truncate_position, C.TRUNCATE)))
         if replace_before is not None:
-            removals.append(Removal(replace_before, _time_at(changes, replace_before),
+            removals.append(Removal(replace_before, time_at(changes, replace_before),
                                     removed.select(*[F.col(k) for k in key_columns])))
     cached = [f for f in (moved, replaced if as_delta else None) if f is not None]
     return FoldResult(state, deleted, folded, versions, cached, changed=new_rows, replaced=replaced,
-                      removals=removals)
+                      removals=removals, steps=steps,
+                      removed=removed.select(*key_columns) if replace_before is not None else None)
 
 
-def _time_at(changes: DataFrame, position: str, op: str | None = None) -> datetime | None:
+def key_json(key_columns: list[str]):
+    """A key as JSON text of its values as strings: how count steps and key diffs name a key."""
+    return F.to_json(F.struct(*[F.col(k).cast("string").alias(k) for k in key_columns]))
+
+
+def removal_steps(keys: DataFrame, key: Column, position: str, time: datetime | None, delta: int = -1) -> DataFrame:
+    """A count step of ``delta`` per row of ``keys`` at ``position`` (a TRUNCATE, a complete newer load's
+    start), at source time ``time``."""
+    return keys.select(key.alias("key"), F.lit(position).alias("position"),
+                       F.unix_micros(F.lit(time).cast("timestamp")).alias("event_time_us"),
+                       F.lit(delta).alias("delta"))
+
+
+def count_steps(folded: DataFrame, key_columns: list[str]) -> DataFrame:
+    """Every applied event that changed the table's row count (a key's row appearing: +1, going: -1),
+    with the key as JSON text, its position and source time: the lake's row count at any moment of the
+    run is the prior count plus the steps up to it (jobs.checkpoints)."""
+    return folded.select(
+        key_json(key_columns).alias("key"),
+        F.explode("_cdc_s.steps").alias("_s"),
+    ).select("key", F.col("_s.pos").alias("position"), F.unix_micros("_s.ts").alias("event_time_us"),
+             F.col("_s.d").alias("delta"))
+
+
+def time_at(changes: DataFrame, position: str, op: str | None = None) -> datetime | None:
     """The source time of the run's records at ``position`` (of ``op``): one small aggregate."""
     at = changes.where(F.col("position") == position)
     if op is not None:

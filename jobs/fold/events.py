@@ -51,3 +51,10 @@ APPLIES_SQL = """CASE
 ROW_AFTER_SQL = """CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>)
                      WHEN e.present IS NULL THEN e.after
                      ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END"""
+# the row-count steps of a key's events (SQL over ``acc`` and ``e``): an event after which the key holds a
+# row where it held none is +1, the reverse -1 (the arrival of a moved row counts: its old key's delete
+# is a step of that key)
+STEPS_INIT_SQL = "CAST(array() AS ARRAY<STRUCT<pos: STRING, ts: TIMESTAMP, d: INT>>)"
+STEPS_STEP_SQL = """CASE WHEN (acc.row IS NULL) = (ROW_AFTER IS NULL) THEN acc.steps
+    ELSE concat(acc.steps, array(named_struct('pos', e.position, 'ts', e.event_time,
+                                              'd', CASE WHEN acc.row IS NULL THEN 1 ELSE -1 END))) END"""

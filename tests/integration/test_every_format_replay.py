@@ -15,6 +15,7 @@ import pytest
 
 from scripts.format_streams import FORMAT_RECORDS, logical_changes
 from scripts.simulate_source import SourceSimulator
+from tests.support.checkpoints import assert_commit_points_hold
 from tests.support.replay import (
     TABLES,
     assert_state_equals_source,
@@ -45,6 +46,7 @@ def test_generated_stream_folds_to_the_sqlite_replay(spark, tmp_path, stream, ru
     extra = [f"--primary-keys={t.upper()}={','.join(s.primary_key)}" for t, s in sim.tables.items()] \
         if fmt == "shareplex" else []
     reports = run_slices(records, tmp_path, runs, fmt, extra)
+    assert_commit_points_hold(sim, tmp_path / "lake", "wl", runs)  # the lake's counts at source times
     if fmt in ("qlik", "dts_avro"):
         assert_state_equals_source(sim, tmp_path / "lake", "wl", with_schema=True)  # typed exactly
     else:

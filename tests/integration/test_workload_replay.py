@@ -14,6 +14,7 @@ import pytest
 from jobs import cli, publish
 from jobs.lake import Lake
 from scripts.simulate_source import SourceSimulator, write_parquet
+from tests.support.checkpoints import assert_commit_points_hold
 from tests.support.pipeline_runs import jobs_run
 from tests.support.replay import assert_state_equals_source, make_workload, run_cli
 
@@ -77,6 +78,15 @@ def test_workloads_in_process(spark, tmp_path, connector, with_schema, runs, see
     for i, raw in enumerate(raws):
         assert jobs_run("debezium", raw, lake, "wl", f"run{i}") == 0
     assert_state_equals_source(sim, lake, "wl", with_schema=with_schema)
+    # the lake's counts at the simulator's commit points: by source time, and by the connector's own
+    # log position where the simulator logs one
+    assert_commit_points_hold(sim, lake, "wl", runs)
+    if connector == "mysql":
+        assert_commit_points_hold(sim, lake, "wl", runs, by="position", fmt="debezium")
+    elif connector == "postgresql":
+        # an LSN places the cut within one transaction (positions carry the previous commit's LSN), whose
+        # changes move a table's count by at most its size (make_workload: 3)
+        assert_commit_points_hold(sim, lake, "wl", runs, by="position", fmt="debezium", off_by=4)
 
 
 def test_unusable_arguments_exit_2_with_one_line(tmp_path):

@@ -7,7 +7,27 @@ import sqlite3
 import pytest
 
 from jobs.canonical import make_table_id
-from jobs.reconcile import SourceCountsError, balance_problems, load_source_counts, reconcile_counts
+from jobs.lake import Lake
+from jobs.reconcile import ReconcileOptions, SourceCountsError, balance_problems, reconcile_run, source_checkpoints
+
+
+def load_source_counts(spec: str, table_ids: list[str]) -> dict[str, int | None]:
+    """The rows each table id gets from the source (None: no count), and the source-only tables."""
+    state = {t: {"state_rows": 0, "snapshot_id": None} for t in table_ids}
+    found, _how = source_checkpoints(spec, state, "r1", ReconcileOptions())
+    counts: dict[str, int | None] = dict.fromkeys(table_ids)
+    counts.update({c.table_id: c.rows for c in found})
+    return counts
+
+
+def reconcile_counts(state: dict[str, dict], counts: dict[str, int | None], tmp_path) -> list[dict]:
+    """reconcile_run of counts without a moment (compared at the run's end) in a fresh lake."""
+    from jobs.checkpoints import Checkpoint
+
+    new = [Checkpoint(t, n, None, "file", "r1", table_id=t) for t, n in counts.items() if n is not None]
+    rows = reconcile_run(Lake.at(str(tmp_path / "lake")), "p", "r1", new, state, ReconcileOptions())
+    return [{k: r[k] for k in ("table", "state_rows", "source_rows", "status", "snapshot_id", "in_state")} for r in rows]
+
 
 # names a SQL statement built by string formatting would break on: a quote inside, a reserved word
 WEIRD = 'weird "name"'
@@ -95,6 +115,7 @@ def test_json_counts_match_by_full_id_and_by_last_part_and_report_source_only_ta
     }
 
 
+
 def test_json_counts_full_id_wins_and_ambiguous_last_part_is_unknown(tmp_path):
     spec = _counts_file(tmp_path, {"orders": 1, "shop.a.orders": 2})
     counts = load_source_counts(spec, ["shop.a.orders", "shop.b.orders", "shop.c.orders"])
@@ -125,7 +146,7 @@ def test_json_counts_key_made_safe_like_table_ids(tmp_path):
     assert load_source_counts(spec, [make_table_id("shop", None, WEIRD)]) == {make_table_id("shop", None, WEIRD): 3}
 
 
-@pytest.mark.parametrize("bad", [{"t": "12"}, {"t": -1}, {"t": True}, {"t": 1.5}, [1, 2]])
+@pytest.mark.parametrize("bad", [{"t": "12"}, {"t": -1}, {"t": True}, {"t": 1.5}, [1, 2], {"t": {"rows": 1, "as_of": "x"}}])
 def test_json_counts_reject_non_counts(tmp_path, bad):
     with pytest.raises(SourceCountsError):
         load_source_counts(_counts_file(tmp_path, bad), ["a._.t"])
@@ -138,7 +159,7 @@ def test_json_counts_unreadable_file(tmp_path):
         load_source_counts(str(path), ["a._.t"])
 
 
-def test_reconcile_counts_statuses_and_order():
+def test_reconcile_counts_statuses_and_order(tmp_path):
     state = {
         "s._.b": {"state_rows": 5, "snapshot_id": 11},
         "s._.a": {"state_rows": 3, "snapshot_id": 10, "iceberg_table": "p.s___a"},
@@ -147,7 +168,7 @@ def test_reconcile_counts_statuses_and_order():
     }
     source = {"s._.a": 3, "s._.b": 6, "s._.c": None, "source_only": 4, "source_only_empty": 0}
 
-    rows = reconcile_counts(state, source)
+    rows = reconcile_counts(state, source, tmp_path)
 
     assert [r["table"] for r in rows] == sorted(r["table"] for r in rows)
     by_table = {r["table"]: r for r in rows}
@@ -161,13 +182,13 @@ def test_reconcile_counts_statuses_and_order():
         "table": "source_only", "state_rows": 0, "source_rows": 4, "status": "mismatch", "snapshot_id": None,
         "in_state": False,
     }
-    # the lake never published it: a mismatch even when the source table is empty
-    assert by_table["source_only_empty"]["status"] == "mismatch"
+    # the lake never published it and the source table is empty: they agree
+    assert by_table["source_only_empty"]["status"] == "match"
 
 
-def test_reconcile_end_to_end_from_sqlite(source_db):
+def test_reconcile_end_to_end_from_sqlite(source_db, tmp_path):
     state = {"shop._.order": {"state_rows": 5, "snapshot_id": 1}, "shop._.customers": {"state_rows": 6, "snapshot_id": 2}}
-    rows = reconcile_counts(state, load_source_counts(f"sqlite:///{source_db}", sorted(state)))
+    rows = reconcile_counts(state, load_source_counts(f"sqlite:///{source_db}", sorted(state)), tmp_path)
     assert [(r["table"], r["status"]) for r in rows] == [("shop._.customers", "mismatch"), ("shop._.order", "match")]
 
 
