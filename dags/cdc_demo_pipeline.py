@@ -4,7 +4,7 @@
 Runs the pipeline for the data interval `[start, end)` of each run:
 
 `land` (topics → raw snapshot + `_manifest.json` per topic) → `transform` (one Spark job: decode →
-dedupe + fold → Iceberg commit → Great Expectations) → `reconcile` (state rows vs source rows) →
+dedupe + fold → Iceberg commit → Great Expectations) → `reconcile` (source counts vs the lake's at their moment) →
 `alert` (one data-quality email when a check failed) → `expire` (the tables' snapshots older than
 the retention, 7 days before the interval's end and each table's 10 newest kept, go with the files
 only they held). A retry of `transform` redoes all of its Spark work; every part is idempotent for

@@ -376,21 +376,43 @@ def _mask(secret: str | None) -> None:
     mask_secret(secret)
 
 
-# SQLAlchemy 2.1 defaults postgresql:// to psycopg 3; requirements.txt installs psycopg2
-_SQLALCHEMY_DRIVERS = {"postgres": "postgresql+psycopg2", "postgresql": "postgresql+psycopg2", "mysql": "mysql",
-                       "mssql": "mssql", "oracle": "oracle", "sqlite": "sqlite"}
+# connection types whose provider (and its hook) is not installed here: MySQL's needs mysqlclient, a C
+# build; these get pure-Python drivers (requirements.txt)
+_SQLALCHEMY_DRIVERS = {"mysql": "mysql+pymysql", "mariadb": "mariadb+pymysql", "mssql": "mssql+pymssql",
+                       "oracle": "oracle+oracledb", "sqlite": "sqlite"}
 
 
 def connection_sqlalchemy_url(conn: Any) -> str:
-    """A SQLAlchemy URL from an Airflow connection (extra ``sqlalchemy_scheme`` picks a driver)."""
+    """A SQLAlchemy URL from an Airflow connection: the one its provider's hook builds (common-sql's
+    ``DbApiHook.sqlalchemy_url``: PostgreSQL, and any SQL provider installed); for a type without an
+    installed SQL provider, built from the connection's fields (extra ``sqlalchemy_scheme`` picks a driver)."""
     from sqlalchemy.engine import URL
 
     extra = conn.extra_dejson or {}
+    if not extra.get("sqlalchemy_scheme"):
+        url = _hook_url(conn)
+        if url is not None:
+            return url
     driver = extra.get("sqlalchemy_scheme") or _SQLALCHEMY_DRIVERS.get(conn.conn_type, conn.conn_type)
     if driver.startswith("sqlite"):
         return f"sqlite:///{conn.host or conn.schema}"
     url = URL.create(driver, username=conn.login or None, password=conn.password or None,
                      host=conn.host or None, port=conn.port or None, database=conn.schema or None)
+    return url.render_as_string(hide_password=False)
+
+
+def _hook_url(conn: Any) -> str | None:
+    try:
+        from airflow.sdk.exceptions import AirflowException
+    except ImportError:  # pragma: no cover - Airflow always ships it
+        AirflowException = Exception  # noqa: N806
+    try:
+        hook = conn.get_hook()
+    except (AirflowException, ImportError):  # no provider of this connection type is installed
+        return None
+    url = getattr(hook, "sqlalchemy_url", None)
+    if url is None:  # a hook that is not a SQL hook
+        return None
     return url.render_as_string(hide_password=False)
 
 
@@ -456,18 +478,11 @@ def alert(plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
 
     Data-quality problems do not fail the task (they are the email's content); an email that
     should go out but cannot does, so that Airflow retries it and the failure is visible."""
-    from jobs.alert import run_alert
+    from jobs.stages import run_alert
 
     run = RunPlan.from_xcom(plan)
-    ctx = _run_context(run)
-    validation = ctx.read_report("validation.json") or {"success": True, "suites": []}
-    reconciliation = (ctx.read_report("reconciliation.json") or {"tables": []})["tables"]
-    decode = ctx.read_report("decode.json") or {}
     smtp = _smtp_settings_from_airflow() if run.alert_to else None
-    result = run_alert(run.pipeline, run.run_id, validation, reconciliation, decode, list(run.alert_to),
-                       ctx.lake.join(ctx.report_dir), run.quarantine_threshold, settings=smtp,
-                       merge=ctx.read_report("merge.json"))
-    ctx.write_report("alert.json", result)
+    result = run_alert(_run_context(run), list(run.alert_to), run.quarantine_threshold, settings=smtp)
     summary = {"sent": result["sent"], "problems": len(result["reasons"]), "skipped": result["skipped"],
                "error": result["error"]}
     log.info("alert of run %s: %s", run.run_id, json.dumps(summary))

@@ -168,7 +168,8 @@ def render_alert_html(pipeline: str, run_id: str, reasons: list[dict], report_lo
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head>",
         "<body style=\"font-family:sans-serif\">",
         f"<h2>CDC data quality: {_esc(pipeline)} run {_esc(run_id)}</h2>",
-        f"<p>{count} problem{'' if count == 1 else 's'} found. Report: <code>{_esc(report_location)}</code></p>",
+        f"<p>{count} problem{'' if count == 1 else 's'} found. Report: "
+        f"<a href=\"{_esc(report_location)}\">{_esc(report_location)}</a></p>",
     ]
     for kind, title, columns in _SECTIONS:
         rows = [r for r in reasons if r.get("kind") == kind]

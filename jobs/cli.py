@@ -314,10 +314,13 @@ def _print_summary(ctx, alert: dict) -> None:
     t = decode["total"]
     print(f"run {ctx.run_id} of pipeline {ctx.pipeline}: landed {t.get('landed')}, decoded {t.get('decoded')}, "
           f"quarantined {t.get('quarantined')}, ignored {t.get('ignored')}")
-    print(f"{'table':<40} {'state rows':>10} {'source rows':>11}  status")
+    print(f"{'table':<40} {'state rows':>10} {'source rows':>11}  {'status':<9} source counted at")
     for row in recon["tables"]:
         src = "-" if row["source_rows"] is None else row["source_rows"]
-        print(f"{row['table']:<40} {row['state_rows']:>10} {src:>11}  {row['status']}")
+        judged = row.get("checkpoints") or row.get("pending") or []
+        moment = judged[-1]["moment"] if judged else "-"
+        waiting = f" ({len(row['pending'])} pending)" if row.get("pending") else ""
+        print(f"{row['table']:<40} {row['state_rows']:>10} {src:>11}  {row['status']:<9} {moment}{waiting}")
     print(f"report: {ctx.lake.join(ctx.report_dir)}")
     sent = "yes" if alert.get("sent") else "no"
     problems = len(alert.get("reasons") or [])

@@ -257,19 +257,36 @@ def lake_keys(lake: Lake, pipeline: str, state: dict[str, dict], limit: int):
     return keys_now
 
 
-def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float) -> dict:
+def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float, settings=None) -> dict:
+    """report.html from the run's reports, then at most one email, which links to it (``settings``: the
+    SMTP server, default jobs.alert.smtp_settings)."""
     from jobs.alert import run_alert as send
 
     with ctx.timed("alert"):
         validation = ctx.read_report("validation.json") or {"success": True, "suites": []}
-        reconciliation = (ctx.read_report("reconciliation.json") or {"tables": []})["tables"]
+        reconciliation = ctx.read_report("reconciliation.json") or {"tables": []}
         decode = ctx.read_report("decode.json") or {}
+        page = write_report_page(ctx, reconciliation, validation, decode)
         result = send(
-            ctx.pipeline, ctx.run_id, validation, reconciliation, decode, alert_to,
-            ctx.lake.join(ctx.report_dir), quarantine_threshold, merge=ctx.read_report("merge.json"),
+            ctx.pipeline, ctx.run_id, validation, reconciliation["tables"], decode, alert_to,
+            page, quarantine_threshold, settings=settings, merge=ctx.read_report("merge.json"),
         )
         ctx.write_report("alert.json", result)
     return result
+
+
+def write_report_page(ctx: RunContext, reconciliation: dict, validation: dict, decode: dict) -> str:
+    """The run's report.html (jobs.report_page); its URI."""
+    from jobs import storage
+    from jobs.report_page import quarantine_examples, render_report
+
+    examples: dict[str, list[dict]] = {}
+    quarantine = Lake.quarantine_dir(ctx.pipeline, ctx.run_id)
+    if (decode.get("total") or {}).get("quarantined") and ctx.lake.exists(quarantine):
+        examples = quarantine_examples(storage.parquet_dataset(ctx.lake.join(quarantine)))
+    rel = f"{ctx.report_dir}/report.html"
+    ctx.lake.write_text(rel, render_report(ctx.pipeline, ctx.run_id, reconciliation, validation, decode, examples))
+    return ctx.lake.uri(rel)
 
 
 def run_expire(ctx: RunContext, as_of: datetime, retain_days: int, retain_last: int, dry_run: bool = False) -> dict:

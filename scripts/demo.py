@@ -3,10 +3,12 @@
     .venv/bin/python scripts/demo.py
 
 1. the bundled demo topics (``demo/topics``, made by ``scripts/make_demo.py`` from a simulated
-   PostgreSQL shop, with ``demo/source.db`` as its source database) are landed for the interval
+   PostgreSQL shop, with ``demo/source.db`` as its source database and ``demo/source_counts.json``
+   its row counts at the end of each day, with the moment each was true) are landed for the interval
    2026-11-01 .. 2026-11-03 into a local lake (``demo/out/lake``);
-2. ``python -m jobs run`` decodes, folds, publishes Iceberg state, validates, reconciles against
-   the SQLite source and alerts through a local SMTP sink that this script runs on 127.0.0.1;
+2. ``python -m jobs run`` decodes, folds, publishes Iceberg state, validates, reconciles the source's
+   counts with the lake's at the same moments and alerts through a local SMTP sink that this script
+   runs on 127.0.0.1;
 3. the job prints state rows / source rows / status per table, the report folder and whether an
    alert email was sent; the email, if any, is saved under ``demo/out/mail``.
 """
@@ -27,6 +29,7 @@ if str(REPO) not in sys.path:
 
 TOPICS = REPO / "demo" / "topics"
 SOURCE_DB = REPO / "demo" / "source.db"
+SOURCE_COUNTS = REPO / "demo" / "source_counts.json"
 OUT = REPO / "demo" / "out"
 PIPELINE = "demo"
 START = datetime(2026, 11, 1, tzinfo=UTC)
@@ -56,7 +59,7 @@ def main() -> int:
     from jobs.lake import Lake
     from jobs.land import land_files
 
-    if not TOPICS.is_dir() or not SOURCE_DB.is_file():
+    if not TOPICS.is_dir() or not SOURCE_DB.is_file() or not SOURCE_COUNTS.is_file():
         subprocess.run([sys.executable, str(REPO / "scripts" / "make_demo.py"), "--out", str(TOPICS),
                         "--source-db", str(SOURCE_DB)], check=True)
     shutil.rmtree(OUT, ignore_errors=True)
@@ -76,7 +79,7 @@ def main() -> int:
         env.pop("AIRFLOW_CONN_SMTP_DEFAULT", None)
         args = [sys.executable, "-m", "jobs", "run", "--format", "debezium", "--lake", str(OUT / "lake"),
                 "--pipeline", PIPELINE, "--run-id", f"{START:%Y%m%dT%H%M%SZ}_{END:%Y%m%dT%H%M%SZ}",
-                "--source-counts", f"sqlite:///{SOURCE_DB}", "--alert-to", "data-engineers@localhost"]
+                "--source-counts", str(SOURCE_COUNTS), "--alert-to", "data-engineers@localhost"]
         for raw in raw_dirs:
             args += ["--raw", raw]
         code = subprocess.run(args, cwd=REPO, env=env).returncode

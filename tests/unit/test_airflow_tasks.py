@@ -63,7 +63,9 @@ def test_settings_default_to_the_bundled_demo():
     cfg = tasks.resolve_settings({}, None, NO_ENV)
     assert cfg.lake == str(tasks.REPO / "demo" / "out" / "airflow-lake")  # not the lake `make demo` fills
     assert cfg.topics_dir == str(tasks.REPO / "demo" / "topics")
-    assert cfg.source_counts == f"sqlite:///{tasks.REPO / 'demo' / 'source.db'}"
+    # the demo source's counts at each day's end, with their moments (scripts/make_demo.py)
+    assert cfg.source_counts == str(tasks.REPO / "demo" / "source_counts.json")
+    assert cfg.max_lag_s == 6 * 3600 and cfg.count_tolerance == "0"
     assert (cfg.pipeline, cfg.fmt, cfg.kafka_bootstrap, cfg.topics, cfg.alert_to) == ("demo", "debezium", "", (), ())
     assert cfg.quarantine_threshold == 0.0
 
@@ -226,9 +228,14 @@ def test_source_counts_from_an_airflow_connection(monkeypatch):
     from sqlalchemy.engine import make_url
 
     parsed = make_url(url)
-    assert (parsed.drivername, parsed.host, parsed.port, parsed.database) == ("postgresql+psycopg2", "source-db", 5432, "shop")
+    # built by the postgres provider's own hook (PostgresHook.sqlalchemy_url)
+    assert (parsed.drivername, parsed.host, parsed.port, parsed.database) == ("postgresql+psycopg", "source-db", 5432, "shop")
     assert (parsed.username, parsed.password) == ("reader", "p@ss:w/rd")  # quoted, not mangled
     assert tasks.source_counts_spec("conn:source_lite") == "sqlite:////data/source.db"
+    # no provider installed for MySQL: the pure-Python driver, from the connection's fields
+    monkeypatch.setenv("AIRFLOW_CONN_SOURCE_MY", json.dumps({
+        "conn_type": "mysql", "host": "db", "login": "r", "password": "pw", "schema": "shop"}))
+    assert tasks.source_counts_spec("conn:source_my") == "mysql+pymysql://r:pw@db/shop"
     assert tasks.source_counts_spec("/counts.json") == "/counts.json"
     assert tasks.source_counts_spec(None) is None and tasks.source_counts_spec("") is None
 
