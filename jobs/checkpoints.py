@@ -162,6 +162,11 @@ class Checkpoint:
     verdict: dict[str, Any] | None = None
 
     @property
+    def same_count(self) -> tuple:
+        """What makes two checkpoints the same count: table, moment, rows and where it came from."""
+        return (self.table_id or self.table, self.moment, self.rows, self.source)
+
+    @property
     def ident(self) -> str:
         return f"{self.table_id or self.table}@{self.moment.text if self.moment else 'end'}#{self.taken_in}"
 
@@ -267,16 +272,18 @@ class RunCounts:
                    d.get("held_time"), d.get("tables") or {})
 
 
-def _reaches(kind: str, cut: str | int, runs: Sequence[RunCounts], moment: Moment) -> bool:
-    """Whether the lake after ``runs`` holds every change before ``cut``."""
-    need = moment.reached_by(cut)
-    if kind == POSITION:
-        reach = max((r.reach_position for r in runs if r.reach_position is not None), default=None)
-        held = runs[-1].held_position
-    else:
-        reach = max((r.reach_time for r in runs if r.reach_time is not None), default=None)
-        held = runs[-1].held_time
-    return reach is not None and reach >= need and (held is None or held >= cut)
+def _first_reaching(kind: str, cut: str | int, runs: Sequence[RunCounts], moment: Moment) -> int | None:
+    """The index of the first run after which the lake holds every change before ``cut`` (its records
+    reach past it, and no transaction before it is held back), or None."""
+    need, reach = moment.reached_by(cut), None
+    for i, run in enumerate(runs):
+        mine = run.reach_position if kind == POSITION else run.reach_time
+        held = run.held_position if kind == POSITION else run.held_time
+        if mine is not None and (reach is None or mine > reach):
+            reach = mine
+        if reach is not None and reach >= need and (held is None or held >= cut):
+            return i
+    return None
 
 
 @dataclass
@@ -295,12 +302,12 @@ def judge(cp: Checkpoint, ledger: Sequence[RunCounts], steps: StepSource, max_la
     ``keys_now``: the lake's keys of a table now (None: too large), for the keys of a mismatch."""
     m, table = cp.moment, cp.table_id or cp.table
     assert m is not None
-    for i in range(len(ledger)):
-        if _reaches(m.kind, m.high, ledger[: i + 1], m):
-            verdict = _counted(cp, table, ledger[: i + 1], steps)
-            if verdict.verdict == MISMATCH and cp.keys is not None and keys_now is not None:
-                verdict.key_diff = _key_diff(cp, table, ledger, steps, keys_now)
-            return verdict
+    i = _first_reaching(m.kind, m.high, ledger, m)
+    if i is not None:
+        verdict = _counted(cp, table, ledger[: i + 1], steps)
+        if verdict.verdict == MISMATCH and cp.keys is not None and keys_now is not None:
+            verdict.key_diff = _key_diff(cp, table, ledger, steps, keys_now)
+        return verdict
     return Judgement(BEHIND, reason="the lake has not reached the checkpoint's moment",
                      lag=_lag(cp, ledger, max_lag_s, judged_at))
 
@@ -334,11 +341,21 @@ class _NotExact(Exception):
     pass
 
 
-def _group_start(table: str, runs: Sequence[RunCounts], steps: StepSource, m: Moment) -> str:
+def _group_start(runs: Sequence[RunCounts], steps: StepSource, m: Moment) -> str:
     """For positions that start with the previous commit: the start of the last transaction group below
-    the cut, in whichever run its steps are (the transaction straddling the cut sorts below it)."""
-    groups = [steps.group_below(e["steps"], m.low) for r in runs if (e := r.tables.get(table)) and e.get("steps")]
+    the cut, over every table's steps in every run (the transaction straddling the cut sorts below it;
+    any transaction after it starts at or past the cut)."""
+    groups = [steps.group_below(e["steps"], m.low) for r in runs for e in r.tables.values() if e.get("steps")]
     return max((g for g in groups if g), default=m.low)
+
+
+def _by_group(points: list[tuple[str | int, int]]) -> list[tuple[str | int, int]]:
+    """Steps summed per transaction group (the positions' first component): no cut falls inside one."""
+    grouped: dict[str | int, int] = {}
+    for coordinate, delta in points:
+        group = coordinate.split(".", 1)[0] if isinstance(coordinate, str) else coordinate
+        grouped[group] = grouped.get(group, 0) + delta
+    return sorted(grouped.items())
 
 
 def _table_before(table: str, runs: Sequence[RunCounts], index: int) -> int:
@@ -362,8 +379,8 @@ def _counts_across(table: str, runs: Sequence[RunCounts], steps: StepSource, m: 
     """Every count the table held at a cut inside the moment's bracket, in order, without repeats: the
     count at its low end (in the first run that reaches it), then the count after each step below its
     high end, through the runs up to the one that reaches it."""
-    low = _group_start(table, runs, steps, m) if m.previous_commit else m.low
-    first = next(k for k in range(len(runs)) if _reaches(m.kind, low, runs[: k + 1], m))
+    low = _group_start(runs, steps, m) if m.previous_commit else m.low
+    first = _first_reaching(m.kind, low, runs, m)  # the high end is reached, so the low end is too
     counts, total = [], None
     for k in range(first, len(runs)):
         run, entry = runs[k], runs[k].tables.get(table)
@@ -379,7 +396,8 @@ def _counts_across(table: str, runs: Sequence[RunCounts], steps: StepSource, m: 
                             "before the TRUNCATE is not known")
         total = int(entry["rows_before"]) + steps.sum_below(rel, m.kind, low)
         counts.append(total)
-        for _coord, delta in steps.within(rel, m.kind, low, m.high):
+        points = steps.within(rel, m.kind, low, m.high)
+        for _coord, delta in _by_group(points) if m.previous_commit else points:
             total += delta
             counts.append(total)
     return list(dict.fromkeys(counts))
@@ -421,9 +439,13 @@ def compare_at_end(cp: Checkpoint, lake_rows: int) -> Judgement:
 # ---- the persisted checkpoints -------------------------------------------------------------------
 def merge_pending(stored: Iterable[Checkpoint], new: Iterable[Checkpoint], run_id: str) -> list[Checkpoint]:
     """The checkpoints this run judges: those stored and still pending (or judged by this very run, when
-    it is re-run), and the new ones; a re-run's capture replaces what the same run captured before."""
-    keep = [c for c in stored if c.taken_in != run_id and c.judged_in in (None, run_id)]
-    return [replace(c, judged_in=None, verdict=None) for c in keep] + list(new)
+    it is re-run), and the new ones; a re-run's capture replaces what the same run captured before. A
+    new checkpoint an earlier run already took (a counts file read again, with the same table, moment
+    and rows) is that one: not judged twice."""
+    earlier = [c for c in stored if c.taken_in != run_id]
+    known = {c.same_count for c in earlier if c.moment is not None}
+    keep = [c for c in earlier if c.judged_in in (None, run_id)]
+    return [replace(c, judged_in=None, verdict=None) for c in keep] + [c for c in new if c.same_count not in known]
 
 
 def dumps(checkpoints: Iterable[Checkpoint]) -> str:

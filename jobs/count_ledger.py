@@ -59,9 +59,12 @@ class ArrowSteps:
     def __init__(self, lake: Lake) -> None:
         self._lake = lake
         self._totals: dict[str, int] = {}
+        self._datasets: dict[str, Any] = {}  # one listing of a run's files per reconcile, not one per query
 
     def _batches(self, rel: str, columns: list[str], condition=None):
-        return storage.parquet_dataset(self._lake.join(rel)).to_batches(columns=columns, filter=condition)
+        if rel not in self._datasets:
+            self._datasets[rel] = storage.parquet_dataset(self._lake.join(rel))
+        return self._datasets[rel].to_batches(columns=columns, filter=condition)
 
     @staticmethod
     def _column(kind: str) -> str:

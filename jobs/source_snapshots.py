@@ -4,8 +4,8 @@ Each database has its documented way to name the moment of a snapshot (docs/oper
 counts and checkpoints"):
 
 - PostgreSQL: the counts run in one ``REPEATABLE READ`` transaction, which sees one snapshot, taken at
-  its first statement; ``pg_current_wal_lsn()`` read before the transaction and after the counts
-  brackets the snapshot's cut in the WAL.
+  its first statement; ``pg_current_wal_lsn()`` (on a standby ``pg_last_wal_replay_lsn()``) read before
+  the transaction and after the counts brackets the snapshot's cut in the WAL.
 - MariaDB: ``START TRANSACTION WITH CONSISTENT SNAPSHOT``; the status variables
   ``binlog_snapshot_file`` / ``binlog_snapshot_position`` give the binlog position of exactly that
   snapshot. MySQL has no such variables: ``SHOW MASTER STATUS`` (8.4: ``SHOW BINARY LOG STATUS``)
@@ -103,16 +103,21 @@ def _iso(value) -> str:
 
 
 # ---- one capture per database ------------------------------------------------------------------
+# a standby has no WAL of its own to insert into: there, the WAL it has replayed is what its snapshots see
+_PG_LSN = ("SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text, "
+           "clock_timestamp()")
+
+
 def _postgresql(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSnapshot:
     out = SourceSnapshot("postgresql")
-    before = conn.exec_driver_sql("SELECT pg_current_wal_lsn()::text, clock_timestamp()").one()
+    before = conn.exec_driver_sql(_PG_LSN).one()
     conn.commit()
     snap = conn.execution_options(isolation_level="REPEATABLE READ")
     now = snap.exec_driver_sql("SELECT statement_timestamp()").scalar_one()  # the snapshot is taken here
     counting = _Snapshot(snap, limit)
     for t in tables:
         counting.count(t, out)
-    after = snap.exec_driver_sql("SELECT pg_current_wal_lsn()::text, clock_timestamp()").one()
+    after = snap.exec_driver_sql(_PG_LSN).one()
     snap.commit()
     out.moment, kind = _bracket(fmt, before[0], after[0], (before[1], after[1]))
     out.taken_at = _time_of(now)

@@ -230,3 +230,30 @@ def test_a_rerun_replaces_its_own_capture_and_judges_again_what_it_judged():
     todo = merge_pending([old, pending, judged_here, judged_before], [new], "r1")
     assert [c.rows for c in todo] == [2, 3, 5]
     assert all(c.judged_in is None for c in todo)
+
+
+def test_a_counts_file_read_again_does_not_judge_its_checkpoints_twice():
+    moment = time_moment("2026-01-01T00:00:00Z")
+    judged = Checkpoint("t", 3, moment, "file", "r1", table_id="t", judged_in="r1", verdict={"verdict": MATCH})
+    pending = Checkpoint("t", 4, time_moment("2026-01-02T00:00:00Z"), "file", "r1", table_id="t")
+    again = [Checkpoint("t", 3, moment, "file", "r2", table_id="t"),
+             Checkpoint("t", 4, time_moment("2026-01-02T00:00:00Z"), "file", "r2", table_id="t"),
+             Checkpoint("t", 5, moment, "file", "r2", table_id="t")]  # another count of the same moment is new
+    todo = merge_pending([judged, pending], again, "r2")
+    assert [(c.rows, c.taken_in) for c in todo] == [(4, "r1"), (5, "r2")]
+
+
+def test_previous_commit_counts_never_fall_inside_a_transaction():
+    # a quiet table loaded by one transaction of 3 rows long ago, then a busy table's transactions
+    steps = ListSteps({
+        "quiet": [(f"k{i}", f"{p(10)}.{p(11 + i)}", 1, 1) for i in range(3)],
+        "busy": [("b1", f"{p(100)}.{p(101)}", 2, 1), ("b2", f"{p(200)}.{p(201)}", 3, 1)],
+    })
+    ledger = [RunCounts("ra", reach_position=f"{p(300)}.{p(301)}", tables={
+        "quiet": {"rows_before": 0, "rows_after": 3, "steps": "quiet"},
+        "busy": {"rows_before": 0, "rows_after": 2, "steps": "busy"}})]
+    cut = position_moment("debezium", "250")  # the busy table's second transaction straddles it
+    quiet = judge(Checkpoint("quiet", 2, cut, "pg", "r", table_id="quiet"), ledger, steps)
+    assert (quiet.verdict, quiet.lake_rows) == (MISMATCH, 3)  # never 1 or 2: inside a transaction
+    busy = judge(Checkpoint("busy", 1, cut, "pg", "r", table_id="busy"), ledger, steps)
+    assert (busy.verdict, busy.lake_rows) == (MATCH, [1, 2])
