@@ -211,7 +211,9 @@ def _write_steps(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, ta
     if folded.removed is not None:
         steps = steps.unionByName(_removal_steps(spark, table_changes, p.replace_before, keys=folded.removed))
     rel = count_ledger.steps_dir(pipeline, run_id, p.table_id)
-    steps.coalesce(1).write.mode("overwrite").parquet(lake.spark_path(rel))
+    # as many files as the fold has partitions: a coalesce would run the fold in one task, when this write
+    # is the job that fills the fold's cache (a table of strings checks no conversions first)
+    steps.write.mode("overwrite").parquet(lake.spark_path(rel))
     return {"rows_before": rows_before, "steps": rel, "exact_from": exact_from}
 
 

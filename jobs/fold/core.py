@@ -215,7 +215,10 @@ def fold_table(
             """.replace("VERSIONS_INIT", versions_init).replace("VERSIONS_STEP", versions_step)
             .replace("STEPS_INIT", STEPS_INIT_SQL).replace("STEPS_STEP", STEPS_STEP_SQL)
             .replace("APPLIES", APPLIES_SQL).replace("ROW_AFTER", ROW_AFTER_SQL).replace("RUN_ID", sql_str(run_id))
-        ).alias("_cdc_s"),
+        ).alias("_cdc_a"),
+    ).select(
+        # the count steps as a column of their own: reading them from the cache leaves the row images be
+        *key_columns, F.col("_cdc_a").dropFields("steps").alias("_cdc_s"), F.col("_cdc_a.steps").alias("_cdc_steps"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
 
     new_rows = folded.where(F.col("_cdc_s.row").isNotNull()).select(
@@ -280,11 +283,9 @@ def count_steps(folded: DataFrame, key_columns: list[str]) -> DataFrame:
     """Every applied event that changed the table's row count (a key's row appearing: +1, going: -1),
     with the key as JSON text, its position and source time: the lake's row count at any moment of the
     run is the prior count plus the steps up to it (jobs.checkpoints)."""
-    return folded.select(
-        key_json(key_columns).alias("key"),
-        F.explode("_cdc_s.steps").alias("_s"),
-    ).select("key", F.col("_s.pos").alias("position"), F.unix_micros("_s.ts").alias("event_time_us"),
-             F.col("_s.d").alias("delta"))
+    return folded.select(*key_columns, F.explode("_cdc_steps").alias("_s")).select(
+        key_json(key_columns).alias("key"), F.col("_s.pos").alias("position"),
+        F.unix_micros("_s.ts").alias("event_time_us"), F.col("_s.d").alias("delta"))
 
 
 def time_at(changes: DataFrame, position: str, op: str | None = None) -> datetime | None:
