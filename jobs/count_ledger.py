@@ -53,6 +53,21 @@ def record_run(lake: Lake, pipeline: str, entry: dict[str, Any]) -> None:
     lake.write_json(rel, {"runs": runs})
 
 
+def drop_steps(lake: Lake, pipeline: str, table_id: str, run_ids: list[str]) -> int:
+    """A run's count steps of a table go with the table's snapshot of that run (jobs.expire): the lake's
+    count at a moment of an expired run is then unknown, never guessed. How many runs' steps went."""
+    dropped = 0
+    for run_id in run_ids:
+        try:
+            rel = steps_dir(pipeline, run_id, table_id)
+        except ValueError:  # not a table id this pipeline writes steps for
+            continue
+        if lake.exists(rel):
+            lake.delete_tree(rel)
+            dropped += 1
+    return dropped
+
+
 class ArrowSteps:
     """jobs.checkpoints.StepSource over the steps' Parquet files in the lake."""
 

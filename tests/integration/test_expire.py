@@ -9,8 +9,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from jobs import cli, publish
-from tests.support.bucketed import loaded
+from jobs import cli, count_ledger, publish
+from tests.support.bucketed import TABLE_ID, loaded
 
 
 def _on_disk(table, folder: str, suffix: str = ".parquet") -> set[str]:
@@ -87,6 +87,10 @@ def test_expiry_drops_old_snapshots_and_only_their_files(spark, tmp_path, monkey
     tombstones = {os.path.dirname(p) for p in _on_disk(table, "tombstones")}
     assert {os.path.basename(t) for t in tombstones} == {"run=r3", "run=r4"}
     assert urlparse(table.properties[publish.TOMBSTONES_PROP]).path.rstrip("/") in tombstones
+    # and so did their count steps (the lake's counts at moments of expired runs are then unknown)
+    assert report["count_steps_deleted"] == 3
+    assert [r for r in ("r0", "r1", "r2", "r3", "r4")
+            if runs.lake.exists(count_ledger.steps_dir("buckets", r, TABLE_ID))] == ["r3", "r4"]
     # what is kept reads as the replay said it was: now, and as of r3 (time travel)
     assert runs.rows() == expected_after["r4"]
     assert _rows(table, kept[0].snapshot_id) == expected_after["r3"]
