@@ -281,7 +281,8 @@ def _store(lake, rel: str, stored: list[Checkpoint], judged: list[tuple[Checkpoi
         if verdict.verdict == BEHIND:
             kept.append(replace(cp, judged_in=None, verdict=None))
         elif cp.moment is not None:  # a count without a moment is judged once, by its own run
-            kept.append(replace(cp, judged_in=run_id, verdict=_verdict_dict(cp, verdict)))
+            # the source's keys served their verdict: a judged checkpoint keeps the verdict only
+            kept.append(replace(cp, judged_in=run_id, verdict=_verdict_dict(cp, verdict), keys=None))
     pending = [c for c in kept if c.judged_in is None]
     done = [c for c in kept if c.judged_in is not None][-KEEP_JUDGED:]
     lake.write_text(rel, cps.dumps(done + pending))
