@@ -275,14 +275,17 @@ def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state
 
 
 def _store(lake, rel: str, stored: list[Checkpoint], judged: list[tuple[Checkpoint, Judgement]], run_id: str) -> None:
+    """The pending checkpoints and the judged ones (the newest), for the runs to come and for re-runs. A
+    checkpoint judged by an earlier run keeps its verdict but no longer the source's keys (they named
+    the keys of its mismatch, which a re-run of the run that judged it names again)."""
     now = {c.ident for c, _ in judged}
-    kept = [c for c in stored if c.ident not in now and c.taken_in != run_id]
+    kept = [c if c.judged_in is None else replace(c, keys=None)
+            for c in stored if c.ident not in now and c.taken_in != run_id]
     for cp, verdict in judged:
         if verdict.verdict == BEHIND:
             kept.append(replace(cp, judged_in=None, verdict=None))
         elif cp.moment is not None:  # a count without a moment is judged once, by its own run
-            # the source's keys served their verdict: a judged checkpoint keeps the verdict only
-            kept.append(replace(cp, judged_in=run_id, verdict=_verdict_dict(cp, verdict), keys=None))
+            kept.append(replace(cp, judged_in=run_id, verdict=_verdict_dict(cp, verdict)))
     pending = [c for c in kept if c.judged_in is None]
     done = [c for c in kept if c.judged_in is not None][-KEEP_JUDGED:]
     lake.write_text(rel, cps.dumps(done + pending))
