@@ -32,11 +32,6 @@ class Cut:
     at: str
     previous_commit: bool = False
 
-    @property
-    def reached_by(self) -> str:
-        """The lowest position whose presence in the lake shows every change before the cut arrived."""
-        return self.at.rstrip(JUST_AFTER)
-
 
 def pad(number: int, width: int = 20) -> str:
     """Python twin of jobs.decoders.common.pad_unsigned for a non-negative integer."""

@@ -87,7 +87,8 @@ def _text(value: Any) -> str:
 
 
 def _time_of(value) -> int:
-    return parse_time(value.isoformat() if hasattr(value, "isoformat") else str(value))
+    """A database's clock reading (a time without an offset is UTC) in epoch microseconds."""
+    return parse_time(_iso(value))
 
 
 def _bracket(fmt: str | None, low: str, high: str, clock: tuple[Any, Any]) -> tuple[Moment, str]:
@@ -142,13 +143,13 @@ def _mysql(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSnap
     conn.commit()
     after, clock_after = _binlog_status(conn), conn.exec_driver_sql("SELECT UTC_TIMESTAMP(6)").scalar_one()
     conn.commit()
-    out.taken_at = _time_of(now.isoformat() + "+00:00")
+    out.taken_at = _time_of(now)
     exact = status.get("binlog_snapshot_file") and status.get("binlog_snapshot_position")
     if exact:  # MariaDB: the snapshot's own binlog position
         at = f"{status['binlog_snapshot_file']}:{status['binlog_snapshot_position']}"
         before = after = at
     low, high = before or "", after or ""
-    clock = (clock_before.isoformat() + "+00:00", clock_after.isoformat() + "+00:00")
+    clock = (_iso(clock_before), _iso(clock_after))
     if low and high:
         out.moment, kind = _bracket(fmt, low, high, clock)
     else:
@@ -183,8 +184,8 @@ def _mssql(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSnap
     after = snap.exec_driver_sql(lsn).one()
     snap.commit()
     out.moment, _kind = _bracket(fmt, _mssql_lsn(before[0]), _mssql_lsn(after[0]),
-                                 (before[1].isoformat() + "+00:00", after[1].isoformat() + "+00:00"))
-    out.taken_at = _time_of(now.isoformat() + "+00:00")
+                                 (before[1], after[1]))
+    out.taken_at = _time_of(now)
     out.how = "SNAPSHOT isolation, bracketed by sys.fn_cdc_get_max_lsn()"
     return out
 
@@ -202,8 +203,8 @@ def _oracle(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSna
     for t in tables:
         counting.count(t, out)
     conn.rollback()
-    out.moment, _kind = _bracket(fmt, f"scn:{int(scn)}", f"scn:{int(scn)}", (now.isoformat(), now.isoformat()))
-    out.taken_at = _time_of(now.isoformat() + "+00:00")
+    out.moment, _kind = _bracket(fmt, f"scn:{int(scn)}", f"scn:{int(scn)}", (now, now))
+    out.taken_at = _time_of(now)
     out.how = f"flashback query AS OF SCN {int(scn)} (exact)"
     return out
 

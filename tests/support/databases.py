@@ -71,12 +71,17 @@ def postgres_server(timeout: float = 60.0) -> Iterator[str]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _psql(sock: Path, port: int, sql: str, check: bool = True) -> int:
-    done = subprocess.run([*_as("postgres"), _pg_bin("psql"), "-h", str(sock), "-p", str(port), "-U", "postgres",
-                           "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-qc", sql], capture_output=True)
+def _client(argv: list[str], check: bool) -> int:
+    """A server's own command-line client, run once: its exit status (an error names what it said)."""
+    done = subprocess.run(argv, capture_output=True)
     if check and done.returncode:
         raise ServerStartError(done.stderr.decode(errors="replace"))
     return done.returncode
+
+
+def _psql(sock: Path, port: int, sql: str, check: bool = True) -> int:
+    return _client([*_as("postgres"), _pg_bin("psql"), "-h", str(sock), "-p", str(port), "-U", "postgres",
+                    "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-qc", sql], check)
 
 
 @dataclass(frozen=True)
@@ -112,10 +117,7 @@ def mariadb_server(timeout: float = 60.0) -> Iterator[MariaDB]:
 
 
 def _mariadb(sock: Path, sql: str, check: bool = True) -> int:
-    done = subprocess.run(["mariadb", "--no-defaults", f"--socket={sock}", "-uroot", "-e", sql], capture_output=True)
-    if check and done.returncode:
-        raise ServerStartError(done.stderr.decode(errors="replace"))
-    return done.returncode
+    return _client(["mariadb", "--no-defaults", f"--socket={sock}", "-uroot", "-e", sql], check)
 
 
 # ---- change logs as Debezium messages -----------------------------------------------------------
