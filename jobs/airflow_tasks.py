@@ -1,40 +1,12 @@
-"""Everything the Airflow DAG needs, so that ``dags/cdc_demo_pipeline.py`` only wires tasks.
+"""Everything the pipelines' DAGs run, so that the DAG files only wire tasks (jobs.pipeline_dags).
 
-Light at import (standard library only; Airflow, pyarrow and pyspark are imported inside the
-functions that need them): the DAG processor imports this module on every parse.
+Light at import (standard library and jobs.pipeline_config only; Airflow, pyarrow and pyspark are
+imported inside the functions that need them): the DAG processor imports this module on every parse.
 
-Settings, resolved when a run starts, first match wins:
-    1. the DAG run's param of the same name (non-empty; not for ``source_counts``, which may
-       hold a password and params are stored and shown in clear),
-    2. the Airflow Variable ``cdc_<name>``,
-    3. the environment variable,
-    4. the default.
-
-    name                   env                       default
-    lake                   CDC_LAKE                  <repo>/demo/out/airflow-lake
-    pipeline               CDC_PIPELINE              demo
-    topics_dir             CDC_DEMO_TOPICS           <repo>/demo/topics   (Parquet topic dumps)
-    kafka_bootstrap        CDC_KAFKA_BOOTSTRAP       empty: land from topics_dir, else from Kafka
-    topics                 CDC_TOPICS                empty: every topic of the dumps (required for Kafka)
-    format                 CDC_FORMAT                debezium
-    source_counts          CDC_SOURCE_COUNTS         <repo>/demo/source_counts.json
-                           (a JSON counts file, a SQLAlchemy URL, ``conn:<connection id>`` for an
-                           Airflow connection, or empty for no source counts)
-    max_lag                CDC_MAX_LAG               6h (alert when a source checkpoint older than this
-                                                     at the interval's end is still not reached)
-    count_tolerance        CDC_COUNT_TOLERANCE       0 (rows[,percent%] for counts without a moment)
-    alert_to               CDC_ALERT_TO              empty (comma-separated recipients)
-    quarantine_threshold   CDC_QUARANTINE_THRESHOLD  0 (alert when quarantined/landed exceeds it)
-    snapshot_retain_days   CDC_SNAPSHOT_RETAIN_DAYS  7 (the expire task keeps the tables' snapshots of the
-                                                     7 days before the interval's end ...)
-    snapshot_retain_last   CDC_SNAPSHOT_RETAIN_LAST  10 (... and each table's 10 newest)
-    keep_changes           CDC_KEEP_CHANGES          false (true: transform also writes the decoded
-                                                     change records to changes/, an audit copy)
-
-Read when the DAG file is parsed (they shape the tasks, not one run): ``CDC_ALERT_TO`` also adds
-an SmtpNotifier failure callback; ``CDC_SPARK_PACKAGES`` and ``CDC_SPARK_CONF`` (a JSON object)
-go to spark-submit, e.g. hadoop-aws and the ``fs.s3a.*`` settings of an S3 lake; ``CDC_JIT=c1``
-gives the stages' JVMs the JIT's quick compiler only (faster for small intervals: jobs.spark).
+A task gets its pipeline's file (``pipeline_file``) and reads it when it runs (jobs.pipeline_config), so a
+fix to a file reaches the next try; ``land`` hands the later tasks the run's plan (:class:`RunPlan`, an
+XCom that holds no secret). Secrets stay in Airflow connections: Kafka (apache-kafka provider), the
+source database (common-sql hooks), SMTP (smtp provider), Spark (apache-spark provider).
 
 The run id is the interval, ``20261101T000000Z_20261102T000000Z``: a re-run or a backfill of an
 interval reuses it, and every stage is idempotent for a run id.
@@ -45,19 +17,21 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from jobs.intervals import IntervalError, checked, run_id_for, utc
+from jobs.pipeline_config import PipelineConfig, load_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 APPLICATION = str(REPO / "jobs" / "cli.py")  # spark-submit'ed: `spark-submit jobs/cli.py transform ...`
 LAND_TASK = "land"
 TRANSFORM_TASK = "transform"  # decode -> fold + publish -> validate: the one Spark application of a run
-VARIABLE_PREFIX = "cdc_"
+CATALOG_ENV = "CDC_ICEBERG_CATALOG"  # jobs.publish.open_catalog
 
 log = logging.getLogger(__name__)
 
@@ -66,181 +40,34 @@ class AlertNotSent(RuntimeError):
     """Problems were found and recipients are set, but the email could not be sent."""
 
 
-# ---- settings ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    env: str
-    default: str
-    description: str
-    as_param: bool = True  # False for values that may hold secrets
-
-
-SETTINGS: tuple[Setting, ...] = (
-    Setting("lake", "CDC_LAKE", str(REPO / "demo" / "out" / "airflow-lake"),
-            "lake root: a local folder, file://, s3:// or s3a:// URI"),
-    Setting("pipeline", "CDC_PIPELINE", "demo", "pipeline name: Iceberg namespace and lake sub-folder"),
-    Setting("topics_dir", "CDC_DEMO_TOPICS", str(REPO / "demo" / "topics"),
-            "folder (or s3:// prefix) of Parquet topic dumps to land from when no Kafka bootstrap is set"),
-    Setting("kafka_bootstrap", "CDC_KAFKA_BOOTSTRAP", "",
-            "Kafka bootstrap servers; when set, topics are landed from Kafka (settings in $CDC_KAFKA_CONFIG)"),
-    Setting("topics", "CDC_TOPICS", "", "comma-separated topics (required with Kafka; default: all dumped topics)"),
-    Setting("format", "CDC_FORMAT", "debezium", "message format of the topics"),
-    Setting("source_counts", "CDC_SOURCE_COUNTS", str(REPO / "demo" / "source_counts.json"),
-            "source row counts: JSON file, SQLAlchemy URL or conn:<Airflow connection id>", as_param=False),
-    Setting("max_lag", "CDC_MAX_LAG", "6h",
-            "alert when a source count older than this at the interval's end is still not reached (6h, 90m, 1d)"),
-    Setting("count_tolerance", "CDC_COUNT_TOLERANCE", "0",
-            "how far a source count without a moment may be from the lake's (rows, percent or 10,0.5%)"),
-    Setting("alert_to", "CDC_ALERT_TO", "", "comma-separated data-quality alert recipients"),
-    Setting("quarantine_threshold", "CDC_QUARANTINE_THRESHOLD", "0",
-            "alert when quarantined/landed exceeds this fraction"),
-    Setting("snapshot_retain_days", "CDC_SNAPSHOT_RETAIN_DAYS", "7",
-            "days of the tables' snapshots kept before the interval's end (older ones and their files go)"),
-    Setting("snapshot_retain_last", "CDC_SNAPSHOT_RETAIN_LAST", "10",
-            "each table's newest snapshots kept whatever their age (at least 1)"),
-    Setting("keep_changes", "CDC_KEEP_CHANGES", "false",
-            "true: transform also writes the run's decoded change records to changes/ (an audit copy)"),
-)
-
-
-@dataclass(frozen=True)
-class PipelineSettings:
-    lake: str
-    pipeline: str
-    topics_dir: str
-    kafka_bootstrap: str
-    topics: tuple[str, ...]
-    fmt: str
-    source_counts: str | None
-    alert_to: tuple[str, ...]
-    quarantine_threshold: float
-    snapshot_retain_days: int = 7
-    snapshot_retain_last: int = 10
-    keep_changes: bool = False
-    max_lag_s: float | None = 6 * 3600
-    count_tolerance: str = "0"
-
-
-def _whole(values: Mapping[str, str], name: str, least: int) -> int:
-    try:
-        value = int(values[name] or 0)
-    except ValueError:
-        raise ValueError(f"{name} {values[name]!r} is not a whole number") from None
-    if value < least:
-        raise ValueError(f"{name} {value} is below {least}")
-    return value
-
-
-def _flag(values: Mapping[str, str], name: str) -> bool:
-    value = (values[name] or "false").lower()
-    if value not in ("true", "false", "1", "0", "yes", "no"):
-        raise ValueError(f"{name} {values[name]!r} is neither true nor false")
-    return value in ("true", "1", "yes")
-
-
-def _split(value: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in value.split(",") if part.strip())
-
-
-def resolve_settings(
-    params: Mapping[str, Any] | None = None,
-    variable: Callable[[str], str | None] | None = None,
-    env: Mapping[str, str] | None = None,
-) -> PipelineSettings:
-    """The settings of a run: params, then Variables ``cdc_<name>``, then env, then defaults.
-
-    A Variable or environment variable that is set but empty counts (e.g. ``CDC_SOURCE_COUNTS=""``
-    turns source counts off); an empty param means "not given" (the trigger form's default)."""
-    params = params or {}
-    env = os.environ if env is None else env
-    values: dict[str, str] = {}
-    for setting in SETTINGS:
-        param = params.get(setting.name) if setting.as_param else None
-        if param not in (None, ""):
-            values[setting.name] = str(param).strip()
-            continue
-        from_variable = variable(VARIABLE_PREFIX + setting.name) if variable else None
-        if from_variable is not None:
-            values[setting.name] = str(from_variable).strip()
-        elif env.get(setting.env) is not None:
-            values[setting.name] = env[setting.env].strip()
-        else:
-            values[setting.name] = setting.default
-    try:
-        threshold = float(values["quarantine_threshold"] or 0)
-    except ValueError:
-        raise ValueError(f"quarantine_threshold {values['quarantine_threshold']!r} is not a number") from None
-    if not 0 <= threshold <= 1:
-        raise ValueError(f"quarantine_threshold {threshold} is not a fraction between 0 and 1")
-    for required in ("lake", "pipeline", "format"):
-        if not values[required]:
-            raise ValueError(f"setting {required} is empty")
-    return PipelineSettings(
-        lake=values["lake"],
-        pipeline=values["pipeline"],
-        topics_dir=values["topics_dir"],
-        kafka_bootstrap=values["kafka_bootstrap"],
-        topics=_split(values["topics"]),
-        fmt=values["format"],
-        source_counts=values["source_counts"] or None,
-        alert_to=_split(values["alert_to"]),
-        quarantine_threshold=threshold,
-        snapshot_retain_days=_whole(values, "snapshot_retain_days", 0),
-        snapshot_retain_last=_whole(values, "snapshot_retain_last", 1),
-        keep_changes=_flag(values, "keep_changes"),
-        max_lag_s=_duration(values, "max_lag"),
-        count_tolerance=_checked_tolerance(values, "count_tolerance"),
-    )
-
-
-def _duration(values: Mapping[str, str], name: str) -> float | None:
-    from jobs.checkpoints import CheckpointError, parse_duration
-
-    if not values[name]:
-        return None
-    try:
-        return parse_duration(values[name])
-    except CheckpointError as exc:
-        raise ValueError(f"{name}: {exc}") from None
-
-
-def _checked_tolerance(values: Mapping[str, str], name: str) -> str:
-    from jobs.checkpoints import CheckpointError, parse_tolerance
-
-    try:
-        parse_tolerance(values[name])
-    except CheckpointError as exc:
-        raise ValueError(f"{name}: {exc}") from None
-    return values[name]
-
-
-def _airflow_variable(name: str) -> str | None:
-    from airflow.sdk import Variable
-
-    return Variable.get(name, default=None)
-
-
 def dag_params() -> dict[str, Any]:
-    """The DAG's params: the window of a manual run, and per-run overrides of the settings."""
+    """The DAG's params: the window of a manual run (its data interval is empty)."""
     from airflow.sdk import Param
 
-    params: dict[str, Any] = {
+    return {
         "start": Param("", type="string", title="Interval start",
                        description="ISO-8601, e.g. 2026-11-01T00:00:00Z; empty: the run's data interval. "
                        "Manual runs have an empty data interval: give start and end."),
         "end": Param("", type="string", title="Interval end",
                      description="ISO-8601, exclusive; empty: the run's data interval"),
     }
-    for setting in SETTINGS:
-        if setting.as_param:
-            params[setting.name] = Param(
-                "", type="string",
-                description=f"{setting.description}. Empty: Variable {VARIABLE_PREFIX}{setting.name}, "
-                f"env {setting.env}, else {setting.default or 'none'}",
-            )
-    return params
 
+
+@contextmanager
+def catalog_of(cfg: PipelineConfig) -> Iterator[None]:
+    """The pipeline's Iceberg catalog for jobs.publish while a task runs (none named: the lake's own)."""
+    before = os.environ.get(CATALOG_ENV)
+    if cfg.sink.catalog:
+        os.environ[CATALOG_ENV] = cfg.sink.catalog
+    else:
+        os.environ.pop(CATALOG_ENV, None)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CATALOG_ENV, None)
+        else:
+            os.environ[CATALOG_ENV] = before
 
 # ---- interval and run id (jobs.intervals) -------------------------------------------------------
 def resolve_interval(params: Mapping[str, Any] | None, data_interval_start: Any,
@@ -264,6 +91,7 @@ def resolve_interval(params: Mapping[str, Any] | None, data_interval_start: Any,
     return checked(start, end)
 
 
+
 # ---- the plan of a run: what land hands to the later tasks ---------------------------------------
 @dataclass(frozen=True)
 class RunPlan:
@@ -278,84 +106,91 @@ class RunPlan:
     raw: tuple[str, ...]  # one landed interval folder per topic
     topics: tuple[str, ...]
     messages: int
-    alert_to: tuple[str, ...]
-    quarantine_threshold: float
-    keep_changes: bool = False
 
     def to_xcom(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_xcom(cls, value: Mapping[str, Any]) -> RunPlan:
-        data = dict(value)
-        for name in ("raw", "topics", "alert_to"):
+        data = {k: v for k, v in dict(value).items() if k in cls.__dataclass_fields__}
+        for name in ("raw", "topics"):
             data[name] = tuple(data.get(name) or ())
         return cls(**data)
 
 
-def build_plan(cfg: PipelineSettings, start: datetime, end: datetime, manifests: list[Mapping[str, Any]],
+def build_plan(cfg: PipelineConfig, start: datetime, end: datetime, manifests: list[Mapping[str, Any]],
                lake_join: Callable[[str], str]) -> RunPlan:
     """The plan from land's manifests; ``lake_join`` turns a lake-relative folder into a full path."""
     if not manifests:
-        raise ValueError("nothing was landed: no topic found (check topics, topics_dir or kafka_bootstrap)")
+        raise ValueError("nothing was landed: no topic found (check the source block's topics and location)")
     ordered = sorted(manifests, key=lambda m: m["topic"])
     return RunPlan(
         run_id=run_id_for(start, end),
         start=start.isoformat().replace("+00:00", "Z"),
         end=end.isoformat().replace("+00:00", "Z"),
-        lake=cfg.lake,
-        pipeline=cfg.pipeline,
-        fmt=cfg.fmt,
+        lake=cfg.sink.lake,
+        pipeline=cfg.name,
+        fmt=cfg.source.format,
         raw=tuple(lake_join(m["path"]) for m in ordered),
         topics=tuple(m["topic"] for m in ordered),
         messages=sum(int(m["totals"]["records"]) for m in ordered),
-        alert_to=cfg.alert_to,
-        quarantine_threshold=cfg.quarantine_threshold,
-        keep_changes=cfg.keep_changes,
     )
 
 
-def transform_args(plan: RunPlan) -> list[str]:
-    """Arguments of ``jobs/cli.py transform``: one ``--raw`` per landed folder, so the run decodes
-    exactly this interval and never another one landed beside it."""
+def transform_args(plan: RunPlan, cfg: PipelineConfig) -> list[str]:
+    """Arguments of ``jobs/cli.py transform``: one ``--raw`` per landed folder, so the run decodes exactly
+    this interval and never another one landed beside it; then the pipeline's per-table settings."""
     args = [TRANSFORM_TASK, "--lake", plan.lake, "--pipeline", plan.pipeline, "--run-id", plan.run_id,
-            "--format", plan.fmt]
+            "--format", plan.fmt, "--message-shape", cfg.source.message_shape]
     for folder in plan.raw:
         args += ["--raw", folder]
-    return args + (["--keep-changes"] if plan.keep_changes else [])
+    for pattern, columns in cfg.per_table("primary_keys"):
+        args += ["--primary-keys", f"{pattern}={','.join(columns)}"]
+    for pattern, on in cfg.per_table("history"):
+        args += ["--history-of" if on else "--no-history-of", pattern]
+    if cfg.sink.state_buckets is not None:
+        args += ["--state-buckets", str(cfg.sink.state_buckets)]
+    return args + (["--keep-changes"] if cfg.sink.keep_changes else [])
 
 
-def land_outputs(plan: RunPlan) -> dict[str, Any]:
+def land_outputs(plan: RunPlan, cfg: PipelineConfig) -> dict[str, Any]:
     """land's XComs (``multiple_outputs``): ``plan`` for the Python tasks, ``transform_args`` for spark-submit."""
-    return {"plan": plan.to_xcom(), "transform_args": transform_args(plan)}
+    return {"plan": plan.to_xcom(), "transform_args": transform_args(plan, cfg)}
 
 
 # ---- task callables ------------------------------------------------------------------------------
-def land_interval(cfg: PipelineSettings, start: datetime, end: datetime) -> RunPlan:
-    """Land [start, end) of every topic (from Kafka, or from the Parquet topic dumps)."""
+def land_interval(cfg: PipelineConfig, start: datetime, end: datetime) -> RunPlan:
+    """Land [start, end) of every topic of the pipeline's source."""
+    from jobs import land as landing
     from jobs.lake import Lake, check_name
-    from jobs.land import land_files, land_kafka
 
-    check_name("pipeline", cfg.pipeline)
-    lake = Lake.at(cfg.lake)
+    check_name("pipeline", cfg.name)
+    lake = Lake.at(cfg.sink.lake)
     lake.check_usable()
-    if cfg.kafka_bootstrap:
-        if not cfg.topics:
-            raise ValueError("landing from Kafka needs topics (param topics, Variable cdc_topics or CDC_TOPICS)")
-        manifests = [land_kafka(cfg.kafka_bootstrap, topic, lake, cfg.pipeline, start, end) for topic in cfg.topics]
+    source = cfg.source
+    topics = list(source.topics) or None
+    if source.kafka is not None:
+        consumer = landing.kafka_consumer_config(source.kafka.connection)
+        bootstrap = consumer.pop("bootstrap.servers", "")
+        manifests = [landing.land_kafka(bootstrap, topic, lake, cfg.name, start, end, consumer_config=consumer)
+                     for topic in source.kafka.topics]
+    elif source.files is not None:
+        manifests = landing.land_files(source.files, topics, lake, cfg.name, start, end)
+    elif source.connect_s3 is not None:
+        manifests = landing.land_connect_s3(source.connect_s3, topics, lake, cfg.name, start, end)
     else:
-        manifests = land_files(cfg.topics_dir, list(cfg.topics) or None, lake, cfg.pipeline, start, end)
+        manifests = landing.land_eventhubs_capture(source.eventhubs_capture, topics, lake, cfg.name, start, end)
     return build_plan(cfg, start, end, manifests, lake.join)
 
 
-def land(params: Mapping[str, Any] | None = None, data_interval_start: Any = None, data_interval_end: Any = None,
-         **_context: Any) -> dict[str, Any]:
+def land(pipeline_file: str, params: Mapping[str, Any] | None = None, data_interval_start: Any = None,
+         data_interval_end: Any = None, **_context: Any) -> dict[str, Any]:
     """Airflow callable of the land task; returns its XComs (see :func:`land_outputs`)."""
-    cfg = resolve_settings(params, _airflow_variable)
+    cfg = load_pipeline(pipeline_file)
     start, end = resolve_interval(params, data_interval_start, data_interval_end)
     plan = land_interval(cfg, start, end)
     log.info("landed %d messages of %d topics for run %s", plan.messages, len(plan.topics), plan.run_id)
-    return land_outputs(plan)
+    return land_outputs(plan, cfg)
 
 
 def _run_context(plan: RunPlan):
@@ -439,18 +274,32 @@ def source_counts_spec(value: str | None, get_connection: Callable[[str], Any] |
     return value
 
 
-def reconcile(plan: Mapping[str, Any], params: Mapping[str, Any] | None = None, **_context: Any) -> dict[str, Any]:
+
+def reconcile_options(cfg: PipelineConfig, plan: RunPlan):
+    """The reconcile settings of a pipeline: its lag, tolerance and key-diff size, and the tables' own."""
+    from jobs.checkpoints import parse_duration, parse_time, parse_tolerance
+    from jobs.reconcile import ReconcileOptions
+
+    settings = cfg.reconcile
+    return ReconcileOptions(
+        fmt=plan.fmt, tolerance=parse_tolerance(settings.count_tolerance),
+        max_lag_s=parse_duration(settings.max_lag) if settings.max_lag else None,
+        as_of=parse_time(plan.end), key_rows_limit=settings.key_rows_limit,
+        table_tolerances=tuple((p, parse_tolerance(t)) for p, t in cfg.per_table("count_tolerance")),
+        table_key_rows_limits=cfg.per_table("key_rows_limit"),
+    )
+
+
+def reconcile(pipeline_file: str, plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
     """Airflow callable of the reconcile task: the source's checkpoints judged against the lake (no Spark);
     a checkpoint's wait is measured at the interval's end."""
-    from jobs.checkpoints import parse_time, parse_tolerance
-    from jobs.reconcile import BEHIND, MISMATCH, ReconcileOptions
+    from jobs.reconcile import BEHIND, MISMATCH
     from jobs.stages import run_reconcile
 
-    run = RunPlan.from_xcom(plan)
-    cfg = resolve_settings(params, _airflow_variable)  # source counts are read here, never via XCom
-    options = ReconcileOptions(fmt=run.fmt, tolerance=parse_tolerance(cfg.count_tolerance), max_lag_s=cfg.max_lag_s,
-                               as_of=parse_time(run.end))
-    rows = run_reconcile(_run_context(run), source_counts_spec(cfg.source_counts), options)
+    cfg, run = load_pipeline(pipeline_file), RunPlan.from_xcom(plan)
+    source = f"conn:{cfg.reconcile.connection}" if cfg.reconcile.connection else cfg.reconcile.counts
+    with catalog_of(cfg):  # the source is read here, from the connection: never through XCom
+        rows = run_reconcile(_run_context(run), source_counts_spec(source), reconcile_options(cfg, run))
     mismatched = sorted(r["table"] for r in rows if r["status"] == MISMATCH)
     behind = sorted(r["table"] for r in rows if r["status"] == BEHIND)
     log.info("reconciled %d tables of run %s; mismatched: %s; behind: %s", len(rows), run.run_id,
@@ -458,31 +307,29 @@ def reconcile(plan: Mapping[str, Any], params: Mapping[str, Any] | None = None, 
     return {"tables": len(rows), "mismatched": mismatched, "behind": behind}
 
 
-def _smtp_settings_from_airflow():
-    """The ``smtp_default`` connection wherever Airflow keeps it (metadata db, secrets backend, env);
-    None when there is none, so that ``SMTP_*`` environment settings apply."""
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
+def smtp_sender(conn_id: str, from_email: str | None) -> Callable[[list[str], str, str, str | None], None]:
+    """Sends through the smtp provider's hook on connection ``conn_id`` (TLS/SSL, login and sender as the
+    connection says); the sender defaults to the connection's ``from_email``, then Airflow's."""
+    from airflow.providers.smtp.hooks.smtp import SmtpHook
 
-    from jobs.alert import settings_from_connection
+    sender = from_email or os.environ.get("AIRFLOW__EMAIL__FROM_EMAIL") or None
 
-    try:
-        conn = BaseHook.get_connection("smtp_default")
-    except AirflowNotFoundException:
-        return None
-    return settings_from_connection(conn)
+    def send(to: list[str], subject: str, html: str, _text: str | None) -> None:
+        with SmtpHook(smtp_conn_id=conn_id) as hook:
+            hook.send_email_smtp(to=to, subject=subject, html_content=html, from_email=sender)
+    return send
 
 
-def alert(plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
+def alert(pipeline_file: str, plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
     """Airflow callable of the alert task: one data-quality email when a check failed.
 
     Data-quality problems do not fail the task (they are the email's content); an email that
     should go out but cannot does, so that Airflow retries it and the failure is visible."""
     from jobs.stages import run_alert
 
-    run = RunPlan.from_xcom(plan)
-    smtp = _smtp_settings_from_airflow() if run.alert_to else None
-    result = run_alert(_run_context(run), list(run.alert_to), run.quarantine_threshold, settings=smtp)
+    cfg, run = load_pipeline(pipeline_file), RunPlan.from_xcom(plan)
+    send = smtp_sender(cfg.alert.smtp_connection, cfg.alert.from_email) if cfg.alert.to else None
+    result = run_alert(_run_context(run), list(cfg.alert.to), cfg.alert.quarantine_threshold, sender=send)
     summary = {"sent": result["sent"], "problems": len(result["reasons"]), "skipped": result["skipped"],
                "error": result["error"]}
     log.info("alert of run %s: %s", run.run_id, json.dumps(summary))
@@ -491,16 +338,15 @@ def alert(plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
     return summary
 
 
-# ---- parse-time pieces of the DAG ----------------------------------------------------------------
-def expire(plan: Mapping[str, Any], params: Mapping[str, Any] | None = None, **_context: Any) -> dict[str, Any]:
+def expire(pipeline_file: str, plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
     """Airflow callable of the expire task: the tables' snapshots older than the retention before the
     interval's end go, with the files only they held (jobs.expire; no Spark)."""
     from jobs.stages import run_expire
 
-    run = RunPlan.from_xcom(plan)
-    cfg = resolve_settings(params, _airflow_variable)
-    report = run_expire(_run_context(run), utc(run.end, "interval end"), cfg.snapshot_retain_days,
-                        cfg.snapshot_retain_last)
+    cfg, run = load_pipeline(pipeline_file), RunPlan.from_xcom(plan)
+    with catalog_of(cfg):
+        report = run_expire(_run_context(run), utc(run.end, "interval end"), cfg.sink.retain_days,
+                            cfg.sink.retain_last)
     summary = {"snapshots_expired": sum(t["snapshots_expired"] for t in report["tables"]),
                "bytes_deleted": sum(t["bytes_deleted"] for t in report["tables"])}
     log.info("expired snapshots of run %s (committed before %s): %s", run.run_id, report["older_than"],
@@ -508,58 +354,66 @@ def expire(plan: Mapping[str, Any], params: Mapping[str, Any] | None = None, **_
     return summary
 
 
-def spark_env() -> dict[str, str]:
-    """Environment of the spark-submit'ed driver: this repo importable, this interpreter for Python."""
-    return {
+def published_tables(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tables the run committed a snapshot to, from its merge report: what its asset events name."""
+    from jobs.lake import Lake
+
+    run = RunPlan.from_xcom(plan)
+    lake = Lake.at(run.lake)
+    rel = f"{Lake.report_dir(run.pipeline, run.run_id)}/merge.json"
+    report = lake.read_json(rel) if lake.exists(rel) else {"tables": {}}
+    return [{"table": t, "iceberg_table": r.get("iceberg_table") or t, "snapshot_id": r.get("snapshot_id"),
+             "rows": r.get("state_rows")}
+            for t, r in sorted(report.get("tables", {}).items()) if r.get("snapshot_id") is not None]
+
+
+# ---- parse-time pieces of the DAG ----------------------------------------------------------------
+def spark_env(cfg: PipelineConfig) -> dict[str, str]:
+    """Environment of the spark-submit'ed driver: this repo importable, this interpreter for Python, the
+    pipeline's Iceberg catalog."""
+    env = {
         "PYTHONPATH": str(REPO),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_SUBMIT_ACTIVE": "1",  # jobs.spark.build_spark then takes the master from spark-submit
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+    if cfg.sink.catalog:
+        env[CATALOG_ENV] = cfg.sink.catalog
+    return env
 
 
-def spark_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
+def spark_conf(cfg: PipelineConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """``--conf`` of spark-submit: the JVM options of jobs.spark (with ``CDC_JIT``'s) and the jar of the
-    JVM-side decoders (set before the driver starts, so not from inside the job), then ``CDC_SPARK_CONF``
-    (a JSON object, which wins; no secrets: use env credentials such as AWS_ACCESS_KEY_ID, which S3A
-    reads itself)."""
+    JVM-side decoders (set before the driver starts, so not from inside the job), then the pipeline's
+    ``spark.conf`` (which wins; no secrets: S3A reads credentials such as AWS_ACCESS_KEY_ID itself)."""
     from jobs.jvm import with_jar
     from jobs.spark import jvm_options
 
-    env = os.environ if env is None else env
-    options = jvm_options(env)
+    options = jvm_options(os.environ if env is None else env)
     defaults = {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options}
-    text = (env.get("CDC_SPARK_CONF") or "").strip()
-    conf: dict = {}
-    if text:
-        try:
-            conf = json.loads(text)
-        except json.JSONDecodeError:
-            raise ValueError("CDC_SPARK_CONF is not a JSON object") from None
-        if not isinstance(conf, dict):
-            raise ValueError("CDC_SPARK_CONF is not a JSON object")
-    merged = {**defaults, **{str(k): str(v) for k, v in conf.items()}}
+    merged = {**defaults, **{str(k): _conf_text(v) for k, v in cfg.spark.conf.items()}}
     jars = with_jar(merged.get("spark.jars"))  # the JVM-side decoders' jar beside the user's (jobs.jvm)
     if jars:
         merged["spark.jars"] = jars
     return merged
 
 
-def spark_packages(env: Mapping[str, str] | None = None) -> str | None:
-    """``--packages`` of spark-submit from ``CDC_SPARK_PACKAGES`` (Maven coordinates, comma-separated)."""
-    env = os.environ if env is None else env
-    return (env.get("CDC_SPARK_PACKAGES") or "").strip() or None
+def _conf_text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def failure_notifiers(env: Mapping[str, str] | None = None) -> list[Any]:
-    """An SmtpNotifier (connection ``smtp_default``) to ``CDC_ALERT_TO`` for failed tasks; none
-    without recipients. Building it contacts no server."""
-    env = os.environ if env is None else env
-    recipients = list(_split(env.get("CDC_ALERT_TO") or ""))
-    if not recipients:
+def spark_packages(cfg: PipelineConfig) -> str | None:
+    """``--packages`` of spark-submit: the pipeline's Maven coordinates."""
+    return ",".join(cfg.spark.packages) or None
+
+
+def failure_notifiers(cfg: PipelineConfig) -> list[Any]:
+    """An SmtpNotifier (the pipeline's SMTP connection) to its alert recipients when a task fails for good
+    (on_failure_callback: once, not per try); none without recipients. Building it contacts no server."""
+    if not (cfg.alert.to and cfg.alert.on_task_failure):
         return []
     from airflow.providers.smtp.notifications.smtp import SmtpNotifier
 
-    from_email = (env.get("AIRFLOW__EMAIL__FROM_EMAIL") or "").strip() or None
-    return [SmtpNotifier(to=recipients, from_email=from_email, smtp_conn_id="smtp_default")]
+    from_email = cfg.alert.from_email or (os.environ.get("AIRFLOW__EMAIL__FROM_EMAIL") or "").strip() or None
+    return [SmtpNotifier(to=list(cfg.alert.to), from_email=from_email, smtp_conn_id=cfg.alert.smtp_connection)]

@@ -16,6 +16,7 @@ import os
 import re
 import smtplib
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
@@ -364,10 +365,12 @@ def run_alert(
     quarantine_threshold: float = 0.0,
     settings: SmtpSettings | None = None,
     merge: dict | None = None,
+    sender: Sender | None = None,
 ) -> dict:
     """Compute the reasons and send at most one email; failures are reported, never raised.
 
-    ``settings`` defaults to :func:`smtp_settings` (environment); ``merge`` is the run's merge.json."""
+    ``sender`` sends it (under Airflow: the smtp provider's hook), else smtplib with ``settings``, which
+    default to :func:`smtp_settings` (environment); ``merge`` is the run's merge.json."""
     reasons = alert_reasons(validation, reconciliation, decode, quarantine_threshold, merge)
     recipients = [addr.strip() for addr in alert_to or [] if addr and addr.strip()]
     result: dict = {
@@ -381,6 +384,9 @@ def run_alert(
     if not recipients:
         result["skipped"] = "no recipients"
         return result
+    text_body = render_alert_text(pipeline, run_id, reasons, report_location)
+    if sender is not None:
+        return _sent_by(sender, result, recipients, subject, html_body, text_body)
     try:
         settings = settings or smtp_settings()
     except SmtpConfigError as exc:
@@ -389,7 +395,6 @@ def run_alert(
     if settings is None:
         result["error"] = f"no SMTP server configured ({AIRFLOW_CONN_ENV} or SMTP_HOST)"
         return result
-    text_body = render_alert_text(pipeline, run_id, reasons, report_location)
     try:
         send_alert(settings, recipients, subject, html_body, text_body)
     except (smtplib.SMTPException, OSError, ValueError) as exc:
@@ -398,6 +403,22 @@ def run_alert(
         if settings.password:
             detail = detail.replace(settings.password, "***")
         result["error"] = _one_line(f"SMTP {settings.where}: {type(exc).__name__}: {detail}")
+        log.warning("data-quality alert not sent: %s", result["error"])
+        return result
+    result["sent"] = True
+    return result
+
+
+# (to, subject, html, text): sends one email or raises
+Sender = Callable[[list[str], str, str, str | None], None]
+
+
+def _sent_by(sender: Sender, result: dict, recipients: list[str], subject: str, html: str, text: str) -> dict:
+    try:
+        sender(recipients, subject, html, text)
+    except Exception as exc:  # noqa: BLE001 - any failure of the hook is reported as not sent
+        # the hook's errors hold the server's reply; the connection's password never reaches them
+        result["error"] = _one_line(f"SMTP: {type(exc).__name__}: {exc}")
         log.warning("data-quality alert not sent: %s", result["error"])
         return result
     result["sent"] = True

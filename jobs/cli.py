@@ -24,6 +24,7 @@ from jobs.decoders import MESSAGE_SHAPES, DecodeOptions, available_formats
 from jobs.errors import failure_line
 from jobs.lake import Lake, LakeError, check_name
 from jobs.raw import RawInputError, expand, parquet_files
+from jobs.table_rules import is_glob
 
 
 class UsageError(ValueError):
@@ -37,6 +38,9 @@ def parse_primary_keys(values: list[str]) -> dict[str, tuple[str, ...]]:
         columns = tuple(c.strip() for c in cols.split(",") if c.strip())
         if not sep or not table.strip() or not columns:
             raise UsageError(f"--primary-keys {item!r}: expected TABLE=COL[,COL...]")
+        if is_glob(table):  # a glob over whole table ids (jobs.table_rules), kept as written
+            out[table.strip()] = columns
+            continue
         # named as in the source or as in the table id: each part in its table-id form (jobs.canonical)
         for form in table_id_forms(table.strip().split(".")):
             out[form] = columns
@@ -61,7 +65,8 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--primary-keys", action="append", default=[], metavar="TABLE=COL[,COL...]",
-        help="primary key of a table (full table id or its last part); repeatable; overrides message keys",
+        help="primary key of a table (full table id, its last part, or a glob such as 'shop.public.*' over "
+        "whole table ids: jobs/table_rules.py); repeatable; overrides message keys",
     )
     p.add_argument(
         "--message-shape", choices=("auto", *MESSAGE_SHAPES), default="auto",
@@ -85,10 +90,22 @@ def _merge_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", action="store_true",
                    help="also keep an SCD type 2 history table per source table (<table>__history: valid_from / "
                    "valid_to positions and times, is_current, op)")
+    p.add_argument("--history-of", action="append", default=[], metavar="TABLE",
+                   help="keep the SCD type 2 history of these tables only (a table id, its last part or a glob "
+                   "such as 'shop.public.*': jobs/table_rules.py); repeatable")
+    p.add_argument("--no-history-of", action="append", default=[], metavar="TABLE",
+                   help="no SCD type 2 history for these tables, over --history or a wider --history-of; repeatable")
     p.add_argument("--state-buckets", type=_count, default=None, metavar="N",
                    help="key-hash buckets of a state table laid out by this run (default: $CDC_STATE_BUCKETS or "
                    "16); a run rewrites only the buckets its changes touch; an existing table keeps its own; "
                    "0: no buckets (every run rewrites the whole table)")
+
+
+def history_patterns(args: argparse.Namespace) -> tuple[tuple[str, bool], ...]:
+    """Which tables keep an SCD2 history, as (pattern, on) rules: --history for all, --history-of and
+    --no-history-of per table (the most specific pattern wins: jobs.table_rules)."""
+    rules = [("*", True)] if args.history else []
+    return tuple(rules + [(p, True) for p in args.history_of] + [(p, False) for p in args.no_history_of])
 
 
 def _keep_changes_arg(p: argparse.ArgumentParser) -> None:
@@ -270,7 +287,7 @@ def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
         return 0
     spark = build_spark(f"cdc-{args.command}-{args.pipeline}")
     if args.command in ("run", "transform"):
-        stages.run_transform(spark, ctx, args.format, args.raw, options, history=args.history,
+        stages.run_transform(spark, ctx, args.format, args.raw, options, history=history_patterns(args),
                              buckets=args.state_buckets, keep_changes=args.keep_changes)
         if args.command == "transform":
             ctx.write_report("run.json", {"timings_s": ctx.timings})
@@ -283,7 +300,7 @@ def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
     elif args.command == "decode":
         stages.run_decode(spark, ctx, args.format, args.raw, options, keep_changes=True).release()
     elif args.command == "merge":
-        stages.run_merge(spark, ctx, stages.read_changes(spark, ctx), history=args.history,
+        stages.run_merge(spark, ctx, stages.read_changes(spark, ctx), history=history_patterns(args),
                          buckets=args.state_buckets)
     elif args.command == "validate":
         stages.run_validate(spark, ctx)

@@ -15,6 +15,7 @@ from jobs.fold.history import HISTORY_META, close_history
 from jobs.fold.types import META_COLUMNS
 from jobs.fold.values import unconverted_values
 from jobs.lake import Lake, check_name
+from jobs.table_rules import setting_for
 
 
 def held_pointer(lake: Lake, pipeline: str) -> str:
@@ -62,14 +63,15 @@ def _record_held(lake: Lake, pipeline: str, run_id: str, held: str | None, consu
 
 
 def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
-                  history: bool = False, buckets: int | None = None) -> dict:
+                  history: tuple[tuple[str, bool], ...] = (), buckets: int | None = None) -> dict:
     """Fold each table's changes over its published state and commit the result; returns the report.
 
     Records of transactions still open at the end of the run's snapshot are held back (written under
     ``held/<pipeline>/run=<run_id>``) and applied by the run that completes them. ``buckets`` is the
     key-hash bucket count of a table laid out by this run (None: publish.DEFAULT_BUCKETS; an existing
     layout keeps its own; 0 leaves a table without one unbucketed: one unpartitioned file set,
-    rewritten whole by every run).
+    rewritten whole by every run). ``history``: which tables also keep an SCD2 history table, as
+    (table pattern, on) rules (jobs.table_rules; ``(("*", True),)``: every table).
     """
     buckets = publish.DEFAULT_BUCKETS if buckets is None else buckets
     catalog = publish.open_catalog(lake)
@@ -97,7 +99,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             continue
         table_changes = changes.where(F.col("table_id") == info.table_id)
         tables[info.table_id] = _fold_and_publish(spark, catalog, lake, pipeline, run_id, table, table_plan,
-                                                  table_changes, history)
+                                                  table_changes, setting_for(history, info.table_id, False))
         failpoints.reached("merge.table-committed")
     # after every table's commit: the next run starts from this run's held records
     _record_held(lake, pipeline, run_id, held["path"], consumed, ended_through)

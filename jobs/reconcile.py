@@ -21,6 +21,7 @@ from typing import Any
 from jobs import checkpoints as cps
 from jobs.canonical import MAX_PART_CHARS, MISSING_PART, NAME_HASH_DIGITS, safe_part, table_id_forms
 from jobs.checkpoints import BEHIND, MATCH, MISMATCH, UNKNOWN, Checkpoint, Judgement, Tolerance
+from jobs.table_rules import setting_for
 
 log = logging.getLogger(__name__)
 # a table-id part made safe: its safe form, then _ and the hash of the name (jobs.canonical.table_part)
@@ -42,6 +43,15 @@ class ReconcileOptions:
     max_lag_s: float | None = None  # a pending checkpoint older than this (at ``as_of``) alerts
     as_of: int | None = None  # when the wait is measured (epoch microseconds); default: the capture's time
     key_rows_limit: int = 10_000  # tables up to this many rows name the keys of a mismatch
+    # per-table settings over the two above, (table pattern, value) in their order (jobs.table_rules)
+    table_tolerances: tuple[tuple[str, Tolerance], ...] = ()
+    table_key_rows_limits: tuple[tuple[str, int], ...] = ()
+
+    def tolerance_of(self, table_id: str) -> Tolerance | None:
+        return setting_for(self.table_tolerances, table_id, self.tolerance)
+
+    def key_rows_limit_of(self, table_id: str) -> int:
+        return setting_for(self.table_key_rows_limits, table_id, self.key_rows_limit)
 
 
 # ---- source checkpoints --------------------------------------------------------------------------
@@ -64,12 +74,13 @@ def _file_checkpoints(path: str, table_ids: list[str], run_id: str, options: Rec
     except (OSError, ValueError) as exc:
         raise SourceCountsError(f"source counts {path}: cannot read a JSON object ({type(exc).__name__})") from None
     try:
-        found = cps.read_counts_file(listed, path, options.fmt, run_id, options.tolerance)
+        found = cps.read_counts_file(listed, path, options.fmt, run_id)
     except cps.CheckpointError as exc:
         raise SourceCountsError(str(exc)) from None
     tables_of = _table_ids_of(listed, table_ids)
     # an ambiguous name, or a less specific spelling of a table listed more specifically, counts nothing
-    return [replace(c, table_id=t) for c in found for t in tables_of.get(c.table, [])]
+    return [replace(c, table_id=t, tolerance=c.tolerance or options.tolerance_of(t))
+            for c in found for t in tables_of.get(c.table, [])]
 
 
 def _table_ids_of(listed: dict[str, Any], table_ids: list[str]) -> dict[str, list[str]]:
@@ -155,7 +166,7 @@ def _sql_checkpoints(url_text: str, state: dict[str, dict], run_id: str,
                 found = finder.find(table_id)
                 if found is not None:
                     keys = tuple(state[table_id].get("key_columns") or ())
-                    tables.append(Table(table_id, found[0], found[1], keys))
+                    tables.append(Table(table_id, found[0], found[1], keys, options.key_rows_limit_of(table_id)))
             conn.rollback()
             snap = capture(conn, tables, options.fmt, options.key_rows_limit)
     except sa.exc.SQLAlchemyError as exc:
@@ -165,7 +176,7 @@ def _sql_checkpoints(url_text: str, state: dict[str, dict], run_id: str,
     source = f"{snap.dialect} {shown}"
     found_cps = [Checkpoint(t.table_id, snap.rows[t.table_id], snap.moment, source, run_id, table_id=t.table_id,
                             taken_at=snap.taken_at, keys=tuple(snap.keys[t.table_id]) if t.table_id in snap.keys
-                            else None, tolerance=None if snap.moment else options.tolerance)
+                            else None, tolerance=None if snap.moment else options.tolerance_of(t.table_id))
                  for t in tables]
     return found_cps, snap.how
 

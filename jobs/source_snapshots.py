@@ -49,6 +49,7 @@ class Table:
     schema: str | None
     name: str
     key_columns: tuple[str, ...] = ()
+    key_rows_limit: int | None = None  # None: the capture's
 
 
 class _Snapshot:
@@ -69,7 +70,7 @@ class _Snapshot:
 
         rows = int(self._conn.execute(self._select(t, sa.func.count())).scalar_one())
         out.rows[t.table_id] = rows
-        if t.key_columns and rows <= self._limit:
+        if t.key_columns and rows <= (self._limit if t.key_rows_limit is None else t.key_rows_limit):
             result = self._conn.execute(self._select(t, *(sa.column(c) for c in t.key_columns)))
             out.keys[t.table_id] = [key_text(t.key_columns, row) for row in result]
 

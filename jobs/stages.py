@@ -9,7 +9,7 @@ here, at the edges; the transformations they call are pure.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -174,7 +174,7 @@ def read_changes(spark: SparkSession, ctx: RunContext) -> DataFrame:
     return spark.read.schema(schema).parquet(ctx.lake.spark_path(rel)).drop("table")
 
 
-def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame, history: bool = False,
+def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame, history: tuple[tuple[str, bool], ...] = (),
               buckets: int | None = None) -> dict:
     from jobs.merge import merge_changes
 
@@ -213,7 +213,7 @@ def run_validate(spark: SparkSession, ctx: RunContext, decode_report: dict | Non
 
 
 def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | list[str],
-                  options: DecodeOptions, history: bool = False, buckets: int | None = None,
+                  options: DecodeOptions, history: tuple[tuple[str, bool], ...] = (), buckets: int | None = None,
                   keep_changes: bool = False) -> None:
     """decode -> fold + publish -> validate in this one Spark application: the change records go from the
     decode to the fold in memory. Idempotent for a run id, as each stage is: a retry redoes all of it."""
@@ -238,28 +238,28 @@ def run_reconcile(ctx: RunContext, source_counts: str | None, options: Reconcile
         state = state_summary(ctx.lake, ctx.pipeline)
         new, how = source_checkpoints(source_counts, state, ctx.run_id, options) if source_counts else ([], None)
         rows = reconcile_run(ctx.lake, ctx.pipeline, ctx.run_id, new, state, options,
-                             keys_now=lake_keys(ctx.lake, ctx.pipeline, state, options.key_rows_limit))
+                             keys_now=lake_keys(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of))
         ctx.write_report("reconciliation.json", {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "source": how,
                                                  "max_lag_s": options.max_lag_s, "tables": rows})
     return rows
 
 
-def lake_keys(lake: Lake, pipeline: str, state: dict[str, dict], limit: int):
-    """The keys a state table holds now, for the keys of a mismatch (None past ``limit`` rows; none for a
-    table the lake never published)."""
+def lake_keys(lake: Lake, pipeline: str, state: dict[str, dict], limit: Callable[[str], int]):
+    """The keys a state table holds now, for the keys of a mismatch (None past the table's ``limit`` of rows;
+    none for a table the lake never published)."""
     from jobs import publish
 
     def keys_now(table_id: str) -> list[str] | None:
         info = state.get(table_id)
-        if not info or not info.get("key_columns") or info["state_rows"] > limit:
+        if not info or not info.get("key_columns") or info["state_rows"] > limit(table_id):
             return None if info else []
         return publish.state_keys(publish.open_catalog(lake), pipeline, table_id, info["key_columns"])
     return keys_now
 
 
-def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float, settings=None) -> dict:
-    """report.html from the run's reports, then at most one email, which links to it (``settings``: the
-    SMTP server, default jobs.alert.smtp_settings)."""
+def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float, settings=None, sender=None) -> dict:
+    """report.html from the run's reports, then at most one email, which links to it (``sender`` sends it,
+    else smtplib with ``settings``, default jobs.alert.smtp_settings)."""
     from jobs.alert import run_alert as send
 
     with ctx.timed("alert"):
@@ -269,7 +269,7 @@ def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,
         page = write_report_page(ctx, reconciliation, validation, decode)
         result = send(
             ctx.pipeline, ctx.run_id, validation, reconciliation["tables"], decode, alert_to,
-            page, quarantine_threshold, settings=settings, merge=ctx.read_report("merge.json"),
+            page, quarantine_threshold, settings=settings, merge=ctx.read_report("merge.json"), sender=sender,
         )
         ctx.write_report("alert.json", result)
     return result

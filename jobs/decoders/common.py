@@ -12,6 +12,7 @@ from jobs import canonical as C
 from jobs import jvm
 from jobs.canonical import CHANGE_RECORD_COLUMNS, CHANGE_RECORD_SCHEMA
 from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions
+from jobs.table_rules import glob_regex, is_glob
 
 RECORDS_TYPE = ArrayType(CHANGE_RECORD_SCHEMA)
 LINEAGE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
@@ -35,18 +36,31 @@ def literal_map(entries: dict[str, str]) -> Column:
 
 
 def configured_key(table_id: Column, image: Column, options: DecodeOptions) -> Column:
-    """The key map built from --primary-keys for this table (by full id or last part), else null."""
+    """The key map built from --primary-keys for this table (jobs.table_rules: by full id, last part, then
+    globs in their order), else null."""
     if not options.primary_keys:
         return F.lit(None).cast(_STRING_MAP)
-    pk_map = F.create_map(
-        *[x for name, cols in sorted(options.primary_keys.items()) for x in (F.lit(name), F.array(*map(F.lit, cols)))]
-    )
-    last = F.element_at(F.split(table_id, r"\."), -1)
-    cols = F.coalesce(F.element_at(pk_map, table_id), F.element_at(pk_map, last))
+    exact = {name: cols for name, cols in options.primary_keys.items() if not is_glob(name)}
+    cols = F.lit(None).cast("array<string>")
+    if exact:
+        pk_map = F.create_map(*[x for name, cols in sorted(exact.items()) for x in (F.lit(name), _names(cols))])
+        last = F.element_at(F.split(table_id, r"\."), -1)
+        cols = F.coalesce(F.element_at(pk_map, table_id), F.element_at(pk_map, last))
+    for regex, glob_cols in reversed(key_globs(options)):
+        cols = F.when(cols.isNull() & table_id.rlike(regex), _names(glob_cols)).otherwise(cols)
     return F.when(
         cols.isNotNull() & image.isNotNull(),
         F.map_from_arrays(cols, F.transform(cols, lambda c: F.element_at(image, c))),
     )
+
+
+def _names(cols: tuple[str, ...] | list[str]) -> Column:
+    return F.array(*map(F.lit, cols)).cast("array<string>")
+
+
+def key_globs(options: DecodeOptions) -> list[tuple[str, list[str]]]:
+    """--primary-keys given as globs, in their order: (anchored regex, columns)."""
+    return [(glob_regex(name), list(cols)) for name, cols in options.primary_keys.items() if is_glob(name)]
 
 
 def has_configured_key(table_id: Column, options: DecodeOptions) -> Column:
@@ -185,7 +199,8 @@ def decoded_on_jvm(raw: DataFrame, class_name: str, fmt: str, options: DecodeOpt
     the table-id limits of jobs.canonical); records leave with event_id null, for the decode stage."""
     config = {
         "format": fmt,
-        "primary_keys": {table: list(cols) for table, cols in options.primary_keys.items()},
+        "primary_keys": {table: list(cols) for table, cols in options.primary_keys.items() if not is_glob(table)},
+        "primary_key_globs": key_globs(options),
         "no_table": NO_TABLE,
         "missing_part": C.MISSING_PART,
         "name_hash_digits": C.NAME_HASH_DIGITS,

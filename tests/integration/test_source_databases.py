@@ -112,7 +112,7 @@ def _run(url: str, table_ids: dict[str, str], read_changes, tmp_path):
         lake_ = Lake.at(str(lake))
         now = state_summary(lake_, "src")
         rows = reconcile_run(lake_, "src", f"run{i}", captured if i == 0 else [], now, options,
-                             keys_now=lake_keys(lake_, "src", now, 10_000))
+                             keys_now=lake_keys(lake_, "src", now, lambda _table: 10_000))
         verdicts.append([v for r in rows for v in r["checkpoints"] + r["pending"]])
     return captured, after_delete, verdicts, how
 

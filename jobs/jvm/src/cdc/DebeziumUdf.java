@@ -68,7 +68,7 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
   private static final Pattern TRAILING_DIGITS = Pattern.compile("(\\d+)$");
 
   private final String format;
-  private final HashMap<String, ArrayList<String>> primaryKeys;
+  private final Outcomes.KeyRules primaryKeys;
   private final HashSet<String> unavailable = new HashSet<>();
   private final String noTable;
   private final TableIds tableIds;
@@ -78,7 +78,7 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
   public DebeziumUdf(String config) throws IOException {
     JsonNode c = new ObjectMapper().readTree(config);
     format = c.get("format").asText();
-    primaryKeys = Outcomes.primaryKeys(c.get("primary_keys"));
+    primaryKeys = Outcomes.keyRules(c.get("primary_keys"), c.get("primary_key_globs"));
     c.get("unavailable").forEach(v -> unavailable.add(v.asText()));
     noTable = c.get("no_table").asText();
     tableIds = TableIds.fromConfig(c);

@@ -74,7 +74,7 @@ public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Lon
   private transient ConcurrentHashMap<String, Object> keyColumns;  // pk_uk_info -> List<String> or NO_KEY
 
   private final String format;
-  private final HashMap<String, ArrayList<String>> primaryKeys;
+  private final Outcomes.KeyRules primaryKeys;
   private final String noTable;
   private final TableIds tableIds;
 
@@ -84,7 +84,7 @@ public final class DtsAvroUdf implements UDF5<byte[], String, Integer, Long, Lon
     JsonNode c = JSON.readTree(config);
     schemaText = c.get("schema").asText();
     format = c.get("format").asText();
-    primaryKeys = Outcomes.primaryKeys(c.get("primary_keys"));
+    primaryKeys = Outcomes.keyRules(c.get("primary_keys"), c.get("primary_key_globs"));
     noTable = c.get("no_table").asText();
     tableIds = TableIds.fromConfig(c);
   }

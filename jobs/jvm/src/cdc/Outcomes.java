@@ -8,6 +8,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.regex.Pattern;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 
@@ -77,23 +78,50 @@ public final class Outcomes {
     }
   }
 
-  /** --primary-keys from a decoder's configuration: table (full id or last part) -> key columns. */
-  static HashMap<String, ArrayList<String>> primaryKeys(JsonNode config) {
-    HashMap<String, ArrayList<String>> out = new HashMap<>();
-    config.properties().forEach(e -> {
-      ArrayList<String> cols = new ArrayList<>();
-      e.getValue().forEach(col -> cols.add(col.asText()));
-      out.put(e.getKey(), cols);
-    });
+  /** --primary-keys of a decoder's configuration: tables by id or last part ({@code primary_keys}), then
+   *  globs over the whole id in their order ({@code primary_key_globs}: [regex, columns] pairs whose regex
+   *  jobs/table_rules.py made), so that a rule for one table wins over one for a family of tables. */
+  static final class KeyRules implements java.io.Serializable {
+    private final HashMap<String, ArrayList<String>> exact = new HashMap<>();
+    private final ArrayList<Pattern> globs = new ArrayList<>();
+    private final ArrayList<ArrayList<String>> globColumns = new ArrayList<>();
+
+    boolean isEmpty() {
+      return exact.isEmpty() && globs.isEmpty();
+    }
+
+    List<String> columnsOf(String tableId) {
+      List<String> cols = exact.get(tableId);
+      if (cols == null) cols = exact.get(tableId.substring(tableId.lastIndexOf('.') + 1));
+      for (int i = 0; cols == null && i < globs.size(); i++) {
+        if (globs.get(i).matcher(tableId).matches()) cols = globColumns.get(i);
+      }
+      return cols;
+    }
+  }
+
+  private static ArrayList<String> texts(JsonNode array) {
+    ArrayList<String> out = new ArrayList<>();
+    array.forEach(v -> out.add(v.asText()));
     return out;
   }
 
-  /** The key --primary-keys gives the table (by its id, else its last part) from ``image``; else null. */
-  static Map<String, String> configuredKey(Map<String, ArrayList<String>> primaryKeys, String tableId,
-                                           Map<String, String> image) {
+  static KeyRules keyRules(JsonNode primaryKeys, JsonNode globs) {
+    KeyRules rules = new KeyRules();
+    primaryKeys.properties().forEach(e -> rules.exact.put(e.getKey(), texts(e.getValue())));
+    if (globs != null) {
+      globs.forEach(pair -> {
+        rules.globs.add(Pattern.compile(pair.get(0).asText(), Pattern.DOTALL));
+        rules.globColumns.add(texts(pair.get(1)));
+      });
+    }
+    return rules;
+  }
+
+  /** The key --primary-keys gives the table from ``image`` (see KeyRules); else null. */
+  static Map<String, String> configuredKey(KeyRules primaryKeys, String tableId, Map<String, String> image) {
     if (primaryKeys.isEmpty() || tableId == null) return null;
-    List<String> cols = primaryKeys.get(tableId);
-    if (cols == null) cols = primaryKeys.get(tableId.substring(tableId.lastIndexOf('.') + 1));
+    List<String> cols = primaryKeys.columnsOf(tableId);
     if (cols == null || image == null) return null;
     Map<String, String> key = new LinkedHashMap<>();
     for (String col : cols) key.put(col, image.get(col));
