@@ -3,6 +3,9 @@
     python -m jobs land --kafka BOOTSTRAP --topic T [--topic T2 ...] --lake L --pipeline P \\
         --start 2026-11-01T00:00:00Z --end 2026-11-02T00:00:00Z [--consumer-config KEY=VALUE ...]
     python -m jobs land --from-files DIR [--topic T ...] --lake L --pipeline P --start ... --end ...
+    python -m jobs land --kafka-conn-id CONN_ID --topic T ...          (settings from an Airflow connection)
+    python -m jobs land --from-connect-s3 PREFIX [--topic T ...] ...   (a Kafka Connect S3 sink's objects)
+    python -m jobs land --from-eventhubs-capture PREFIX [--topic EVENT_HUB ...] ...   (Event Hubs Capture)
 
 Writes ``<lake>/raw/<pipeline>/<topic>/interval=<start>_<end>/part-*.parquet`` in exactly the
 schema of Spark's Kafka source, then ``_manifest.json`` last: the manifest is the commit marker,
@@ -23,23 +26,31 @@ Interval -> offsets (Kafka), per partition, so that intervals neither overlap no
   in the next interval: late, never lost, never twice.
 
 Kafka settings such as SASL credentials come from ``--consumer-config KEY=VALUE``,
-``--consumer-config-env KEY=ENV_VAR`` or the JSON object in ``$CDC_KAFKA_CONFIG`` (e.g. rendered from
-an Airflow connection); values are never printed.
+``--consumer-config-env KEY=ENV_VAR``, the JSON object in ``$CDC_KAFKA_CONFIG`` or an Airflow connection
+of type kafka (``--kafka-conn-id``, the apache-kafka provider's hook); values are never printed.
+
+Exports other tools wrote are chained on positions the same way (see ``land_connect_s3`` and
+``land_eventhubs_capture``): a Kafka Connect S3 sink keeps no timestamp, so each landing takes every
+record written since the previous landing ended (offsets); Event Hubs Capture keeps the enqueued time,
+so an interval ends at the first event enqueued at or after ``end`` (sequence numbers as offsets).
 """
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -745,6 +756,607 @@ def _count_partitions(stats: dict[int | None, dict[str, Any]], rows: pa.Table) -
             entry["end_offset"] = hi if entry["end_offset"] is None else max(entry["end_offset"], hi)
 
 
+# ---- exports other tools already wrote: Kafka Connect S3 sink, Event Hubs Capture ----------------
+# Both are read partition by partition in position order (Kafka offsets, Event Hubs sequence numbers)
+# and chained on the previous landing's end positions like Kafka is, so that intervals neither
+# overlap nor leave gaps: a landing starts where the latest landed interval (of the same source
+# kind) ending at or before ``start`` ended, and stops where an interval already landed after it
+# starts.
+CONNECT_S3 = "connect_s3"
+EVENTHUBS_CAPTURE = "eventhubs_capture"
+# Capture writes a file per partition and time window (at most 15 minutes): a record enqueued at or
+# after ``start`` is in a file whose window starts no earlier than start - window. Files older than
+# start - lookback are not read unless a previous landing is chained on (which says where to resume).
+CAPTURE_LOOKBACK = timedelta(hours=1)
+
+
+@dataclass
+class _ExportRecord:
+    offset: int
+    value: bytes | None
+    key: bytes | None = None
+    ts_us: int | None = None
+    headers: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class _ExportPlan:
+    """One partition of one topic: where reading starts and stops (like _PartitionPlan) and what it found."""
+
+    partition: int
+    begin: int | None  # landed positions below this are already in an earlier interval
+    cap: int | None  # a later interval starts here
+    scan_for_start: bool
+    stop_at_timestamp: bool
+    start_from: str
+    end_reason_at_cap: str
+    previous_interval: str | None = None
+    resume_file: str | None = None  # where the chained-on landing stopped reading
+    first_offset: int | None = None
+    end: int | None = None
+    end_reason: str = ""
+    last_seen: int | None = None
+    records: int = 0
+    skipped_before_start: int = 0
+    already_landed: int = 0
+    duplicates_skipped: int = 0
+    gap_before: int = 0
+    files_read: int = 0
+    last_file: str | None = None
+    not_json: int = 0
+    min_ts: int | None = None  # microseconds
+    max_ts: int | None = None
+
+    def manifest_entry(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "start_offset": self.first_offset,
+            "end_offset": self.end,
+            "records": self.records,
+            "start_from": self.start_from,
+            "previous_interval": self.previous_interval,
+            "end_reason": self.end_reason,
+            "skipped_before_start": self.skipped_before_start,
+            "already_landed": self.already_landed,
+            "duplicates_skipped": self.duplicates_skipped,
+            "gap_before": self.gap_before,
+            "files_read": self.files_read,
+            "last_file": self.last_file,
+            "not_json": self.not_json,
+            "min_timestamp": _us_iso(self.min_ts),
+            "max_timestamp": _us_iso(self.max_ts),
+        }
+
+
+def _us_iso(us: int | None) -> str | None:
+    if us is None:
+        return None
+    return iso(datetime.fromtimestamp(us / 1_000_000, tz=UTC))
+
+
+class _ExportRows:
+    """Buffered rows of one partition in the Kafka schema."""
+
+    def __init__(self, topic: str, partition: int, ts_type: int):
+        self.topic, self.partition, self.ts_type = topic, partition, ts_type
+        self.records: list[_ExportRecord] = []
+        self.nbytes = 0
+
+    def add(self, record: _ExportRecord) -> None:
+        self.records.append(record)
+        self.nbytes += len(record.key or b"") + len(record.value or b"")
+
+    def take(self) -> pa.Table:
+        rs, n = self.records, len(self.records)
+        table = pa.Table.from_arrays(
+            [
+                pa.array([r.key for r in rs], pa.binary()),
+                pa.array([r.value for r in rs], pa.binary()),
+                pa.array([self.topic] * n, pa.string()),
+                pa.array([self.partition] * n, pa.int32()),
+                pa.array([r.offset for r in rs], pa.int64()),
+                pa.array([r.ts_us for r in rs], _TS_TYPE),
+                pa.array([self.ts_type if r.ts_us is not None else -1 for r in rs], pa.int32()),
+                pa.array([r.headers for r in rs], KAFKA_ARROW_SCHEMA.field("headers").type),
+            ],
+            schema=KAFKA_ARROW_SCHEMA,
+        )
+        self.records, self.nbytes = [], 0
+        return table
+
+
+def _export_plans(lake: Lake, pipeline: str, topic: str, start: datetime, end: datetime, kind: str,
+                  partitions: list[int], *, by_time: bool) -> dict[int, _ExportPlan]:
+    """Per partition: chained on the landed intervals of the same kind (their manifests' offsets)."""
+    intervals = _refuse_overlaps(lake, pipeline, topic, start, end)
+    parts: dict[str, dict[int, dict[str, Any]]] = {}
+
+    def positions(interval: LandedInterval) -> dict[int, dict[str, Any]]:
+        if interval.rel_dir not in parts:
+            manifest = _existing_manifest(lake, interval.rel_dir, topic) or {}
+            same = manifest.get("source", {}).get("kind") == kind
+            parts[interval.rel_dir] = {int(p["partition"]): p for p in manifest.get("partitions", [])
+                                       if same and p.get("partition") is not None}
+        return parts[interval.rel_dir]
+
+    before = [i for i in reversed(intervals) if i.end <= start]
+    after = [i for i in intervals if i.start >= end]
+    plans = {}
+    for p in partitions:
+        prev = next(((i, positions(i)[p]) for i in before
+                     if positions(i).get(p, {}).get("end_offset") is not None), None)
+        nxt = next(((i, positions(i)[p]) for i in after
+                    if positions(i).get(p, {}).get("start_offset") is not None), None)
+        cap, stop_at_ts, reason_at_cap = None, by_time, "end_of_files"
+        if nxt is not None:
+            cap, reason_at_cap = int(nxt[1]["start_offset"]), "next_interval"
+            if nxt[0].start == end:
+                stop_at_ts = False  # right before a landed interval: end exactly where it starts
+        if prev is None:
+            plans[p] = _ExportPlan(p, None, cap, by_time, stop_at_ts,
+                                   "interval_start" if by_time else "earliest_file", reason_at_cap)
+            continue
+        interval, part = prev
+        exact = interval.end == start or not by_time
+        plans[p] = _ExportPlan(p, int(part["end_offset"]), cap, not exact, stop_at_ts,
+                               "previous_interval" if exact else "scan_after_previous_interval", reason_at_cap,
+                               interval.rel_dir.rsplit("/", 1)[-1], part.get("last_file"))
+    return plans
+
+
+def _land_export_topic(kind: str, source: dict[str, Any], topic: str, lake: Lake, pipeline: str, start: datetime,
+                       end: datetime, partitions: list[int], read, *, by_time: bool, ts_type: int,
+                       contiguous: bool, rows_per_file: int, batch_rows: int) -> dict[str, Any]:
+    """Land one topic of an export. ``read(plan, state)`` yields a partition's records in position order,
+    setting ``state["file"]`` to the file it is reading. ``contiguous``: positions have no gaps (Event
+    Hubs sequence numbers), so a jump past where the previous interval ended is reported."""
+    rel_dir = lake.raw_dir(pipeline, topic, interval_name(start), interval_name(end))
+    existing = _existing_manifest(lake, rel_dir, topic)
+    if existing is not None:
+        return existing
+    plans = _export_plans(lake, pipeline, topic, start, end, kind, partitions, by_time=by_time)
+    start_us, end_us = _ms(start) * 1000, _ms(end) * 1000
+    output = _Output(lake, rel_dir)
+    try:
+        output.clear()
+        files: list[dict[str, Any]] = []
+        for p in sorted(plans):
+            plan = plans[p]
+            writer = _RollingWriter(output, f"part-{p:05d}", rows_per_file)
+            rows = _ExportRows(topic, p, ts_type)
+            state: dict[str, Any] = {"file": None, "files": 0}
+
+            def finish(end_offset: int | None, reason: str, plan: _ExportPlan = plan) -> None:
+                plan.end, plan.end_reason = end_offset, reason
+
+            records = read(plan, state)
+            try:
+                for record in records:
+                    offset, ts = record.offset, record.ts_us
+                    if plan.last_seen is not None and offset <= plan.last_seen:
+                        plan.duplicates_skipped += 1  # a position read twice (overlapping files)
+                        continue
+                    if plan.begin is not None and offset < plan.begin:
+                        plan.already_landed += 1
+                        continue
+                    if plan.cap is not None and offset >= plan.cap:
+                        finish(plan.cap, plan.end_reason_at_cap)
+                        break
+                    if contiguous and plan.last_seen is None and plan.begin is not None and offset > plan.begin:
+                        plan.gap_before = offset - plan.begin
+                        log.warning("%s[%d]: positions %d..%d were never landed and are not in the files read "
+                                    "(removed, or older than the files read)", topic, p, plan.begin, offset - 1)
+                    plan.last_seen = offset
+                    if plan.stop_at_timestamp and ts is not None and ts >= end_us:
+                        finish(offset, "timestamp")
+                        break
+                    if plan.scan_for_start and plan.first_offset is None and ts is not None and ts < start_us:
+                        plan.skipped_before_start += 1
+                        continue
+                    if plan.first_offset is None:
+                        plan.first_offset = offset
+                    rows.add(record)
+                    plan.records += 1
+                    if ts is not None:
+                        plan.min_ts = ts if plan.min_ts is None else min(plan.min_ts, ts)
+                        plan.max_ts = ts if plan.max_ts is None else max(plan.max_ts, ts)
+                    if len(rows.records) >= batch_rows or rows.nbytes >= BATCH_BYTES:
+                        writer.write(rows.take())
+            finally:
+                records.close()  # removes a downloaded file
+            if plan.end is None:  # every file read: the end is what the files hold now
+                seen_end = plan.last_seen + 1 if plan.last_seen is not None else None
+                candidates = [o for o in (seen_end, plan.begin) if o is not None]
+                finish(max(candidates) if candidates else None, "end_of_files")
+            if plan.first_offset is None:
+                plan.first_offset = plan.end
+            plan.files_read = state["files"]
+            plan.last_file = state["file"] or plan.resume_file
+            if rows.records:
+                writer.write(rows.take())
+            files.extend({**entry, "partition": p} for entry in writer.close())
+        if not files:
+            files.append(_write_empty(output))
+        partitions_out = [plans[p].manifest_entry() for p in sorted(plans)]
+        manifest = _manifest_base(source, pipeline, topic, start, end, rel_dir)
+        manifest.update({"partitions": partitions_out, "files": files, "totals": _totals(partitions_out, files)})
+        return _commit(lake, rel_dir, manifest)
+    finally:
+        output.close()
+
+
+def _refuse_shared_folders(lake: Lake, pipeline: str, topics: list[str], start: datetime, end: datetime) -> None:
+    folders: dict[str, str] = {}
+    for topic in sorted(topics):
+        rel_dir = lake.raw_dir(pipeline, topic, interval_name(start), interval_name(end))
+        if rel_dir in folders:
+            # safe_part maps e.g. "a.b" and "a_b" to one folder: refuse rather than mix two topics
+            raise LandError(f"topics {folders[rel_dir]!r} and {topic!r} would share the folder {rel_dir}; "
+                            "land them in pipelines of their own")
+        folders[rel_dir] = topic
+
+
+def _read_source(location: str) -> bytes:
+    """A source file's bytes as stored (storage.read_bytes would already decompress a ``.gz`` name)."""
+    try:
+        local = storage.local_path(location)
+        if local is not None:
+            with open(local, "rb") as fh:
+                return fh.read()
+        tmp = tempfile.mkdtemp(prefix="cdc-land-src-")
+        try:
+            storage.download(location, os.path.join(tmp, "current"))
+            with open(os.path.join(tmp, "current"), "rb") as fh:
+                return fh.read()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as exc:
+        raise LandError(f"{location}: cannot be read: {exc}") from None
+
+
+# ---- Kafka Connect S3 sink -----------------------------------------------------------------------
+# Confluent's S3 sink names every object <topic>+<kafkaPartition>+<startOffset><view><ext>[.gz], in
+# the partitioner's folders (default topics/<topic>/partition=<p>/; time-based and field partitioners
+# put other folders there: the name alone is read). <view> is "" for values, ".keys" or ".headers"
+# for the files store.kafka.keys / store.kafka.headers add beside them.
+_CONNECT_NAME = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<offset>\d+)"
+                           r"(?P<view>\.keys|\.headers)?(?P<ext>\.[^/]+?)(?P<gz>\.gz)?$")
+
+
+@dataclass(frozen=True)
+class _ConnectFile:
+    location: str
+    rel: str
+    topic: str
+    partition: int
+    start_offset: int
+    view: str  # "", ".keys", ".headers"
+    ext: str
+    gzip: bool
+
+
+def _connect_files(prefix: str, bytearray_extension: str, topics: list[str] | None) -> list[_ConnectFile]:
+    if not storage.exists(prefix):
+        raise LandError(f"{prefix}: no such file or directory")
+    found = []
+    for entry in storage.list_files(prefix):
+        name = entry.rel.rsplit("/", 1)[-1]
+        match = _CONNECT_NAME.match(name)
+        if match is None or any(part.startswith((".", "_")) for part in entry.rel.split("/")):
+            continue  # not a file the sink wrote (or a writer's bookkeeping)
+        if topics and match["topic"] not in topics:
+            continue
+        ext = match["ext"]
+        if ext not in (".json", bytearray_extension):
+            raise LandError(f"{prefix.rstrip('/')}/{entry.rel}: format {ext!r} is not supported (JsonFormat .json and "
+                            f"ByteArrayFormat {bytearray_extension} are; --from-files reads Parquet topic dumps)")
+        found.append(_ConnectFile(f"{prefix.rstrip('/')}/{entry.rel}", entry.rel, match["topic"],
+                                  int(match["partition"]), int(match["offset"]), match["view"] or "", ext,
+                                  bool(match["gz"])))
+    return found
+
+
+def _connect_lines(file: _ConnectFile, separator: bytes) -> list[bytes]:
+    data = _read_source(file.location)
+    if file.gzip:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise LandError(f"{file.location}: not a readable gzip file ({exc}); nothing was landed") from None
+    if not data:
+        return []
+    lines = data.split(separator)
+    if lines[-1] == b"":
+        lines.pop()  # every record is followed by the separator
+    return lines
+
+
+def land_connect_s3(prefix: str, topics: list[str] | None, lake: Lake, pipeline: str, start: datetime,
+                    end: datetime, *, bytearray_separator: bytes = b"\n", bytearray_extension: str = ".bin",
+                    rows_per_file: int = ROWS_PER_FILE, batch_rows: int = BATCH_ROWS) -> list[dict[str, Any]]:
+    """Land a Kafka Connect S3 sink's output (Confluent's connector: JsonFormat ``.json`` or ByteArrayFormat
+    ``.bin``, optionally ``.gz``) found below ``prefix`` (a local folder or an ``s3://`` prefix).
+
+    The sink keeps no Kafka timestamp, so the interval is a landing run, not a filter: each partition
+    lands every record past the end offset of the latest landed interval (of this source) ending at or
+    before ``start`` (the first landing: from the earliest file), up to the start offset of an interval
+    already landed after this one, else to the end of the files present now. A record's offset is its
+    file's start offset plus its line number. Values are the lines' bytes (a JsonFormat line is the
+    value's JSON text; ``null`` is a tombstone); keys come from ``.keys`` files where the sink wrote
+    them; ``.headers`` files are not read. A line of a ``.json`` file that is not JSON is landed as it
+    is (decode quarantines it with its bytes) and counted (``not_json``). Returns the manifests in
+    topic order; ``topics`` None lands every topic found.
+    """
+    check_name("pipeline", pipeline)
+    start, end = _check_interval(start, end)
+    if not bytearray_separator:
+        raise LandError("the ByteArrayFormat separator must not be empty")
+    by_topic: dict[str, dict[int, list[_ConnectFile]]] = {}
+    keys: dict[tuple[str, int, int], _ConnectFile] = {}
+    for file in _connect_files(prefix, bytearray_extension, topics):
+        if file.view == ".keys":
+            keys[(file.topic, file.partition, file.start_offset)] = file
+        elif file.view == "":
+            by_topic.setdefault(file.topic, {}).setdefault(file.partition, []).append(file)
+    wanted = sorted(set(topics)) if topics else sorted(by_topic)
+    _refuse_shared_folders(lake, pipeline, wanted, start, end)
+    separators = {".json": b"\n", bytearray_extension: bytearray_separator}
+
+    def reader(topic: str):
+        partitions = by_topic.get(topic, {})
+
+        def read(plan: _ExportPlan, state: dict[str, Any]) -> Iterator[_ExportRecord]:
+            files = sorted(partitions.get(plan.partition, []), key=lambda f: f.start_offset)
+            for i, file in enumerate(files):
+                following = files[i + 1].start_offset if i + 1 < len(files) else None
+                if i and file.start_offset == files[i - 1].start_offset:
+                    raise LandError(f"{file.location} and {files[i - 1].location} both start at offset "
+                                    f"{file.start_offset}; land one format at a time")
+                if plan.begin is not None and following is not None and following <= plan.begin:
+                    continue  # wholly landed before: not even read
+                lines = _connect_lines(file, separators[file.ext])
+                if following is not None and file.start_offset + len(lines) > following:
+                    raise LandError(f"{file.location}: {len(lines)} records but the next file starts at offset "
+                                    f"{following}; a value holding the separator splits into several lines "
+                                    "(set format.bytearray.separator to bytes no value holds)")
+                key_file = keys.get((topic, plan.partition, file.start_offset))
+                key_lines = _connect_lines(key_file, separators[key_file.ext]) if key_file else None
+                if key_lines is not None and len(key_lines) != len(lines):
+                    raise LandError(f"{key_file.location}: {len(key_lines)} keys for {len(lines)} values "
+                                    f"in {file.location}")
+                state["file"], state["files"] = file.rel, state["files"] + 1
+                for n, line in enumerate(lines):
+                    value, key = _connect_value(line, file.ext == ".json"), None
+                    if key_lines is not None:
+                        key = _connect_value(key_lines[n], key_file.ext == ".json")
+                    if file.ext == ".json" and value is not None and not _is_json(value):
+                        plan.not_json += 1
+                        log.warning("%s: line %d is not JSON; landed as it is (decode quarantines it)",
+                                    file.location, n + 1)
+                    yield _ExportRecord(file.start_offset + n, value, key)
+        return read
+
+    manifests = []
+    for topic in wanted:
+        manifests.append(_land_export_topic(
+            CONNECT_S3, {"kind": CONNECT_S3, "path": prefix}, topic, lake, pipeline, start, end,
+            sorted(by_topic.get(topic, {})), reader(topic), by_time=False, ts_type=-1, contiguous=False,
+            rows_per_file=rows_per_file, batch_rows=batch_rows))
+    return manifests
+
+
+def _connect_value(line: bytes, is_json: bool) -> bytes | None:
+    if not is_json:
+        return line
+    line = line[:-1] if line.endswith(b"\r") else line  # System.lineSeparator() on Windows
+    return None if line.strip() == b"null" else line  # JsonFormat writes a null value (tombstone) as null
+
+
+def _is_json(value: bytes) -> bool:
+    try:
+        json.loads(value)
+        return True
+    except (ValueError, UnicodeDecodeError):
+        return False
+
+
+# ---- Azure Event Hubs Capture --------------------------------------------------------------------
+# Default archive name format {Namespace}/{EventHub}/{PartitionId}/{Year}/{Month}/{Day}/{Hour}/
+# {Minute}/{Second}.avro (a container or folder may come before it); records of the documented schema
+# (Microsoft.ServiceBus.Messaging.EventData): SequenceNumber long, Offset string, EnqueuedTimeUtc
+# string, SystemProperties and Properties map<long|double|string|bytes>, Body bytes or null.
+_CAPTURE_FIELDS = ("SequenceNumber", "EnqueuedTimeUtc", "Properties", "Body")
+_US_TIME = re.compile(r"^(\d{1,2})/(\d{1,2})/(\d{4}) (\d{1,2}):(\d{2}):(\d{2})(?:\.(\d+))? ?([AaPp][Mm])?$")
+_PARTITION_KEY = "x-opt-partition-key"
+
+
+@dataclass(frozen=True)
+class _CaptureFile:
+    location: str
+    rel: str
+    namespace: str
+    eventhub: str
+    partition: int
+    window: tuple[int, ...]  # year, month, day, hour, minute, second of the capture window
+
+
+def _capture_files(prefix: str) -> list[_CaptureFile]:
+    if not storage.exists(prefix):
+        raise LandError(f"{prefix}: no such file or directory")
+    found = []
+    for entry in storage.list_files(prefix, suffix=".avro"):
+        parts = entry.rel.split("/")
+        if len(parts) < 9 or any(part.startswith((".", "_")) for part in parts):
+            continue
+        namespace, eventhub, partition, *when = parts[-9:]
+        when[-1] = when[-1][:-len(".avro")]
+        if not (partition.isdigit() and all(w.isdigit() for w in when)):
+            continue  # not the default archive name format
+        found.append(_CaptureFile(f"{prefix.rstrip('/')}/{entry.rel}", entry.rel, namespace, eventhub,
+                                  int(partition), tuple(int(w) for w in when)))
+    return found
+
+
+def _enqueued_us(text: Any, where: str) -> int:
+    """EnqueuedTimeUtc as Capture writes it (.NET's invariant ``M/d/yyyy h:mm:ss tt``, UTC), or ISO-8601."""
+    if isinstance(text, str):
+        match = _US_TIME.match(text.strip())
+        if match:
+            month, day, year, hour, minute, second, fraction, half = match.groups()
+            hour = int(hour)
+            if half is not None:
+                hour = hour % 12 + (12 if half.upper() == "PM" else 0)
+            at = datetime(int(year), int(month), int(day), hour, int(minute), int(second), tzinfo=UTC)
+            return _ms(at) * 1000 + int((fraction or "0")[:6].ljust(6, "0"))
+        try:
+            cut = re.sub(r"(\.\d{6})\d+", r"\1", text.strip())  # .NET writes 7 fraction digits
+            at = datetime.fromisoformat(cut)
+            at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+            return int(at.timestamp()) * 1_000_000 + at.microsecond
+        except ValueError:
+            pass
+    raise LandError(f"{where}: EnqueuedTimeUtc {text!r} is not a time; the event cannot be placed in an interval")
+
+
+def _property_bytes(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bool):
+        return b"true" if value else b"false"
+    return str(value).encode("ascii")  # long or double: its decimal text
+
+
+def _capture_records(file: _CaptureFile, tmp: str) -> Iterator[dict[str, Any]]:
+    import fastavro
+
+    if storage.is_s3(file.location):
+        local = os.path.join(tmp, "current.avro")
+        try:
+            storage.download(file.location, local)
+        except OSError as exc:
+            raise LandError(f"{file.location}: cannot be read: {exc}") from None
+    else:
+        local = storage.local_path(file.location)
+    n = 0
+    try:
+        with open(local, "rb") as fh:
+            reader = fastavro.reader(fh)
+            fields = {f["name"] for f in (reader.writer_schema or {}).get("fields", [])}
+            missing = [f for f in _CAPTURE_FIELDS if f not in fields]
+            if missing:
+                raise LandError(f"{file.location}: not an Event Hubs Capture file (no field {', '.join(missing)})")
+            for n, record in enumerate(reader, start=1):  # noqa: B007 - n names the failing record below
+                yield record
+    except LandError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds for a damaged file
+        raise LandError(f"{file.location}: not a readable Avro file after {n} records ({type(exc).__name__}: "
+                        f"{exc}); nothing was landed for this interval: restore or remove the file") from None
+    finally:
+        if storage.is_s3(file.location) and os.path.exists(local):
+            os.remove(local)
+
+
+def land_eventhubs_capture(prefix: str, topics: list[str] | None, lake: Lake, pipeline: str, start: datetime,
+                           end: datetime, *, lookback: timedelta = CAPTURE_LOOKBACK,
+                           rows_per_file: int = ROWS_PER_FILE, batch_rows: int = BATCH_ROWS) -> list[dict[str, Any]]:
+    """Land [start, end) of Azure Event Hubs Capture Avro files below ``prefix`` (a local folder or an
+    ``s3://`` prefix, laid out in Capture's default archive name format); the topic is the event hub.
+
+    Each event becomes a message: value = Body, partition = the partition id, offset = SequenceNumber,
+    timestamp = EnqueuedTimeUtc (log-append time), headers = Properties (numbers as their decimal text),
+    key = the partition key when SystemProperties has one. Per partition, like Kafka: the events from
+    the end of the latest landed interval ending at or before ``start`` (else from the first event
+    enqueued at or after ``start``) up to the first event enqueued at or after ``end`` (or the start of
+    an interval already landed right after); events captured late land in the next interval. A damaged
+    Avro file or an unreadable time fails the landing naming the file (nothing is committed).
+    """
+    check_name("pipeline", pipeline)
+    start, end = _check_interval(start, end)
+    by_topic: dict[str, dict[int, list[_CaptureFile]]] = {}
+    namespaces: dict[str, str] = {}
+    for file in _capture_files(prefix):
+        seen = namespaces.setdefault(file.eventhub, file.namespace)
+        if seen != file.namespace and (topics is None or file.eventhub in topics):
+            raise LandError(f"event hub {file.eventhub!r} is captured below {prefix} for namespaces {seen!r} and "
+                            f"{file.namespace!r}; land each namespace from its own prefix")
+        by_topic.setdefault(file.eventhub, {}).setdefault(file.partition, []).append(file)
+    wanted = sorted(set(topics)) if topics else sorted(by_topic)
+    _refuse_shared_folders(lake, pipeline, wanted, start, end)
+    earliest = start - lookback
+    earliest_window = (earliest.year, earliest.month, earliest.day, earliest.hour, earliest.minute, earliest.second)
+    tmp = tempfile.mkdtemp(prefix="cdc-land-src-")
+
+    def reader(topic: str):
+        partitions = by_topic.get(topic, {})
+
+        def read(plan: _ExportPlan, state: dict[str, Any]) -> Iterator[_ExportRecord]:
+            files = sorted(partitions.get(plan.partition, []), key=lambda f: f.window)
+            resume = next((f.window for f in files if f.rel == plan.resume_file), None)
+            for file in files:
+                if resume is not None and file.window < resume:
+                    continue  # read up to there by the landing this one chains on
+                if resume is None and plan.begin is None and file.window < earliest_window:
+                    continue  # holds no event enqueued at or after start - lookback
+                state["file"], state["files"] = file.rel, state["files"] + 1
+                for record in _capture_records(file, tmp):
+                    where = f"{file.location} (SequenceNumber {record.get('SequenceNumber')})"
+                    properties = record.get("Properties") or {}
+                    system = record.get("SystemProperties") or {}
+                    headers = [{"key": str(k), "value": _property_bytes(v)} for k, v in properties.items()]
+                    yield _ExportRecord(int(record["SequenceNumber"]), record.get("Body"),
+                                        _property_bytes(system.get(_PARTITION_KEY)),
+                                        _enqueued_us(record.get("EnqueuedTimeUtc"), where), headers or None)
+        return read
+
+    try:
+        manifests = []
+        for topic in wanted:
+            source = {"kind": EVENTHUBS_CAPTURE, "path": prefix, "namespace": namespaces.get(topic)}
+            manifests.append(_land_export_topic(
+                EVENTHUBS_CAPTURE, source, topic, lake, pipeline, start, end, sorted(by_topic.get(topic, {})),
+                reader(topic), by_time=True, ts_type=1, contiguous=True, rows_per_file=rows_per_file,
+                batch_rows=batch_rows))
+        return manifests
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- Kafka settings from an Airflow connection ---------------------------------------------------
+def kafka_consumer_config(conn_id: str) -> dict[str, Any]:
+    """The librdkafka settings of an Airflow connection of type ``kafka`` (the apache-kafka provider's
+    KafkaBaseHook: the connection's extra is the config dict; callbacks named there are resolved as the
+    provider allows). A login or password set on the connection becomes ``sasl.username`` /
+    ``sasl.password`` unless the extra names them. For Azure Event Hubs' Kafka endpoint the extra holds
+    ``bootstrap.servers`` ``<ns>.servicebus.windows.net:9093``, ``security.protocol`` SASL_SSL,
+    ``sasl.mechanism`` PLAIN, ``sasl.username`` ``$ConnectionString`` and the connection string as the
+    password. Values are never logged nor put in an error message."""
+    try:
+        from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
+    except ImportError:
+        raise LandError("Kafka settings from an Airflow connection need the package "
+                        "apache-airflow-providers-apache-kafka") from None
+    hook = KafkaBaseHook(kafka_config_id=conn_id)
+    try:
+        conn = hook.get_connection(conn_id)
+    except Exception as exc:  # noqa: BLE001 - AirflowNotFoundException, or a secrets backend failing
+        raise LandError(f"Airflow connection {conn_id!r}: {type(exc).__name__}") from None
+    build = getattr(hook, "_build_config", None)  # the provider's own assembly, as its hooks connect
+    try:
+        config = dict(build()) if callable(build) else dict(conn.extra_dejson)
+    except ValueError as exc:  # no bootstrap.servers, or a callback not allowed
+        raise LandError(f"Airflow connection {conn_id!r}: {exc}") from None
+    if conn.login and "sasl.username" not in config:
+        config["sasl.username"] = conn.login
+    if conn.password and "sasl.password" not in config:
+        config["sasl.password"] = conn.password
+    if not config.get("bootstrap.servers"):
+        raise LandError(f"Airflow connection {conn_id!r}: its extra has no bootstrap.servers")
+    return config
+
+
 # ---- command line --------------------------------------------------------------------------------
 def _key_values(items: list[str], flag: str) -> list[tuple[str, str]]:
     out = []
@@ -761,9 +1373,24 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--kafka", metavar="BOOTSTRAP", help="Kafka bootstrap servers (host:port[,host:port])")
+    source.add_argument("--kafka-conn-id", metavar="CONN_ID",
+                        help="Kafka from an Airflow connection of type kafka (apache-kafka provider): bootstrap "
+                             "servers and settings (SASL/SSL, Event Hubs' Kafka endpoint) from its extra")
     source.add_argument("--from-files", metavar="DIR", help="folder (or s3:// prefix) of Parquet topic dumps")
-    parser.add_argument("--topic", action="append", default=[],
-                        help="topic to land; repeatable (required with --kafka; default with --from-files: all)")
+    source.add_argument("--from-connect-s3", metavar="PREFIX",
+                        help="folder (or s3:// prefix) a Kafka Connect S3 sink writes to (JsonFormat or "
+                             "ByteArrayFormat, optionally gzip): lands every record since the previous landing")
+    source.add_argument("--from-eventhubs-capture", metavar="PREFIX",
+                        help="folder (or s3:// prefix) of Azure Event Hubs Capture Avro files (default archive "
+                             "name format); the topic is the event hub")
+    parser.add_argument("--topic", "--topics", action="append", default=[],
+                        help="topic (event hub) to land; repeatable or comma-separated (required with Kafka; "
+                             "default from files: every topic found)")
+    parser.add_argument("--bytearray-separator", default="\\n", metavar="SEP",
+                        help="--from-connect-s3: the sink's format.bytearray.separator, escapes like \\n allowed "
+                             "(default \\n)")
+    parser.add_argument("--bytearray-extension", default=".bin", metavar="EXT",
+                        help="--from-connect-s3: the sink's format.bytearray.extension (default .bin)")
     parser.add_argument("--lake", required=True, help="lake root: a local folder, file://, s3:// or s3a:// URI")
     parser.add_argument("--pipeline", required=True, help="pipeline name (lake sub-folder)")
     parser.add_argument("--start", required=True, help="interval start, ISO-8601 (inclusive)")
@@ -785,23 +1412,39 @@ def main(argv: list[str] | None = None) -> int:
         start, end = _check_interval(parse_time(args.start), parse_time(args.end))
         check_name("pipeline", args.pipeline)
         lake = Lake.at(args.lake)
+        topics = [t.strip() for item in args.topic for t in item.split(",") if t.strip()]
         config: dict[str, Any] = dict(_key_values(args.consumer_config, "--consumer-config"))
         for key, var in _key_values(args.consumer_config_env, "--consumer-config-env"):
             if var not in os.environ:
                 raise LandError(f"--consumer-config-env {key}: environment variable {var} is not set")
             config[key] = os.environ[var]
-        if args.kafka and not args.topic:
-            raise LandError("--kafka needs at least one --topic")
+        bootstrap = args.kafka
+        if args.kafka_conn_id:
+            from_conn = kafka_consumer_config(args.kafka_conn_id)
+            bootstrap = from_conn.pop("bootstrap.servers")
+            config = {**from_conn, **config}  # --consumer-config overrides the connection
+        if bootstrap and not topics:
+            raise LandError("landing from Kafka needs at least one --topic")
+        try:
+            separator = args.bytearray_separator.encode("latin-1").decode("unicode_escape").encode("utf-8")
+        except (UnicodeError, ValueError):
+            raise LandError("--bytearray-separator: not a valid escape sequence") from None
         lake.check_usable()
     except (LandError, LakeError) as exc:
         print(f"land: error: {exc}", file=sys.stderr)
         return 2
     try:
-        if args.kafka:
-            manifests = [land_kafka(args.kafka, topic, lake, args.pipeline, start, end, config)
-                         for topic in args.topic]
+        if bootstrap:
+            manifests = [land_kafka(bootstrap, topic, lake, args.pipeline, start, end, config) for topic in topics]
+        elif args.from_connect_s3:
+            manifests = land_connect_s3(args.from_connect_s3, topics or None, lake, args.pipeline, start, end,
+                                        bytearray_separator=separator,
+                                        bytearray_extension=args.bytearray_extension)
+        elif args.from_eventhubs_capture:
+            manifests = land_eventhubs_capture(args.from_eventhubs_capture, topics or None, lake, args.pipeline,
+                                               start, end)
         else:
-            manifests = land_files(args.from_files, args.topic or None, lake, args.pipeline, start, end)
+            manifests = land_files(args.from_files, topics or None, lake, args.pipeline, start, end)
     except (LandError, LakeError) as exc:
         print(f"land: error: {exc}", file=sys.stderr)
         return 1

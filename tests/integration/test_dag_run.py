@@ -25,6 +25,7 @@ from aiosmtpd.controller import Controller
 from jobs import airflow_tasks as tasks
 from jobs.canonical import safe_part
 from jobs.lake import Lake
+from tests.support.pipelines import pipeline
 from tests.support.servers import KafkaMessage, create_topic, produce
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +34,7 @@ DAY1, DAY2, DAY3 = (datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3))
 TABLES = {"shop.public.customers", "shop.public.orders", "shop.public.order_lines"}
 STAGES = ["land", "transform", "reconcile", "alert", "expire"]
 RECIPIENT = "dq@example.com"
-SMTP_ENV = ("AIRFLOW_CONN_SMTP_DEFAULT", "SMTP_HOST", "CDC_ALERT_TO", "AIRFLOW__EMAIL__FROM_EMAIL")
+SMTP_ENV = ("AIRFLOW_CONN_SMTP_DEFAULT", "SMTP_HOST", "AIRFLOW__EMAIL__FROM_EMAIL")
 
 RUNNER = """
 import json, sys
@@ -41,9 +42,9 @@ from datetime import datetime, timezone
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1])
 assert not bag.import_errors, bag.import_errors
-dag = bag.dags["cdc_demo_pipeline"]
+dag = bag.dags[sys.argv[2]]
 # CronDataIntervalTimetable: the run at logical date D covers [D - 1 day, D)
-for day in sys.argv[2:]:
+for day in sys.argv[3:]:
     run = dag.test(logical_date=datetime.fromisoformat(day).replace(tzinfo=timezone.utc))
     print("RESULT " + json.dumps({"state": str(run.state), "conf": run.conf,
                                   "tis": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}}))
@@ -100,6 +101,10 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     topics, source, lake = tmp_path / "topics", tmp_path / "source.db", tmp_path / "lake"
     subprocess.run([sys.executable, str(REPO / "scripts/make_demo.py"), "--out", str(topics), "--source-db",
                     str(source), "--messages", "600"], check=True, capture_output=True, timeout=300)
+    # the source's counts at the end of each day, with the moment each is true (make_demo.py)
+    _, path = pipeline(tmp_path, lake=str(lake), source={"files": str(topics)},
+                       reconcile={"counts": str(source.with_name("source_counts.json"))},
+                       alert={"to": [RECIPIENT]}, sink={"retain_days": 0})
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "AIRFLOW_VAR_CDC_", "SMTP_"))},
         "AIRFLOW_HOME": str(tmp_path / "airflow"),
@@ -109,19 +114,14 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
         "AIRFLOW_CONN_SMTP_DEFAULT": _smtp_conn(smtp_port),
         "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",  # spark-submit lives in the venv
         "PYTHONPATH": str(REPO),
-        "CDC_LAKE": str(lake),
-        "CDC_DEMO_TOPICS": str(topics),
-        # the source's counts at the end of each day, with the moment each is true (make_demo.py)
-        "CDC_SOURCE_COUNTS": str(source.with_name("source_counts.json")),
-        "CDC_ALERT_TO": RECIPIENT,
+        "CDC_PIPELINES_DIR": str(path.parent),
         "CDC_SHUFFLE_PARTITIONS": "2",
-        "CDC_SNAPSHOT_RETAIN_DAYS": "0",
         "CDC_JIT": "c1",  # each stage is a fresh JVM on a small interval (jobs.spark)
     }
     migrate = subprocess.run([f"{venv_bin}/airflow", "db", "migrate"], env=env, capture_output=True, text=True,
                              timeout=300)
     assert migrate.returncode == 0, migrate.stderr[-2000:]
-    proc = subprocess.run([sys.executable, "-c", RUNNER, str(REPO / "dags"), "2026-11-02", "2026-11-03"],
+    proc = subprocess.run([sys.executable, "-c", RUNNER, str(REPO / "dags"), "cdc_demo", "2026-11-02", "2026-11-03"],
                           env=env, capture_output=True, text=True, timeout=1200)
     results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(results) == 2, (proc.stdout + proc.stderr)[-5000:]
@@ -192,21 +192,27 @@ def test_land_task_lands_kafka_topics_into_one_folder_each(kafka_bootstrap, tmp_
         KafkaMessage(b'{"n": 4}', partition=1, timestamp_ms=ms(DAY1 + timedelta(hours=3))),
         KafkaMessage(b'{"n": 5}', partition=1, timestamp_ms=ms(DAY2 + timedelta(hours=1))),
     ])
-    cfg = tasks.resolve_settings({"lake": str(tmp_path / "lake"), "pipeline": "kafka_demo",
-                                  "kafka_bootstrap": kafka_bootstrap, "topics": ",".join(names.values())}, None, {})
-    plan = tasks.land_interval(cfg, DAY1, DAY2)
+    # the apache-kafka provider's connection: the consumer's settings in its extra
+    os.environ["AIRFLOW_CONN_KAFKA_DAGTEST"] = json.dumps({"conn_type": "kafka",
+                                                           "extra": {"bootstrap.servers": kafka_bootstrap}})
+    try:
+        cfg, _ = pipeline(tmp_path, name="kafka_demo", lake=str(tmp_path / "lake"),
+                          source={"files": None, "kafka": {"connection": "kafka_dagtest", "topics": list(names.values())}})
+        plan = tasks.land_interval(cfg, DAY1, DAY2)
+        nxt = tasks.land_interval(cfg, DAY2, DAY3)
+    finally:
+        del os.environ["AIRFLOW_CONN_KAFKA_DAGTEST"]
     assert plan.topics == tuple(sorted(names.values())) and plan.messages == 3
     assert plan.raw == tuple(str(tmp_path / "lake/raw/kafka_demo" / safe_part(t) / "interval=20261101T000000Z_20261102T000000Z")
                              for t in sorted(names.values()))
     counts = [json.loads((Path(folder) / "_manifest.json").read_text())["totals"]["records"] for folder in plan.raw]
     assert counts == [1, 2]  # customers, orders
-    nxt = tasks.land_interval(cfg, DAY2, DAY3)
     assert nxt.messages == 2 and nxt.run_id == "20261102T000000Z_20261103T000000Z"
 
 
 # ---- alert and failure notifier through a real SMTP server ---------------------------------------
-def _plan_with_reports(lake: Path, alert_to: tuple[str, ...], mismatch: bool) -> dict:
-    cfg = tasks.resolve_settings({"lake": str(lake), "alert_to": ",".join(alert_to)}, None, {})
+def _plan_with_reports(lake: Path, alert_to: tuple[str, ...], mismatch: bool) -> tuple[str, dict]:
+    cfg, path = pipeline(lake, lake=str(lake), alert={"to": list(alert_to)})
     plan = tasks.build_plan(cfg, DAY1, DAY2, [{"topic": "t", "path": "raw/demo/t/x", "totals": {"records": 4}}],
                             lambda rel: f"{lake}/{rel}")
     reports = lake / "reports/demo" / f"run={plan.run_id}"
@@ -217,7 +223,7 @@ def _plan_with_reports(lake: Path, alert_to: tuple[str, ...], mismatch: bool) ->
     (reports / "reconciliation.json").write_text(json.dumps({"tables": [
         {"table": "shop.public.<b>orders</b>", "state_rows": 3, "source_rows": 4 if mismatch else 3,
          "status": "mismatch" if mismatch else "match", "snapshot_id": 1}]}))
-    return plan.to_xcom()
+    return str(path), plan.to_xcom()
 
 
 @pytest.fixture()
@@ -231,12 +237,12 @@ def test_alert_task_mails_problems_through_smtp_default(tmp_path, smtp_sink, cle
     port, inbox = smtp_sink
     clean_smtp_env.setenv("AIRFLOW_CONN_SMTP_DEFAULT", _smtp_conn(port))
 
-    summary = tasks.alert(_plan_with_reports(tmp_path / "ok", (RECIPIENT,), mismatch=False))
+    summary = tasks.alert(*_plan_with_reports(tmp_path / "ok", (RECIPIENT,), mismatch=False))
     assert summary == {"sent": False, "problems": 0, "skipped": "no problems", "error": None}
     assert inbox.envelopes == []
 
     plan = _plan_with_reports(tmp_path / "bad", (RECIPIENT, "oncall@example.com"), mismatch=True)
-    assert tasks.alert(plan)["sent"] is True
+    assert tasks.alert(*plan)["sent"] is True  # through the smtp provider's hook
     assert [e.rcpt_tos for e in inbox.envelopes] == [[RECIPIENT, "oncall@example.com"]]
     msg = email.message_from_bytes(inbox.envelopes[0].original_content, policy=policy.default)
     html = msg.get_body(preferencelist=("html",)).get_content()
@@ -249,23 +255,24 @@ def test_alert_task_fails_when_the_email_cannot_go_out(tmp_path, clean_smtp_env)
     clean_smtp_env.setenv("AIRFLOW_CONN_SMTP_DEFAULT", _smtp_conn(_free_port()))  # nothing listens there
     plan = _plan_with_reports(tmp_path, (RECIPIENT,), mismatch=True)
     with pytest.raises(tasks.AlertNotSent, match="not sent"):
-        tasks.alert(plan)  # failing makes Airflow retry the email and show the failure
+        tasks.alert(*plan)  # failing makes Airflow retry the email and show the failure
     stored = json.loads((tmp_path / "reports/demo/run=20261101T000000Z_20261102T000000Z/alert.json").read_text())
     assert stored["sent"] is False and stored["error"]
 
     # without recipients, problems are reported in alert.json and the task succeeds
     quiet = _plan_with_reports(tmp_path / "quiet", (), mismatch=True)
-    assert tasks.alert(quiet) == {"sent": False, "problems": 1, "skipped": "no recipients", "error": None}
+    assert tasks.alert(*quiet) == {"sent": False, "problems": 1, "skipped": "no recipients", "error": None}
 
 
-def test_failure_notifier_mails_through_smtp_default(smtp_sink, clean_smtp_env):
+def test_failure_notifier_mails_through_smtp_default(tmp_path, smtp_sink, clean_smtp_env):
     from types import SimpleNamespace
 
     port, inbox = smtp_sink
     clean_smtp_env.setenv("AIRFLOW_CONN_SMTP_DEFAULT", _smtp_conn(port))
-    [notifier] = tasks.failure_notifiers({"CDC_ALERT_TO": RECIPIENT})
-    ti = SimpleNamespace(dag_id="cdc_demo_pipeline", task_id="merge", run_id="scheduled__2026-11-02", state="failed",
+    cfg, _ = pipeline(tmp_path, alert={"to": [RECIPIENT]})
+    [notifier] = tasks.failure_notifiers(cfg)
+    ti = SimpleNamespace(dag_id="cdc_demo", task_id="merge", run_id="scheduled__2026-11-02", state="failed",
                          try_number=2, max_tries=1, hostname="worker-1", log_url="http://airflow/log")
     notifier.notify({"ti": ti})
     assert [e.rcpt_tos for e in inbox.envelopes] == [[RECIPIENT]]
-    assert _subjects(inbox) == ["DAG cdc_demo_pipeline - Task merge - Run ID scheduled__2026-11-02 in State failed"]
+    assert _subjects(inbox) == ["DAG cdc_demo - Task merge - Run ID scheduled__2026-11-02 in State failed"]

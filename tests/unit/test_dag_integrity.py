@@ -1,4 +1,5 @@
-"""Every DAG imports, serializes, is documented, owned, tagged, retried, and loads no Spark at parse time.
+"""Every pipeline file makes a DAG that imports, serializes, is documented, owned, tagged, retried, and
+loads no Spark at parse time; a broken file is an import error of its own.
 
 The DagBag is filled in a subprocess: parsing a DAG imports providers and sets Airflow's config,
 which must not leak into the other tests (nor theirs into this check, e.g. pyspark already loaded).
@@ -9,6 +10,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.support.pipelines import blocks, write_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
@@ -39,8 +42,9 @@ for dag_id, dag in bag.dags.items():
         "types": {t.task_id: type(t).__name__ for t in tasks},
         "xcom_args": {t.task_id: [getattr(t, "application_args").operator.task_id, getattr(t, "application_args").key]
                       for t in tasks if isinstance(getattr(t, "application_args", None), XComArg)},
-        "spark": {t.task_id: {"application": t.application, "conn_id": t._conn_id, "env": sorted(t.env_vars or {})}
-                  for t in tasks if type(t).__name__ == "SparkSubmitOperator"},
+        "spark": {t.task_id: {"application": t.application, "conn_id": t._conn_id, "env": sorted(t.env_vars or {}),
+                              "outlets": [[type(o).__name__, o.name, getattr(o, "uri", None)] for o in t.outlets]}
+                  for t in tasks if hasattr(t, "application")},
         "params": sorted(dag.params.keys()),
         "failure_callbacks": sorted({type(c).__name__ for t in tasks for c in (t.on_failure_callback or [])}),
         "tasks_with_failure_callbacks": sum(bool(t.on_failure_callback) for t in tasks),
@@ -50,8 +54,9 @@ print(json.dumps(out))
 
 
 def _load(tmp_path, extra_env=None):
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "PYTHONPATH": str(REPO), **(extra_env or {})}
+    env = {k: v for k, v in os.environ.items() if k != "CDC_PIPELINES_DIR"}  # the repository's files unless given
+    env.update({"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PYTHONPATH": str(REPO),
+                **(extra_env or {})})
     proc = subprocess.run([sys.executable, "-c", PROBE, str(DAGS)], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -73,34 +78,55 @@ def test_every_dag_imports_serializes_and_is_well_formed(tmp_path):
 
 
 def test_demo_dag_runs_the_stages_in_order_on_real_daily_windows(tmp_path):
-    dag = _load(tmp_path)["dags"]["cdc_demo_pipeline"]
-    assert "### CDC demo pipeline" in dag["doc_md"]  # the module docstring
+    dag = _load(tmp_path)["dags"]["cdc_demo"]
+    assert "### Pipeline `demo`" in dag["doc_md"] and "demo.yaml" in dag["doc_md"]  # made from its file
+    assert "| `shop.public.order_lines` | order_id, line_no |" in dag["doc_md"]
     # @daily would give data_interval_start == data_interval_end in Airflow 3
     assert dag["timetable"] == "CronDataIntervalTimetable" and dag["timetable_summary"] == "0 0 * * *"
     assert dag["catchup"] is False and dag["start_date"].startswith("2026-11-01T00:00:00")
     assert dag["depends_on_past"] == [True]  # intervals fold in order
+    assert dag["tags"] == ["cdc", "debezium", "demo"] and dag["owners"] == ["data-platform"]
+    assert dag["retries"] == 1 and dag["retry_delay_s"] == 120
     chain = {task: [prev] for prev, task in zip(STAGES, STAGES[1:])}
     for task, upstream in dag["tasks"].items():
         # land feeds every later task through XCom as well as through the chain
         assert set(upstream) == set(chain.get(task, [])) | ({"land"} if task != "land" else set()), task
     # one Spark application per run: decode, fold, publish and validate in the transform task
-    assert dag["types"] == {"land": "PythonOperator", "transform": "SparkSubmitOperator",
+    assert dag["types"] == {"land": "PythonOperator", "transform": "TransformOperator",
                             "reconcile": "PythonOperator", "alert": "PythonOperator",
                             "expire": "PythonOperator"}
     # its arguments are the list land computed (one --raw per topic folder)
     assert dag["xcom_args"] == {"transform": ["land", "transform_args"]}
-    for spark in dag["spark"].values():
-        assert spark["application"] == str(REPO / "jobs" / "cli.py") and spark["conn_id"] == "spark_default"
-        assert {"PYTHONPATH", "PYSPARK_PYTHON"} <= set(spark["env"])
-    assert {"start", "end"} <= set(dag["params"]) and "source_counts" not in dag["params"]
+    spark = dag["spark"]["transform"]
+    assert spark["application"] == str(REPO / "jobs" / "cli.py") and spark["conn_id"] == "spark_default"
+    assert {"PYTHONPATH", "PYSPARK_PYTHON"} <= set(spark["env"])
+    # the published tables are assets: the namespace, and each table through the alias its runs fill
+    assert spark["outlets"] == [["Asset", "cdc_demo", "iceberg://cdc/demo"], ["AssetAlias", "cdc_demo.tables", None]]
+    assert set(dag["params"]) == {"start", "end"}
 
 
-def test_recipients_add_a_failure_notifier_without_an_smtp_server(tmp_path):
-    # an SmtpNotifier is built at parse time: it must not need a reachable server
-    probe_env = {"CDC_ALERT_TO": "oncall@example.com", "AIRFLOW_CONN_SMTP_DEFAULT": ""}
-    dag = _load(tmp_path, probe_env)["dags"]["cdc_demo_pipeline"]
-    assert dag["failure_callbacks"] == ["SmtpNotifier"] and dag["tasks_with_failure_callbacks"] == len(STAGES)
-    assert _load(tmp_path, {"CDC_ALERT_TO": ""})["dags"]["cdc_demo_pipeline"]["failure_callbacks"] == []
+def test_a_broken_file_is_its_own_import_error_and_the_others_load(tmp_path):
+    folder = tmp_path / "pipelines"
+    write_pipeline(folder, blocks("orders", lake=str(tmp_path / "l1"), alert={"to": ["oncall@example.com"]}))
+    write_pipeline(folder, blocks("refunds", lake=str(tmp_path / "l2"), pipeline={"schedule": "0 * * * *",
+                                                                                   "tags": ["hourly"]}))
+    broken = blocks("broken")
+    broken["source"]["format"] = "debezum"
+    write_pipeline(folder, broken)
+    write_pipeline(folder, blocks("orders"), file_name="orders_copy.yaml")  # a name taken twice
+    loaded = _load(tmp_path, {"CDC_PIPELINES_DIR": str(folder), "AIRFLOW_CONN_SMTP_DEFAULT": ""})
+    assert sorted(loaded["dags"]) == ["cdc_orders", "cdc_refunds"]
+    assert sorted(Path(k).name for k in loaded["errors"]) == ["broken.yaml", "orders_copy.yaml"]
+    [broken_error] = [v for k, v in loaded["errors"].items() if k.endswith("broken.yaml")]
+    assert "source.format: 'debezum' is not one of" in broken_error and "did you mean `debezium`?" in broken_error
+    [taken] = [v for k, v in loaded["errors"].items() if k.endswith("orders_copy.yaml")]
+    assert "pipeline.name: 'orders' is also the name in" in taken
+    assert loaded["dags"]["cdc_refunds"]["timetable_summary"] == "0 * * * *"
+    assert "hourly" in loaded["dags"]["cdc_refunds"]["tags"]
+    # recipients add a failure notifier, built at parse time without an SMTP server
+    assert loaded["dags"]["cdc_orders"]["failure_callbacks"] == ["SmtpNotifier"]
+    assert loaded["dags"]["cdc_orders"]["tasks_with_failure_callbacks"] == len(STAGES)
+    assert loaded["dags"]["cdc_refunds"]["failure_callbacks"] == []
 
 
 def test_dag_files_only_wire_tasks():
@@ -110,5 +136,5 @@ def test_dag_files_only_wire_tasks():
             a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not any(m.startswith("pyspark") for m in imported), path
         functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
-        assert functions == [], f"{path.name}: logic belongs in an importable module (jobs/airflow_tasks.py)"
+        assert functions == [], f"{path.name}: logic belongs in an importable module (jobs/pipeline_dags.py)"
         assert ast.get_docstring(tree), f"{path.name}: the module docstring is the DAG's doc_md"

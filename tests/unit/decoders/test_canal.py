@@ -200,6 +200,11 @@ def test_key_change_and_keyless_update(spark):
     # --primary-keys wins over pkNames
     records, _, _ = decode(raw_frame(spark, [keyed]), DecodeOptions(primary_keys={"t": ("v",)}))
     assert sorted((r["op"], r["key"]["v"]) for r in records) == [("DELETE", "y"), ("INSERT", "x"), ("UPDATE", "b")]
+    # ... and so does a glob over whole table ids (jobs.table_rules), below a rule naming the table
+    globbed, _, _ = decode(raw_frame(spark, [keyed]), DecodeOptions(primary_keys={"db.*": ("v",)}))
+    assert globbed == records
+    named, _, _ = decode(raw_frame(spark, [keyed]), DecodeOptions(primary_keys={"*": ("v",), "t": ("id",)}))
+    assert all(set(r["key"]) == {"id"} for r in named)
 
 
 def test_malformed_messages_are_quarantined_with_their_bytes(spark):

@@ -1,0 +1,96 @@
+"""Pipeline files: the schema, errors that name the file, the field and the fix, and what they resolve to."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from jobs.pipeline_config import FORMATS, PipelineConfigError, load_pipeline, pipeline_files
+from tests.support.pipelines import REPO, blocks, write_pipeline
+
+
+def _errors(tmp_path: Path, document, env=None) -> list[str]:
+    path = tmp_path / "p.yaml"
+    path.write_text(document if isinstance(document, str) else yaml.safe_dump(document))
+    with pytest.raises(PipelineConfigError) as caught:
+        load_pipeline(path, env=env or {})
+    lines = str(caught.value).splitlines()
+    assert all(line.startswith(f"{path}: ") for line in lines)  # every line names the file
+    return [line[len(f"{path}: "):] for line in lines]
+
+
+def test_the_bundled_demo_file_validates_and_resolves_against_the_repository():
+    cfg = load_pipeline(REPO / "dags" / "pipelines" / "demo.yaml", env={})
+    assert cfg.dag_id == "cdc_demo" and cfg.source.format == "debezium" and cfg.source.location == "files"
+    assert cfg.source.files == str(REPO / "demo" / "topics")
+    assert cfg.sink.lake == str(REPO / "demo" / "out" / "airflow-lake")  # not the lake `make demo` fills
+    assert cfg.sink.catalog is None  # ${CDC_ICEBERG_CATALOG:-} unset: the embedded catalog
+    assert cfg.reconcile.counts == str(REPO / "demo" / "source_counts.json")
+    assert cfg.table_setting("primary_keys", "shop.public.order_lines") == ["order_id", "line_no"]
+    assert cfg.table_setting("primary_keys", "shop.public.orders") == ["id"]
+
+
+def test_environment_references_and_cdc_home(tmp_path):
+    path = write_pipeline(tmp_path, blocks(lake="${LAKE_ROOT}/lake", source={"files": "topics"},
+                                           reconcile={"counts": "${COUNTS:-counts.json}"}))
+    with pytest.raises(PipelineConfigError, match=r"sink.catalog: an S3 lake needs a pyiceberg catalog"):
+        load_pipeline(path, env={"LAKE_ROOT": "s3://bucket", "CDC_HOME": "/srv/cdc"})
+    cfg = load_pipeline(path, env={"LAKE_ROOT": "/data", "CDC_HOME": "/srv/cdc"})
+    assert cfg.sink.lake == "/data/lake" and cfg.source.files == "/srv/cdc/topics"
+    assert cfg.reconcile.counts == "/srv/cdc/counts.json"
+    assert _errors(tmp_path, blocks(lake="${LAKE_ROOT}/lake")) == [
+        "sink.lake: environment variable LAKE_ROOT is not set; fix: set it, or give a default as ${LAKE_ROOT:-value}"]
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda d: d["pipeline"].update(schedul="@daily"), "pipeline.schedul: unknown field; fix: did you mean `schedule`?"),
+    (lambda d: d["source"].update(format="debezum"),
+     "source.format: 'debezum' is not one of " + ", ".join(FORMATS) + "; fix: did you mean `debezium`?"),
+    (lambda d: d["sink"].pop("lake"), "sink.lake: Field required; fix: add `lake:` (see docs/pipelines.md)"),
+    (lambda d: d["pipeline"].update(schedule="every day"), "pipeline.schedule: 'every day' is not a cron expression"),
+    (lambda d: d["pipeline"].update(name="my pipeline"), "pipeline.name: String should match pattern"),
+    (lambda d: d["pipeline"].update(retry_delay="2 minutes"), "pipeline.retry_delay: '2 minutes' is not a duration"),
+    (lambda d: d["source"].update(kafka={"topics": ["t"]}),
+     "source: give exactly one of kafka, files, connect_s3, eventhubs_capture (got kafka, files)"),
+    (lambda d: d["source"].pop("files"), "source: give exactly one of kafka, files, connect_s3, eventhubs_capture (got none)"),
+    (lambda d: d["reconcile"].update(connection="src_db"), "reconcile: give connection or counts, not both"),
+    (lambda d: d["reconcile"].update(count_tolerance="lots"), "reconcile.count_tolerance: tolerance 'lots'"),
+    (lambda d: d["alert"].update(to=["oncall"]), "alert.to: not an email address: oncall"),
+    (lambda d: d["alert"].update(quarantine_threshold=2), "alert.quarantine_threshold: Input should be less than or equal to 1"),
+    (lambda d: d["tables"].append({"match": "t", "primary_keys": []}),
+     "tables.2.primary_keys: List should have at least 1 item after validation, not 0; fix: list at least one, or remove `primary_keys`"),
+    (lambda d: d["tables"].append({"match": "t", "histroy": True}), "tables.2.histroy: unknown field; fix: did you mean `history`?"),
+    (lambda d: d.update(spark_conf={}), "spark_conf: unknown field; fix: did you mean `spark`?"),
+])
+def test_each_mistake_names_its_field_and_fix(tmp_path, change, expected):
+    document = blocks()
+    change(document)
+    errors = _errors(tmp_path, document)
+    assert len(errors) == 1 and errors[0].startswith(expected), errors
+
+
+def test_several_mistakes_are_reported_together_and_yaml_errors_say_where(tmp_path):
+    document = blocks()
+    document["source"]["format"] = "x"
+    document["alert"]["to"] = "not a list"
+    assert [e.split(":")[0] for e in _errors(tmp_path, document)] == ["source.format", "alert.to"]
+    [line] = _errors(tmp_path, "pipeline:\n  name: [unclosed\n")
+    assert line.startswith("not valid YAML at line 3") and "fix: check the indentation and quoting there" in line
+    [line] = _errors(tmp_path, "- just a list\n")
+    assert "expected a mapping with blocks pipeline, source, sink" in line
+
+
+def test_the_formats_are_the_decoders():
+    from jobs.decoders import available_formats
+
+    assert set(FORMATS) == {"auto", *available_formats()}
+
+
+def test_pipeline_files_are_the_folders_yaml_in_name_order(tmp_path, monkeypatch):
+    for name in ("b.yaml", "a.yml", ".hidden.yaml", "notes.md"):
+        (tmp_path / name).write_text("x")
+    assert [p.name for p in pipeline_files(tmp_path)] == ["a.yml", "b.yaml"]
+    monkeypatch.setenv("CDC_PIPELINES_DIR", str(tmp_path))
+    assert [p.name for p in pipeline_files()] == ["a.yml", "b.yaml"]
+    assert pipeline_files(tmp_path / "missing") == []
