@@ -354,3 +354,25 @@ def pipeline_files(folder: str | Path | None = None) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.iterdir() if p.suffix in PIPELINE_SUFFIXES and not p.name.startswith("."))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m jobs.pipeline_config FILE...``: each file's resolved settings, or its mistakes (exit 1)."""
+    import json
+    import sys
+
+    paths = (sys.argv[1:] if argv is None else argv) or [str(p) for p in pipeline_files()]
+    failed = False
+    for path in paths:
+        try:
+            config = load_pipeline(path)
+        except PipelineConfigError as exc:
+            print(exc, file=sys.stderr)
+            failed = True
+            continue
+        print(json.dumps({"file": str(path), "dag_id": config.dag_id, **config.model_dump(mode="json")}, indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
