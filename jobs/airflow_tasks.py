@@ -197,7 +197,7 @@ def _run_context(plan: RunPlan):
     from jobs.lake import Lake
     from jobs.stages import RunContext
 
-    return RunContext(Lake.at(plan.lake), plan.pipeline, plan.run_id)
+    return RunContext(Lake.at(plan.lake), plan.pipeline, plan.run_id, progress=log.info)
 
 
 def _mask(secret: str | None) -> None:

@@ -23,6 +23,7 @@ from jobs.canonical import table_id_forms
 from jobs.decoders import MESSAGE_SHAPES, DecodeOptions, available_formats
 from jobs.errors import failure_line
 from jobs.lake import Lake, LakeError, check_name
+from jobs.progress import to_stderr
 from jobs.raw import RawInputError, expand, parquet_files
 from jobs.table_rules import is_glob
 
@@ -51,6 +52,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lake", required=True, help="lake root: a local folder, file://, s3:// or s3a:// URI")
     p.add_argument("--pipeline", required=True, help="pipeline name: the Iceberg namespace and lake sub-folder")
     p.add_argument("--run-id", required=True, help="id of this run (re-running an id is safe and changes nothing)")
+    p.add_argument("--quiet", action="store_true",
+                   help="print nothing but errors: no progress lines (stderr) and no summary (for cron; the exit "
+                   "code and the reports say how it went)")
     p.add_argument("--debug", action="store_true",
                    help="on a failure, the Python traceback after the one line that says what failed")
 
@@ -268,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from jobs import stages
 
-    ctx = stages.RunContext(lake, args.pipeline, args.run_id)
+    ctx = stages.RunContext(lake, args.pipeline, args.run_id, progress=None if args.quiet else to_stderr)
     try:
         return _run_command(args, ctx, options)
     except Exception as exc:  # noqa: BLE001 - an operational failure is one line (jobs.errors), exit 1
@@ -283,7 +287,9 @@ def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
     from jobs.spark import build_spark
 
     if args.command == "expire":  # pyiceberg only: no Spark
-        _print_expiry(stages.run_expire(ctx, args.as_of, args.retain_days, args.retain_last, args.dry_run))
+        report = stages.run_expire(ctx, args.as_of, args.retain_days, args.retain_last, args.dry_run)
+        if not args.quiet:
+            _print_expiry(report)
         return 0
     spark = build_spark(f"cdc-{args.command}-{args.pipeline}")
     if args.command in ("run", "transform"):
@@ -295,7 +301,8 @@ def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
         stages.run_reconcile(ctx, args.source_counts, reconcile_options(args))
         alert = stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
         ctx.write_report("run.json", {"timings_s": ctx.timings, "alert_sent": alert.get("sent")})
-        _print_summary(ctx, alert)
+        if not args.quiet:
+            _print_summary(ctx, alert)
         return _alert_exit(alert)
     elif args.command == "decode":
         stages.run_decode(spark, ctx, args.format, args.raw, options, keep_changes=True).release()

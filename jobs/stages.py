@@ -24,6 +24,7 @@ from jobs.canonical import CHANGE_RECORD_SCHEMA
 from jobs.decode import Decoded, decode_counts, decode_messages, release
 from jobs.decoders import QUARANTINED, DecodeOptions
 from jobs.lake import Lake
+from jobs.progress import STAGE_REPORTS, stage_done
 from jobs.raw import read_raw
 from jobs.reconcile import ReconcileOptions
 from jobs.spark import session_conf
@@ -37,6 +38,7 @@ class RunContext:
     run_id: str
     timings: dict[str, float] = field(default_factory=dict)
     stage: str | None = None  # the stage running (or the last one run): what a failure names
+    progress: Callable[[str], None] | None = None  # told when each stage starts and ends (jobs.progress)
 
     @property
     def report_dir(self) -> str:
@@ -53,10 +55,15 @@ class RunContext:
     def timed(self, stage: str):
         start = time.perf_counter()
         self.stage = stage
+        if self.progress:
+            self.progress(f"{stage} ...")
         try:
             yield
         finally:
             self.timings[stage] = round(time.perf_counter() - start, 3)
+        if self.progress:  # only after a stage that ended well: its report is this run's
+            report = self.read_report(STAGE_REPORTS[stage]) if stage in STAGE_REPORTS else None
+            self.progress(stage_done(stage, self.timings[stage], report))
 
 
 # Parquet's dictionary encoding pays for the change records' repetitive columns (op, table, column

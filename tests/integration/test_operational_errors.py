@@ -35,6 +35,16 @@ def test_an_unreachable_source_database_is_one_line_exit_1_and_debug_shows_the_t
     assert "Traceback" not in err and SECRET not in err
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: run failed in reconcile:") and "source database of --source-counts" in last
+    # progress: each stage that ended says what it did; the failed one only that it started
+    progress = [line.split(" ", 1)[1] for line in err.strip().splitlines()[:-1]]
+    assert [p.split(":")[0].split(" ")[0] for p in progress] == [
+        "decode", "decode", "fold_publish", "fold_publish", "validate", "validate", "reconcile"]
+    assert " messages: " in progress[1] and " decoded, " in progress[1] and progress[3].split(": ")[1][0].isdigit()
+    assert " tables committed, " in progress[3] and progress[-1] == "reconcile ..."
+    # --quiet (cron): the failure's one line and nothing else
+    assert jobs_run("debezium", small_raw, tmp_path / "lake", "p", "r1", "--source-counts", DOWN_DB, "--quiet") == 1
+    quiet = capsys.readouterr()
+    assert quiet.out == "" and len(quiet.err.strip().splitlines()) == 1
     # --debug lets the database driver's own error (whichever class it is) through, with its traceback
     with pytest.raises(Exception) as raised:  # noqa: B017
         jobs_run("debezium", small_raw, tmp_path / "lake", "p", "r1", "--source-counts", DOWN_DB, "--debug")
