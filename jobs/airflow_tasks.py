@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -28,7 +27,6 @@ from jobs.intervals import IntervalError, checked, run_id_for, utc
 from jobs.pipeline_config import PipelineConfig, load_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
-APPLICATION = str(REPO / "jobs" / "cli.py")  # spark-submit'ed: `spark-submit jobs/cli.py transform ...`
 LAND_TASK = "land"
 TRANSFORM_TASK = "transform"  # decode -> fold + publish -> validate: the one Spark application of a run
 CATALOG_ENV = "CDC_ICEBERG_CATALOG"  # jobs.publish.open_catalog
@@ -368,44 +366,17 @@ def published_tables(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 # ---- parse-time pieces of the DAG ----------------------------------------------------------------
-def spark_env(cfg: PipelineConfig) -> dict[str, str]:
-    """Environment of the spark-submit'ed driver: this repo importable, this interpreter for Python, the
-    pipeline's Iceberg catalog."""
-    env = {
-        "PYTHONPATH": str(REPO),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_SUBMIT_ACTIVE": "1",  # jobs.spark.build_spark then takes the master from spark-submit
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    if cfg.sink.catalog:
-        env[CATALOG_ENV] = cfg.sink.catalog
-    return env
+def spark_settings(cfg: PipelineConfig, ship_archive: bool = False) -> dict[str, Any]:
+    """SparkSubmitOperator's application, py_files, jars, conf, env_vars and packages for the pipeline
+    (jobs.spark_submit): with ``spark.ship_package`` the driver and executors run the ``jobs`` archive,
+    built on the submitting machine when ``ship_archive`` (at run time, not when the DAG is parsed)."""
+    from jobs.spark_submit import submit_settings
 
-
-def spark_conf(cfg: PipelineConfig, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``--conf`` of spark-submit: the JVM options of jobs.spark (with ``CDC_JIT``'s) and the jar of the
-    JVM-side decoders (set before the driver starts, so not from inside the job), then the pipeline's
-    ``spark.conf`` (which wins; no secrets: S3A reads credentials such as AWS_ACCESS_KEY_ID itself)."""
-    from jobs.jvm import with_jar
-    from jobs.spark import jvm_options
-
-    options = jvm_options(os.environ if env is None else env)
-    defaults = {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options}
-    merged = {**defaults, **{str(k): _conf_text(v) for k, v in cfg.spark.conf.items()}}
-    jars = with_jar(merged.get("spark.jars"))  # the JVM-side decoders' jar beside the user's (jobs.jvm)
-    if jars:
-        merged["spark.jars"] = jars
-    return merged
-
-
-def _conf_text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def spark_packages(cfg: PipelineConfig) -> str | None:
-    """``--packages`` of spark-submit: the pipeline's Maven coordinates."""
-    return ",".join(cfg.spark.packages) or None
+    settings = submit_settings(ship=cfg.spark.ship_package, executor_python=cfg.spark.executor_python,
+                               conf=cfg.spark.conf, packages=cfg.spark.packages,
+                               extra_env={CATALOG_ENV: cfg.sink.catalog} if cfg.sink.catalog else None,
+                               build_archive=ship_archive)
+    return settings
 
 
 def failure_notifiers(cfg: PipelineConfig) -> list[Any]:

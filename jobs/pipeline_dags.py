@@ -47,15 +47,18 @@ def tables_alias(cfg: PipelineConfig) -> AssetAlias:
 
 
 class TransformOperator(SparkSubmitOperator):
-    """spark-submit of the run's transform, then one asset event per table it committed a snapshot to."""
+    """spark-submit of the run's transform, then one asset event per table it committed a snapshot to.
+    With ``spark.ship_package``, the ``jobs`` archive is built (once per code version) where the task runs."""
 
     def __init__(self, *, pipeline_file: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pipeline_file = pipeline_file
 
     def execute(self, context: Any) -> None:
-        super().execute(context)
         cfg = load_pipeline(self.pipeline_file)
+        if cfg.spark.ship_package:
+            self.py_files = tasks.spark_settings(cfg, ship_archive=True)["py_files"]
+        super().execute(context)
         plan = context["ti"].xcom_pull(task_ids=tasks.LAND_TASK, key="plan")
         events = context["outlet_events"][tables_alias(cfg)]
         for table in tasks.published_tables(plan):
@@ -100,14 +103,11 @@ def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
         transform = TransformOperator(
             task_id=tasks.TRANSFORM_TASK,
             pipeline_file=str(path),
-            application=tasks.APPLICATION,
             application_args=land.output["transform_args"],
             conn_id=cfg.spark.connection,
-            env_vars=tasks.spark_env(cfg),
-            conf=tasks.spark_conf(cfg),
-            packages=tasks.spark_packages(cfg),
             name=f"cdc-transform-{cfg.name}",
             outlets=[namespace_asset(cfg), tables_alias(cfg)],
+            **tasks.spark_settings(cfg),
         )
         plan = {**file_arg, "plan": land.output["plan"]}
         reconcile = PythonOperator(task_id="reconcile", python_callable=tasks.reconcile, op_kwargs=plan)

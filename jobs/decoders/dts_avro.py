@@ -28,8 +28,8 @@ and scripts/format_streams.py use to encode records. What is read and made: docs
 """
 from __future__ import annotations
 
+import importlib.resources
 import json
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -38,7 +38,8 @@ from pyspark.sql import functions as F
 from jobs.decoders import BaseDecoder, DecodeOptions, register
 from jobs.decoders.common import decoded_on_jvm
 
-SCHEMA_FILE = Path(__file__).with_name("schemas") / "dts_record.avsc"
+# package data, read from the package wherever it is (a checkout, a wheel, the zip spark-submit ships)
+SCHEMA_FILE = importlib.resources.files("jobs.decoders").joinpath("schemas/dts_record.avsc")
 JVM_DECODER = "cdc.DtsAvroUdf"  # jobs/jvm/src/cdc/DtsAvroUdf.java
 
 

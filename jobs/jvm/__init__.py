@@ -5,7 +5,7 @@ Spark by ``scripts/build_jvm.sh`` (part of ``scripts/setup.sh``, ``make setup``)
 A decoder there is a Spark Java UDF: one message in, its decode outcome out, in one pass of a
 streaming parser (bench/README.md, "JVM-side decoding"). Debezium and DTS Avro are decoded there and
 nowhere else. The jar reaches the driver's class path through ``spark.jars`` (jobs.spark for a session
-this process starts, jobs.airflow_tasks.spark_conf for spark-submit); where it is missing, decoding
+this process starts, jobs.spark_submit.submit_jars for spark-submit); where it is missing, decoding
 those formats fails with a JvmDecoderMissing that says how to set it up (no slower fallback).
 """
 from __future__ import annotations

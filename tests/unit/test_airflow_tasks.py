@@ -199,30 +199,28 @@ def test_source_counts_from_an_airflow_connection(monkeypatch):
     assert tasks.source_counts_spec(None) is None and tasks.source_counts_spec("") is None
 
 
-def test_spark_submit_gets_this_repo_and_interpreter_and_the_pipelines_conf(tmp_path):
+def test_spark_submit_gets_the_pipelines_spark_block(tmp_path, monkeypatch):
+    monkeypatch.setenv("CDC_SPARK_ARCHIVE_DIR", str(tmp_path / "archives"))
     cfg, _ = pipeline(tmp_path)
-    env = tasks.spark_env(cfg)
-    assert env["PYTHONPATH"] == str(tasks.REPO) and env["SPARK_SUBMIT_ACTIVE"] == "1"
-    assert env["PATH"].split(":")[0] == str(Path(env["PYSPARK_PYTHON"]).parent)  # spark-submit lives there
-    assert "CDC_ICEBERG_CATALOG" not in env
-    assert Path(tasks.APPLICATION).is_file()
-    assert tasks.spark_packages(cfg) is None
-    # the driver's JVM options go on the command line: they cannot be set from inside the job
-    assert "-XX:-DontCompileHugeMethods" in tasks.spark_conf(cfg, NO_ENV)["spark.driver.extraJavaOptions"]
-    assert "TieredStopAtLevel" not in tasks.spark_conf(cfg, NO_ENV)["spark.driver.extraJavaOptions"]
-    quick = tasks.spark_conf(cfg, {"CDC_JIT": "c1"})
-    for side in ("driver", "executor"):
-        assert quick[f"spark.{side}.extraJavaOptions"].split()[-1] == "-XX:TieredStopAtLevel=1"
-        assert "-XX:-DontCompileHugeMethods" in quick[f"spark.{side}.extraJavaOptions"]
-    s3, _ = pipeline(tmp_path, name="s3", lake="s3://bucket/lake", sink={"catalog": "lake_catalog"},
-                     spark={"conf": {"spark.hadoop.fs.s3a.path.style.access": True,
-                                     "spark.driver.extraJavaOptions": "-Xss4m"},
-                            "packages": ["org.apache.hadoop:hadoop-aws:3.4.2"]})
-    conf = tasks.spark_conf(s3, NO_ENV)
-    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
-    assert conf["spark.driver.extraJavaOptions"] == "-Xss4m"  # the pipeline's conf wins
-    assert tasks.spark_packages(s3) == "org.apache.hadoop:hadoop-aws:3.4.2"
-    assert tasks.spark_env(s3)["CDC_ICEBERG_CATALOG"] == "lake_catalog"
+    local = tasks.spark_settings(cfg)
+    assert local["env_vars"]["PYTHONPATH"] == str(tasks.REPO) and local["py_files"] is None
+    assert Path(local["application"]).is_file() and "CDC_ICEBERG_CATALOG" not in local["env_vars"]
+    assert local["packages"] is None and "spark.pyspark.python" not in local["conf"]
+    cluster, _ = pipeline(tmp_path, name="s3", lake="s3://bucket/lake", sink={"catalog": "lake_catalog"},
+                          spark={"conf": {"spark.hadoop.fs.s3a.path.style.access": True,
+                                          "spark.driver.extraJavaOptions": "-Xss4m"},
+                                 "packages": ["org.apache.hadoop:hadoop-aws:3.4.2"],
+                                 "ship_package": True, "executor_python": "/opt/venv/bin/python"})
+    parsed = tasks.spark_settings(cluster)
+    assert parsed["py_files"] is None and not (tmp_path / "archives").exists()  # not built when the DAG is parsed
+    assert str(tasks.REPO) not in parsed["env_vars"]["PYTHONPATH"].split(":")  # the archive, not this checkout
+    assert parsed["conf"]["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert parsed["conf"]["spark.driver.extraJavaOptions"] == "-Xss4m"  # the pipeline's conf wins
+    assert parsed["conf"]["spark.pyspark.python"] == "/opt/venv/bin/python"
+    assert parsed["packages"] == "org.apache.hadoop:hadoop-aws:3.4.2"
+    assert parsed["env_vars"]["CDC_ICEBERG_CATALOG"] == "lake_catalog"
+    shipped = tasks.spark_settings(cluster, ship_archive=True)["py_files"]
+    assert Path(shipped).parent == tmp_path / "archives" and shipped.endswith(".zip")
 
 
 def test_failure_notifier_only_with_recipients(tmp_path, monkeypatch):

@@ -98,7 +98,7 @@ def test_demo_dag_runs_the_stages_in_order_on_real_daily_windows(tmp_path):
     # its arguments are the list land computed (one --raw per topic folder)
     assert dag["xcom_args"] == {"transform": ["land", "transform_args"]}
     spark = dag["spark"]["transform"]
-    assert spark["application"] == str(REPO / "jobs" / "cli.py") and spark["conn_id"] == "spark_default"
+    assert spark["application"] == str(REPO / "jobs" / "spark_entry.py") and spark["conn_id"] == "spark_default"
     assert {"PYTHONPATH", "PYSPARK_PYTHON"} <= set(spark["env"])
     # the published tables are assets: the namespace, and each table through the alias its runs fill
     assert spark["outlets"] == [["Asset", "cdc_demo", "iceberg://cdc/demo"], ["AssetAlias", "cdc_demo.tables", None]]
