@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1])
 assert not bag.import_errors, bag.import_errors
-dag = bag.dags["cdc_demo_pipeline"]
+dag = bag.dags["cdc_demo"]
 for day in sys.argv[2:]:
     start = time.perf_counter()
     run = dag.test(logical_date=datetime.fromisoformat(day).replace(tzinfo=timezone.utc))
@@ -38,6 +38,20 @@ for day in sys.argv[2:]:
            for ti in run.get_task_instances()}
     print("RESULT " + json.dumps({"day": day, "state": str(run.state), "wall_s": round(wall, 2), "tasks": tis}))
 """
+
+
+def pipeline_folder(work: Path, topics: Path, lake: Path) -> Path:
+    """The bundled demo's pipeline file, on these topics and this lake, reconciled through the connection."""
+    import yaml
+
+    document = yaml.safe_load((REPO / "dags" / "pipelines" / "demo.yaml").read_text())
+    document["source"]["files"] = str(topics)
+    document["sink"].update(lake=str(lake), catalog=None)
+    document["reconcile"] = {"connection": "cdc_source"}
+    folder = work / "pipelines"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "demo.yaml").write_text(yaml.safe_dump(document))
+    return folder
 
 
 def airflow_env(home: Path, topics: Path, source: Path, lake: Path) -> dict[str, str]:
@@ -51,9 +65,7 @@ def airflow_env(home: Path, topics: Path, source: Path, lake: Path) -> dict[str,
         "AIRFLOW_CONN_CDC_SOURCE": json.dumps({"conn_type": "sqlite", "host": str(source)}),
         "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",
         "PYTHONPATH": str(REPO),
-        "CDC_LAKE": str(lake),
-        "CDC_DEMO_TOPICS": str(topics),
-        "CDC_SOURCE_COUNTS": "conn:cdc_source",
+        "CDC_PIPELINES_DIR": str(pipeline_folder(home.parent, topics, lake)),
         "CDC_SHUFFLE_PARTITIONS": "2",
         "CDC_JIT": "c1",
     }
