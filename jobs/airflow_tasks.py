@@ -168,8 +168,10 @@ def land_interval(cfg: PipelineConfig, start: datetime, end: datetime) -> RunPla
     source = cfg.source
     topics = list(source.topics) or None
     if source.kafka is not None:
-        consumer = landing.kafka_consumer_config(source.kafka.connection)
-        bootstrap = consumer.pop("bootstrap.servers", "")
+        kafka = source.kafka
+        consumer = landing.kafka_consumer_config(kafka.connection) if kafka.connection else {}
+        bootstrap = kafka.bootstrap or consumer.pop("bootstrap.servers", "")
+        consumer.pop("bootstrap.servers", None)
         manifests = [landing.land_kafka(bootstrap, topic, lake, cfg.name, start, end, consumer_config=consumer)
                      for topic in source.kafka.topics]
     elif source.files is not None:

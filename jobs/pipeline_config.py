@@ -99,8 +99,16 @@ class PipelineBlock(_Block):
 
 
 class KafkaSource(_Block):
-    connection: str = "kafka_default"  # the apache-kafka provider's connection: bootstrap servers, SASL/SSL
+    connection: str | None = "kafka_default"  # the apache-kafka provider's connection: bootstrap servers, SASL/SSL
+    bootstrap: str | None = None  # over the connection's bootstrap.servers (without a connection: plain Kafka)
     topics: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _reachable(self) -> KafkaSource:
+        if not (self.connection or self.bootstrap):
+            raise ValueError("give a connection (its extra holds bootstrap.servers and the security settings) "
+                             "or a bootstrap")
+        return self
 
 
 class SourceBlock(_Block):

@@ -120,7 +120,7 @@ def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
 def doc_md(cfg: PipelineConfig, path: Path) -> str:
     """The DAG's documentation in the UI, from its file: what it reads, where it writes, how it checks."""
     s = cfg.source
-    where = {"kafka": lambda: f"Kafka (connection `{s.kafka.connection}`), topics {', '.join(s.kafka.topics)}",
+    where = {"kafka": lambda: f"Kafka ({_kafka_where(s)}), topics {', '.join(s.kafka.topics)}",
              "files": lambda: f"Parquet topic dumps in `{s.files}`",
              "connect_s3": lambda: f"Kafka Connect S3 sink output in `{s.connect_s3}`",
              "eventhubs_capture": lambda: f"Event Hubs Capture files in `{s.eventhubs_capture}`"}[s.location]()
@@ -150,6 +150,13 @@ def doc_md(cfg: PipelineConfig, path: Path) -> str:
                   f"{'-' if t.history is None else 'on' if t.history else 'off'} | {t.count_tolerance or '-'} | "
                   f"{'-' if t.key_rows_limit is None else t.key_rows_limit} |" for t in cfg.tables]
     return "\n".join(lines)
+
+
+def _kafka_where(source: Any) -> str:
+    kafka = source.kafka
+    parts = [f"connection `{kafka.connection}`" if kafka.connection else "",
+             f"bootstrap `{kafka.bootstrap}`" if kafka.bootstrap else ""]
+    return ", ".join(p for p in parts if p)
 
 
 # ---- every file of the folder --------------------------------------------------------------------

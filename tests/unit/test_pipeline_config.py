@@ -54,6 +54,8 @@ def test_environment_references_and_cdc_home(tmp_path):
     (lambda d: d["source"].update(kafka={"topics": ["t"]}),
      "source: give exactly one of kafka, files, connect_s3, eventhubs_capture (got kafka, files)"),
     (lambda d: d["source"].pop("files"), "source: give exactly one of kafka, files, connect_s3, eventhubs_capture (got none)"),
+    (lambda d: (d["source"].pop("files"), d["source"].update(kafka={"connection": None, "topics": ["t"]})),
+     "source.kafka: give a connection (its extra holds bootstrap.servers and the security settings) or a bootstrap"),
     (lambda d: d["reconcile"].update(connection="src_db"), "reconcile: give connection or counts, not both"),
     (lambda d: d["reconcile"].update(count_tolerance="lots"), "reconcile.count_tolerance: tolerance 'lots'"),
     (lambda d: d["alert"].update(to=["oncall"]), "alert.to: not an email address: oncall"),
