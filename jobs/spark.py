@@ -1,6 +1,7 @@
 """The one place a SparkSession is configured, so the job, the DAG's spark-submit and the tests agree."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -63,19 +64,102 @@ SPARK_CONF = {
 }
 
 
+# S3A (hadoop-aws: Spark's s3a:// file system) for an S3 lake or S3 input. The credentials are never
+# settings: S3A takes them from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+# which Spark also hands to S3A as fs.s3a.access.key / secret.key / session.token for the executors) or
+# from the instance's role. The providers are hadoop-aws 3.3's default chain, by names hadoop-aws 3.4+
+# also takes (it maps the AWS SDK v1 names to their v2 classes); Hadoop 3.4's own default names SDK v2
+# classes only, which an SDK v1 hadoop-aws (3.3, the tests' jar) cannot load.
+S3A_CREDENTIALS_PROVIDERS = ",".join((
+    "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider",
+    "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+    "com.amazonaws.auth.EnvironmentVariableCredentialsProvider",
+    "org.apache.hadoop.fs.s3a.auth.IAMInstanceCredentialsProvider",
+))
+# Durations as plain numbers in the unit every hadoop-aws reads them in: Hadoop 3.4's defaults ("60s",
+# "24h") are durations with units, which hadoop-aws 3.3 reads as numbers and fails on ("For input
+# string: "60s""); the values are Hadoop 3.4's defaults.
+S3A_DURATIONS = {
+    "fs.s3a.connection.establish.timeout": "30000",  # ms
+    "fs.s3a.connection.timeout": "200000",  # ms
+    "fs.s3a.threads.keepalivetime": "60",  # s
+    "fs.s3a.multipart.purge.age": "86400",  # s
+}
+
+
+def s3a_conf(endpoint: str | None) -> dict[str, str]:
+    """The ``spark.hadoop.fs.s3a.*`` settings of every session: the credentials providers and durations
+    above, and with ``endpoint`` (an S3-compatible server's URL, as jobs.storage takes it from
+    ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``) that endpoint, addressed path-style (bucket in the
+    path, as jobs.storage's pyarrow does with an endpoint). They matter only where an ``s3a://`` path
+    is read or written; ``CDC_SPARK_CONF`` overrides any of them."""
+    conf = {"fs.s3a.aws.credentials.provider": S3A_CREDENTIALS_PROVIDERS, **S3A_DURATIONS}
+    if endpoint:
+        conf["fs.s3a.endpoint"] = endpoint
+        conf["fs.s3a.path.style.access"] = "true"
+    return {f"spark.hadoop.{key}": value for key, value in conf.items()}
+
+
+def user_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``CDC_SPARK_CONF``: a JSON object of Spark settings (values as strings), empty when unset."""
+    env = os.environ if env is None else env
+    text = (env.get("CDC_SPARK_CONF") or "").strip()
+    if not text:
+        return {}
+    try:
+        conf = json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError("CDC_SPARK_CONF is not a JSON object") from None
+    if not isinstance(conf, dict):
+        raise ValueError("CDC_SPARK_CONF is not a JSON object")
+    return {str(k): conf_text(v) for k, v in conf.items()}
+
+
+def conf_text(value: object) -> str:
+    """A Spark setting's value as Spark takes it (YAML's and JSON's booleans as true/false)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def session_settings(env: Mapping[str, str] | None = None,
+                     launched: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every setting build_spark gives a session: SPARK_CONF and s3a_conf (the endpoint from the
+    environment, as jobs.storage reads it), then, for a JVM this process starts, ``CDC_SPARK_PACKAGES`` as
+    ``spark.jars.packages`` and ``CDC_SPARK_CONF``, which wins, with the JVM-side decoders' jar in
+    ``spark.jars`` besides any given. ``launched``: the settings of a driver spark-submit started
+    (jobs.spark_submit passed it jars, packages and ``CDC_SPARK_CONF`` already), which stay as they are:
+    only settings it does not have are added."""
+    env = os.environ if env is None else env
+    endpoint = (env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or "").strip() or None
+    conf = {**SPARK_CONF, **s3a_conf(endpoint)}
+    if launched is not None:
+        return {k: v for k, v in conf.items() if k not in launched}
+    packages = (env.get("CDC_SPARK_PACKAGES") or "").strip()
+    if packages:
+        conf["spark.jars.packages"] = packages
+    conf.update(user_conf(env))
+    jars = with_jar(conf.get("spark.jars"))  # the JVM-side decoders (jobs.jvm)
+    if jars:
+        conf["spark.jars"] = jars
+    return conf
+
+
 def build_spark(app_name: str = "cdc-pipeline", master: str | None = None) -> SparkSession:
-    """Get or create the session; under spark-submit the master comes from the submit command."""
+    """Get or create the session; under spark-submit the master, jars, packages and ``CDC_SPARK_CONF``
+    come from the submit command (see session_settings)."""
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    if master or not os.environ.get("SPARK_SUBMIT_ACTIVE"):
+    submitted = bool(os.environ.get("SPARK_SUBMIT_ACTIVE"))
+    if master or not submitted:
         builder = builder.master(master or os.environ.get("CDC_SPARK_MASTER", "local[*]"))
-    for key, value in SPARK_CONF.items():
+    launched = None
+    if submitted and os.environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit's driver JVM runs already
+        SparkContext._ensure_initialized()  # noqa: SLF001 - attaches to that JVM (starts none)
+        launched = dict(SparkConf().getAll())
+    for key, value in session_settings(launched=launched).items():
         builder = builder.config(key, value)
-    jars = with_jar(None)
-    if jars:  # the JVM-side decoders (jobs.jvm); read only when this call starts the JVM
-        builder = builder.config("spark.jars", jars)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("CDC_SPARK_LOG_LEVEL", "WARN"))
     return spark

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 import os
 import sys
 import tempfile
@@ -108,25 +107,14 @@ def default_cache_dir(env: Mapping[str, str] | None = None) -> str:
 
 
 # ---- spark-submit's arguments --------------------------------------------------------------------
-def conf_text(value: Any) -> str:
-    """A Spark setting's value as spark-submit takes it (YAML's and JSON's booleans as true/false)."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def user_conf(env: Mapping[str, str] | None = None, conf: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The user's Spark settings: ``conf`` where given (a pipeline's ``spark.conf``), else
-    ``CDC_SPARK_CONF`` (a JSON object) of ``env``; values as text, empty when neither is set."""
+    ``CDC_SPARK_CONF`` of ``env`` (jobs.spark.user_conf); values as text."""
+    from jobs.spark import conf_text
+    from jobs.spark import user_conf as env_conf
+
     if conf is None:
-        env = os.environ if env is None else env
-        text = (env.get("CDC_SPARK_CONF") or "").strip()
-        if not text:
-            return {}
-        try:
-            conf = json.loads(text)
-        except json.JSONDecodeError:
-            raise ValueError("CDC_SPARK_CONF is not a JSON object") from None
-        if not isinstance(conf, dict):
-            raise ValueError("CDC_SPARK_CONF is not a JSON object")
+        return env_conf(os.environ if env is None else env)
     return {str(k): conf_text(v) for k, v in conf.items()}
 
 

@@ -42,4 +42,37 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q -r "$req"
   touch "$stamp"
 fi
+# the tests' Spark on s3a:// (tests/integration/test_s3_lake.py): hadoop-aws and the AWS SDK bundle it
+# was built with, into .venv/s3a-jars. No Maven Central here: both jars are in the sdist of
+# sagemaker-pyspark on PyPI, which is downloaded (pinned, its sha256 checked) and read: never installed
+# (it pins an old pyspark) nor built (pip download would run its setup). hadoop-aws 3.3.1 does not match
+# pyspark's Hadoop: fine for tests (jobs/spark.py s3a_conf), production sets CDC_SPARK_PACKAGES to the
+# hadoop-aws of Spark's own Hadoop (docs/operations.md).
+if [ "${1:-}" = "--dev" ]; then
+  s3a_version=1.4.5
+  s3a_sha256=05ca2d5081d7138ce29a8fb0a9cba077f28c825288ed07aed46a82e63c0bf1fb
+  s3a_jars=(hadoop-aws-3.3.1.jar aws-java-sdk-bundle-1.11.901.jar)
+  s3a_dir=.venv/s3a-jars
+  s3a_stamp="$s3a_dir/.stamp-${s3a_sha256:0:16}"
+  if [ ! -f "$s3a_stamp" ] || [ ! -f "$s3a_dir/${s3a_jars[0]}" ] || [ ! -f "$s3a_dir/${s3a_jars[1]}" ]; then
+    echo "setup: extracting ${s3a_jars[*]} from sagemaker-pyspark $s3a_version's sdist into $s3a_dir" >&2
+    s3a_tmp="$(mktemp -d)"
+    trap 'rm -rf "$s3a_tmp"' EXIT
+    s3a_sdist="$s3a_tmp/sagemaker_pyspark-$s3a_version.tar.gz"
+    # the sdist's address from PyPI's JSON API, then the file, checked before it is opened
+    .venv/bin/python - "$s3a_version" "$s3a_sdist" <<'PY'
+import json, shutil, sys, urllib.request
+version, target = sys.argv[1], sys.argv[2]
+with urllib.request.urlopen("https://pypi.org/pypi/sagemaker-pyspark/json", timeout=60) as resp:
+    (url,) = [f["url"] for f in json.load(resp)["releases"][version] if f["packagetype"] == "sdist"]
+with urllib.request.urlopen(url, timeout=600) as resp, open(target, "wb") as out:
+    shutil.copyfileobj(resp, out, 1 << 20)
+PY
+    echo "$s3a_sha256  $s3a_sdist" | sha256sum -c --quiet -
+    rm -rf "$s3a_dir" && mkdir -p "$s3a_dir"
+    tar -xzf "$s3a_sdist" -C "$s3a_dir" --strip-components=3 \
+      "${s3a_jars[@]/#/sagemaker_pyspark-$s3a_version/deps/jars/}"
+    touch "$s3a_stamp"
+  fi
+fi
 scripts/build_jvm.sh

@@ -1,4 +1,6 @@
 """jobs.spark: the session's settings, and a setting changed for one step only."""
+import json
+
 import pytest
 
 from jobs.spark import JVM_OPTIONS, SPARK_CONF, jvm_log_level, jvm_options, session_conf
@@ -74,3 +76,26 @@ def test_jvm_log_level_sets_a_logger_for_the_block_then_restores_it_even_on_erro
     with jvm_log_level(spark, name.rsplit(".", 1)[0], "DEBUG"):
         assert level() == "DEBUG"
     assert level() == before
+
+
+def test_s3a_settings_name_no_credentials_and_what_was_given_wins() -> None:
+    from jobs.spark import S3A_DURATIONS, s3a_conf, session_settings
+
+    conf = s3a_conf("http://127.0.0.1:9000")
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert all(conf[f"spark.hadoop.{key}"].isdigit() for key in S3A_DURATIONS)  # plain numbers
+    assert "EnvironmentVariableCredentialsProvider" in conf["spark.hadoop.fs.s3a.aws.credentials.provider"]
+    assert not {"spark.hadoop.fs.s3a.endpoint", "spark.hadoop.fs.s3a.path.style.access"} & set(s3a_conf(None))
+    env = {"AWS_ENDPOINT_URL": "http://any:1", "AWS_ENDPOINT_URL_S3": "http://s3:2", "AWS_ACCESS_KEY_ID": "AKIDSECRETID",
+           "AWS_SECRET_ACCESS_KEY": "the-secret-key",
+           "CDC_SPARK_CONF": json.dumps({"spark.hadoop.fs.s3a.path.style.access": "false", "spark.jars": "/x/a.jar"})}
+    settings = session_settings(env)
+    assert not {"AKIDSECRETID", "the-secret-key"} & {*settings.values()}  # S3A reads them from the environment
+    assert settings["spark.hadoop.fs.s3a.endpoint"] == "http://s3:2"  # the S3 one first, as jobs.storage
+    assert settings["spark.hadoop.fs.s3a.path.style.access"] == "false"  # CDC_SPARK_CONF wins
+    assert settings["spark.jars"].split(",")[-1] == "/x/a.jar"
+    # a driver spark-submit started keeps what it was given (jobs.spark_submit passed CDC_SPARK_CONF, jars)
+    submitted = session_settings(env, launched={"spark.hadoop.fs.s3a.endpoint": "http://given:3", "spark.jars": "y"})
+    assert "spark.hadoop.fs.s3a.endpoint" not in submitted and "spark.jars" not in submitted
+    assert submitted["spark.hadoop.fs.s3a.connection.timeout"] == S3A_DURATIONS["fs.s3a.connection.timeout"]
