@@ -62,7 +62,7 @@ def _log_tail(log_path: Path, limit: int = 2000) -> str:
         return ""
 
 
-def _stop(proc: subprocess.Popen, grace_seconds: float = 5.0) -> None:
+def stop_process(proc: subprocess.Popen, grace_seconds: float = 5.0) -> None:
     """Stop the server we started, by its PID only."""
     if proc.poll() is not None:
         return
@@ -92,7 +92,7 @@ def _server(name: str, argv: Sequence[str], port: int, ready, timeout: float) ->
             time.sleep(0.1)
         yield proc
     finally:
-        _stop(proc)
+        stop_process(proc)
         shutil.rmtree(log_dir, ignore_errors=True)
 
 

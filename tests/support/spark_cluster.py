@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.servers import LOCALHOST, ServerStartError, _log_tail, _port_open, _stop, free_port
+from tests.support.servers import LOCALHOST, ServerStartError, _log_tail, _port_open, free_port, stop_process
 
 
 def spark_home() -> str:
@@ -122,6 +122,6 @@ def spark_standalone(cores: int = 1, memory: str = "1g", timeout: float = 90.0,
         yield cluster
     finally:
         for proc in reversed(procs):  # the worker first: it stops its executors
-            _stop(proc, grace_seconds=15.0)
+            stop_process(proc, grace_seconds=15.0)
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
