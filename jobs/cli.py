@@ -344,6 +344,9 @@ def _print_summary(ctx, alert: dict) -> None:
         judged = row.get("checkpoints") or row.get("pending") or []
         moment = judged[-1]["moment"] if judged else "-"
         waiting = f" ({len(row['pending'])} pending)" if row.get("pending") else ""
+        before = row.get("previous")
+        if before:  # no count of this run: what the last one was
+            moment, waiting = "-", f" (last: {before['verdict']} at {before['moment']}, run {before['judged_run']})"
         print(f"{row['table']:<40} {row['state_rows']:>10} {src:>11}  {row['status']:<9} {moment}{waiting}")
     print(f"report: {ctx.lake.join(ctx.report_dir)}")
     sent = "yes" if alert.get("sent") else "no"

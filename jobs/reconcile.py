@@ -282,7 +282,17 @@ def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state
             verdict = cps.judge(cp, ledger, steps, options.max_lag_s, as_of, keys_now)
         judged.append((cp, verdict))
     _store(lake, stored_rel, stored, judged, run_id)
-    return _table_rows(state, judged)
+    return _table_rows(state, judged, _latest_judged(stored, run_id))
+
+
+def _latest_judged(stored: list[Checkpoint], run_id: str) -> dict[str, dict]:
+    """Per table, the verdict of the newest checkpoint an earlier run judged: what a run without a new
+    count of the table shows beside its ``unknown`` (a quiet day is not a table nobody ever counted)."""
+    latest: dict[str, dict] = {}
+    for cp in stored:
+        if cp.verdict is not None and cp.judged_in not in (None, run_id):
+            latest[cp.table_id or cp.table] = {**cp.verdict, "judged_run": cp.judged_in}
+    return latest
 
 
 def _store(lake, rel: str, stored: list[Checkpoint], judged: list[tuple[Checkpoint, Judgement]], run_id: str) -> None:
@@ -316,7 +326,8 @@ def _verdict_dict(cp: Checkpoint, v: Judgement) -> dict[str, Any]:
     return out
 
 
-def _table_rows(state: dict[str, dict], judged: list[tuple[Checkpoint, Judgement]]) -> list[dict]:
+def _table_rows(state: dict[str, dict], judged: list[tuple[Checkpoint, Judgement]],
+                latest: dict[str, dict] | None = None) -> list[dict]:
     by_table: dict[str, list[dict]] = {}
     for cp, verdict in judged:
         by_table.setdefault(cp.table_id or cp.table, []).append(_verdict_dict(cp, verdict))
@@ -336,6 +347,8 @@ def _table_rows(state: dict[str, dict], judged: list[tuple[Checkpoint, Judgement
             "checkpoints": decided,
             "pending": pending,
             "overdue": any((v.get("lag") or {}).get("overdue") for v in pending),
+            # no count of this run: the last verdict an earlier run gave (never a reason to alert again)
+            "previous": (latest or {}).get(table) if not verdicts else None,
         })
     return rows
 

@@ -103,9 +103,9 @@ def render_report(pipeline: str, run_id: str, reconciliation: dict, validation: 
         f"<p>Source counts from: {_e(reconciliation.get('source'))}. A count is compared with the lake's at the "
         "moment it was taken; <i>behind</i> means the lake has not reached that moment yet.</p>",
         rows_chart(tables) if tables else "<p>No table.</p>",
-        _table(["Table", "Status", "Lake rows now", "Source rows", "Pending"],
+        _table(["Table", "Status", "Lake rows now", "Source rows", "Pending", "Last verdict before this run"],
                [[_e(t["table"]), _badge(t["status"]), _e(t.get("state_rows")), _e(t.get("source_rows")),
-                 _e(len(t.get("pending") or []))] for t in tables]),
+                 _e(len(t.get("pending") or [])), _previous(t.get("previous"))] for t in tables]),
         "<h2>Checkpoints</h2>",
         _table(["Table", "Verdict", "Moment", "Source rows", "Lake rows", "Lake &minus; source", "Lag", "Note",
                 "Keys that differ"], _checkpoint_rows(tables)) if any(
@@ -117,6 +117,14 @@ def render_report(pipeline: str, run_id: str, reconciliation: dict, validation: 
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def _previous(verdict: dict | None) -> str:
+    """An earlier run's verdict on the table's newest judged count, for a run that brought no count of it."""
+    if not verdict:
+        return ""
+    return (f"{_badge(verdict.get('verdict', 'unknown'))} {_e(verdict.get('source_rows'))} rows at "
+            f"{_e(verdict.get('moment'))} (run {_e(verdict.get('judged_run'))})")
 
 
 def _expectations(validation: dict) -> str:

@@ -244,3 +244,23 @@ def test_counts_find_names_made_safe_or_cut_in_either_source(tmp_path):
     con.commit()
     con.close()
     assert load_source_counts(f"sqlite:///{path}", [ids[1]]) == {ids[1]: 3}
+
+
+def test_a_run_without_a_count_of_a_table_shows_the_last_verdict_beside_unknown(tmp_path):
+    from jobs import checkpoints as cps
+    from jobs.checkpoints import Checkpoint, time_moment
+    from jobs.count_ledger import CHECKPOINTS
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    judged = Checkpoint("t", 3, time_moment("2026-11-01T23:00:00Z"), "file", "r1", table_id="t", judged_in="r1",
+                        verdict={"table": "t", "verdict": "match", "moment": "2026-11-01T23:00:00Z", "source_rows": 3})
+    lake.write_text(f"{lake.counts_dir('p')}/{CHECKPOINTS}", cps.dumps([judged]))
+    state = {"t": {"state_rows": 3, "snapshot_id": 1}, "u": {"state_rows": 1, "snapshot_id": 2}}
+    # a quiet day: no new count; its table is unknown, and shows what the last count got (no new alert)
+    [t, u] = reconcile_run(lake, "p", "r2", [], state, ReconcileOptions())
+    assert t["status"] == "unknown" and t["checkpoints"] == [] and t["source_rows"] is None
+    assert t["previous"] == {**judged.verdict, "judged_run": "r1"}
+    assert u["status"] == "unknown" and u["previous"] is None  # never counted
+    # the run that judged it shows it as its own verdict, not as a previous one
+    [again, _] = reconcile_run(lake, "p", "r1", [], state, ReconcileOptions())
+    assert again["previous"] is None
