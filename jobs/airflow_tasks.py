@@ -252,7 +252,8 @@ def _hook_url(conn: Any) -> str | None:
 
 
 def source_counts_spec(value: str | None, get_connection: Callable[[str], Any] | None = None) -> str | None:
-    """What ``jobs.reconcile.load_source_counts`` takes: ``conn:<id>`` becomes the connection's URL."""
+    """What ``jobs.reconcile.source_checkpoints`` takes: ``conn:<id>`` becomes the connection's URL (its
+    password masked in the task's log); a counts file's path stays as it is."""
     if not value:
         return None
     if value.startswith("conn:"):
@@ -263,16 +264,7 @@ def source_counts_spec(value: str | None, get_connection: Callable[[str], Any] |
         conn = get_connection(value[len("conn:"):])
         _mask(conn.password)
         return connection_sqlalchemy_url(conn)
-    if "://" in value:
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError
-
-        try:
-            _mask(make_url(value).password)
-        except ArgumentError:
-            pass  # not a SQLAlchemy URL; reconcile reports what it is
     return value
-
 
 
 def reconcile_options(cfg: PipelineConfig, plan: RunPlan):
@@ -312,12 +304,16 @@ def smtp_sender(conn_id: str, from_email: str | None) -> Callable[[list[str], st
     connection says); the sender defaults to the connection's ``from_email``, then Airflow's."""
     from airflow.providers.smtp.hooks.smtp import SmtpHook
 
-    sender = from_email or os.environ.get("AIRFLOW__EMAIL__FROM_EMAIL") or None
-
     def send(to: list[str], subject: str, html: str, _text: str | None) -> None:
         with SmtpHook(smtp_conn_id=conn_id) as hook:
+            sender = from_email or hook.from_email or airflow_from_email()
             hook.send_email_smtp(to=to, subject=subject, html_content=html, from_email=sender)
     return send
+
+
+def airflow_from_email() -> str | None:
+    """Airflow's own sender (``[email] from_email``), for a connection that names none."""
+    return (os.environ.get("AIRFLOW__EMAIL__FROM_EMAIL") or "").strip() or None
 
 
 def alert(pipeline_file: str, plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
@@ -388,5 +384,6 @@ def failure_notifiers(cfg: PipelineConfig) -> list[Any]:
         return []
     from airflow.providers.smtp.notifications.smtp import SmtpNotifier
 
-    from_email = cfg.alert.from_email or (os.environ.get("AIRFLOW__EMAIL__FROM_EMAIL") or "").strip() or None
-    return [SmtpNotifier(to=list(cfg.alert.to), from_email=from_email, smtp_conn_id=cfg.alert.smtp_connection)]
+    # no sender given: the notifier takes the connection's, as the data-quality email does
+    return [SmtpNotifier(to=list(cfg.alert.to), from_email=cfg.alert.from_email or None,
+                         smtp_conn_id=cfg.alert.smtp_connection)]

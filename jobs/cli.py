@@ -94,10 +94,10 @@ def _merge_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", action="store_true",
                    help="also keep an SCD type 2 history table per source table (<table>__history: valid_from / "
                    "valid_to positions and times, is_current, op)")
-    p.add_argument("--history-of", action="append", default=[], metavar="TABLE",
+    p.add_argument("--history-of", action=_HistoryRule, dest="history_rules", default=[], metavar="TABLE",
                    help="keep the SCD type 2 history of these tables only (a table id, its last part or a glob "
                    "such as 'shop.public.*': jobs/table_rules.py); repeatable")
-    p.add_argument("--no-history-of", action="append", default=[], metavar="TABLE",
+    p.add_argument("--no-history-of", action=_HistoryRule, dest="history_rules", default=[], metavar="TABLE",
                    help="no SCD type 2 history for these tables, over --history or a wider --history-of; repeatable")
     p.add_argument("--state-buckets", type=_count, default=None, metavar="N",
                    help="key-hash buckets of a state table laid out by this run (default: $CDC_STATE_BUCKETS or "
@@ -105,11 +105,20 @@ def _merge_args(p: argparse.ArgumentParser) -> None:
                    "0: no buckets (every run rewrites the whole table)")
 
 
+class _HistoryRule(argparse.Action):
+    """--history-of / --no-history-of, kept as (pattern, on) in the order given: among globs the first
+    naming a table wins (jobs.table_rules), as among a pipeline file's ``tables``."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        rules = list(getattr(namespace, self.dest) or [])
+        rules.append((value, option_string == "--history-of"))
+        setattr(namespace, self.dest, rules)
+
+
 def history_patterns(args: argparse.Namespace) -> tuple[tuple[str, bool], ...]:
-    """Which tables keep an SCD2 history, as (pattern, on) rules: --history for all, --history-of and
-    --no-history-of per table (the most specific pattern wins: jobs.table_rules)."""
-    rules = [("*", True)] if args.history else []
-    return tuple(rules + [(p, True) for p in args.history_of] + [(p, False) for p in args.no_history_of])
+    """Which tables keep an SCD2 history, as (pattern, on) rules: --history-of and --no-history-of in their
+    order, then --history for every other table."""
+    return tuple(args.history_rules) + ((("*", True),) if args.history else ())
 
 
 def _keep_changes_arg(p: argparse.ArgumentParser) -> None:

@@ -24,7 +24,7 @@ import os
 import re
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -39,8 +39,6 @@ PIPELINE_SUFFIXES = (".yaml", ".yml")
 DOCS = "docs/pipelines.md"
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_]*$"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd])\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class PipelineConfigError(ValueError):
@@ -48,10 +46,17 @@ class PipelineConfigError(ValueError):
 
 
 def parse_duration(text: str) -> timedelta:
-    m = _DURATION.match(str(text))
-    if not m:
+    """A duration of a file: jobs.checkpoints' syntax, with its unit always written (``6`` reads as hours
+    on the command line; in a file it is a mistake)."""
+    from jobs.checkpoints import CheckpointError
+    from jobs.checkpoints import parse_duration as seconds
+
+    if not str(text).strip()[-1:].isalpha():
         raise ValueError(f"{text!r} is not a duration: a number and a unit, e.g. 90s, 2m, 6h, 1d")
-    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+    try:
+        return timedelta(seconds=seconds(text))
+    except CheckpointError:
+        raise ValueError(f"{text!r} is not a duration: a number and a unit, e.g. 90s, 2m, 6h, 1d") from None
 
 
 class _Block(BaseModel):
@@ -76,7 +81,7 @@ class PipelineBlock(_Block):
     name: str = Field(pattern=_NAME, max_length=200)
     description: str = ""
     owner: str = "data-platform"
-    tags: list[str] = []
+    tags: list[Annotated[str, Field(min_length=1, max_length=100)]] = []  # Airflow's limit
     schedule: str = "0 0 * * *"
     start: date | datetime
     end: date | datetime | None = None
@@ -87,6 +92,12 @@ class PipelineBlock(_Block):
     # intervals fold in order (max_active_runs=1, depends_on_past): not a setting
 
     _durations = field_validator("retry_delay", "execution_timeout")(_duration_field)
+
+    @model_validator(mode="after")
+    def _window(self) -> PipelineBlock:
+        if self.end is not None and str(self.end) < str(self.start):
+            raise ValueError(f"end {self.end} is before start {self.start}")
+        return self
 
     @field_validator("schedule")
     @classmethod
@@ -159,6 +170,14 @@ class ReconcileBlock(_Block):
         if self.connection and self.counts:
             raise ValueError("give connection or counts, not both")
         return self
+
+    @field_validator("counts")
+    @classmethod
+    def _file(cls, value: str | None) -> str | None:
+        if value and "://" in value:
+            raise ValueError("a counts file's path, not a URL; fix: a database is an Airflow connection "
+                             "(reconcile.connection), so its password never sits in a file")
+        return value
 
     @field_validator("max_lag")
     @classmethod

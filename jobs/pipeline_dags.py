@@ -16,6 +16,7 @@ import logging
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -31,14 +32,20 @@ EMBEDDED_CATALOG = "cdc"  # jobs.publish.open_catalog's name for the SQLite cata
 
 
 # ---- assets ---------------------------------------------------------------------------------------
+def _uri_part(text: str) -> str:
+    return quote(text, safe="")  # a name from the source or the file is one path segment, whatever it holds
+
+
 def namespace_asset(cfg: PipelineConfig) -> Asset:
     """The pipeline's published tables as one asset: its Iceberg namespace."""
-    return Asset(name=cfg.dag_id, uri=f"iceberg://{cfg.sink.catalog or EMBEDDED_CATALOG}/{cfg.name}", group="cdc")
+    catalog = _uri_part(cfg.sink.catalog or EMBEDDED_CATALOG)
+    return Asset(name=cfg.dag_id, uri=f"iceberg://{catalog}/{_uri_part(cfg.name)}", group="cdc")
 
 
 def table_asset(cfg: PipelineConfig, table_id: str, iceberg_table: str) -> Asset:
     """One published table as an asset, named ``cdc_<pipeline>.<table id>``."""
-    return Asset(name=f"{cfg.dag_id}.{table_id}", uri=f"{namespace_asset(cfg).uri}/{iceberg_table}", group="cdc")
+    return Asset(name=f"{cfg.dag_id}.{table_id}", uri=f"{namespace_asset(cfg).uri}/{_uri_part(iceberg_table)}",
+                 group="cdc")
 
 
 def tables_alias(cfg: PipelineConfig) -> AssetAlias:
@@ -48,7 +55,10 @@ def tables_alias(cfg: PipelineConfig) -> AssetAlias:
 
 class TransformOperator(SparkSubmitOperator):
     """spark-submit of the run's transform, then one asset event per table it committed a snapshot to.
-    With ``spark.ship_package``, the ``jobs`` archive is built (once per code version) where the task runs."""
+
+    The submit's settings are made again where the task runs, from the file as it is then (the DAG may be
+    parsed on another machine: its interpreter, paths and jar are not the worker's); with
+    ``spark.ship_package``, the ``jobs`` archive is built there too (once per code version)."""
 
     def __init__(self, *, pipeline_file: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -56,8 +66,8 @@ class TransformOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> None:
         cfg = load_pipeline(self.pipeline_file)
-        if cfg.spark.ship_package:
-            self.py_files = tasks.spark_settings(cfg, ship_archive=True)["py_files"]
+        for name, value in tasks.spark_settings(cfg, ship_archive=cfg.spark.ship_package).items():
+            setattr(self, name, value)
         super().execute(context)
         plan = context["ti"].xcom_pull(task_ids=tasks.LAND_TASK, key="plan")
         events = context["outlet_events"][tables_alias(cfg)]
@@ -120,42 +130,50 @@ def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
 def doc_md(cfg: PipelineConfig, path: Path) -> str:
     """The DAG's documentation in the UI, from its file: what it reads, where it writes, how it checks."""
     s = cfg.source
-    where = {"kafka": lambda: f"Kafka ({_kafka_where(s)}), topics {', '.join(s.kafka.topics)}",
-             "files": lambda: f"Parquet topic dumps in `{s.files}`",
-             "connect_s3": lambda: f"Kafka Connect S3 sink output in `{s.connect_s3}`",
-             "eventhubs_capture": lambda: f"Event Hubs Capture files in `{s.eventhubs_capture}`"}[s.location]()
+    e = _md
+    where = {"kafka": lambda: f"Kafka ({_kafka_where(s)}), topics {e(', '.join(s.kafka.topics))}",
+             "files": lambda: f"Parquet topic dumps in `{e(s.files)}`",
+             "connect_s3": lambda: f"Kafka Connect S3 sink output in `{e(s.connect_s3)}`",
+             "eventhubs_capture": lambda: f"Event Hubs Capture files in `{e(s.eventhubs_capture)}`"}[s.location]()
     r = cfg.reconcile
-    counts = (f"connection `{r.connection}`" if r.connection else f"counts file `{r.counts}`" if r.counts else "none")
+    counts = (f"connection `{e(r.connection)}`" if r.connection else f"counts file `{e(r.counts)}`" if r.counts
+              else "none")
     lines = [
-        f"### Pipeline `{cfg.name}`", "", cfg.pipeline.description, "",
-        f"Defined by `{path}`. Runs `land → transform → reconcile → alert → expire` for each data interval "
+        f"### Pipeline `{cfg.name}`", "", e(cfg.pipeline.description), "",
+        f"Defined by `{e(path)}`. Runs `land → transform → reconcile → alert → expire` for each data interval "
         f"`[start, end)` of `{cfg.pipeline.schedule}` (UTC), in order; a manual run takes params `start` and "
         "`end` (ISO-8601). The run id is the interval: clearing or re-running one changes nothing published.",
         "",
         "| | |", "|---|---|",
         f"| source | `{s.format}` messages from {where} |",
-        f"| lake | `{cfg.sink.lake}`, Iceberg catalog `{cfg.sink.catalog or 'embedded (SQLite in the lake)'}`, "
+        f"| lake | `{e(cfg.sink.lake)}`, Iceberg catalog `{e(cfg.sink.catalog or 'embedded (SQLite in the lake)')}`, "
         f"namespace `{cfg.name}` |",
         f"| reconcile | source counts from {counts}; alert when a count waits past {r.max_lag or 'never'}; "
         f"tolerance `{r.count_tolerance}` |",
-        f"| alert | {', '.join(cfg.alert.to) or 'no recipients'} through `{cfg.alert.smtp_connection}`; "
+        f"| alert | {e(', '.join(cfg.alert.to)) or 'no recipients'} through `{e(cfg.alert.smtp_connection)}`; "
         f"quarantine threshold {cfg.alert.quarantine_threshold} |",
-        f"| spark | connection `{cfg.spark.connection}` |",
+        f"| spark | connection `{e(cfg.spark.connection)}` |",
         f"| snapshots | kept {cfg.sink.retain_days} days, each table's {cfg.sink.retain_last} newest at least |",
         f"| assets | `{namespace_asset(cfg).uri}`; per table through alias `{tables_alias(cfg).name}` |",
     ]
     if cfg.tables:
         lines += ["", "| tables | primary keys | history | count tolerance | key rows limit |", "|---|---|---|---|---|"]
-        lines += [f"| `{t.match}` | {', '.join(t.primary_keys or []) or '-'} | "
+        lines += [f"| `{e(t.match)}` | {e(', '.join(t.primary_keys or [])) or '-'} | "
                   f"{'-' if t.history is None else 'on' if t.history else 'off'} | {t.count_tolerance or '-'} | "
                   f"{'-' if t.key_rows_limit is None else t.key_rows_limit} |" for t in cfg.tables]
     return "\n".join(lines)
 
 
+def _md(value: object) -> str:
+    """A value from the file as text in the doc's Markdown: no table cell, code span or HTML breaks."""
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("`", "'")
+    return text.replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
 def _kafka_where(source: Any) -> str:
     kafka = source.kafka
-    parts = [f"connection `{kafka.connection}`" if kafka.connection else "",
-             f"bootstrap `{kafka.bootstrap}`" if kafka.bootstrap else ""]
+    parts = [f"connection `{_md(kafka.connection)}`" if kafka.connection else "",
+             f"bootstrap `{_md(kafka.bootstrap)}`" if kafka.bootstrap else ""]
     return ", ".join(p for p in parts if p)
 
 
@@ -175,6 +193,8 @@ def load_dags(folder: str | Path | None = None) -> dict[str, DAG]:
             owners[cfg.dag_id] = path
         except PipelineConfigError as exc:
             report_import_error(path, str(exc))
+        except Exception as exc:  # noqa: BLE001 - whatever Airflow refuses in one file leaves the others' DAGs
+            report_import_error(path, f"{path}: Airflow refused the DAG: {type(exc).__name__}: {exc}")
     return dags
 
 

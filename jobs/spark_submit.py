@@ -1,10 +1,10 @@
 """What spark-submit needs to run the pipeline's Spark application (``transform``) on a cluster whose
 executors are other machines: the ``jobs`` package shipped with ``--py-files``, the JVM-side decoders'
-jar with ``--jars``, the JVM options and the user's settings (a pipeline's ``spark.conf``, else
-``CDC_SPARK_CONF``) as ``--conf``, and the driver's environment.
+jar with ``--jars``, the JVM options and the user's settings (a pipeline's ``spark.conf``) as ``--conf``,
+and the driver's environment.
 
-Light at import (standard library only, no pyspark, no Airflow): the DAG file builds its
-SparkSubmitOperator from :func:`submit_settings` every time it is parsed.
+Light at import (standard library only, no pyspark, no Airflow): the DAGs are built from
+:func:`submit_settings` every time they are parsed, and their transform task makes them again where it runs.
 
 The package ships as a zip (``cdc-jobs-<digest>.zip``), not as a wheel: spark-submit and PySpark put
 ``--py-files`` ending in .zip, .egg or .jar on the Python path of the driver and of every executor's
@@ -107,15 +107,11 @@ def default_cache_dir(env: Mapping[str, str] | None = None) -> str:
 
 
 # ---- spark-submit's arguments --------------------------------------------------------------------
-def user_conf(env: Mapping[str, str] | None = None, conf: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """The user's Spark settings: ``conf`` where given (a pipeline's ``spark.conf``), else
-    ``CDC_SPARK_CONF`` of ``env`` (jobs.spark.user_conf); values as text."""
+def user_conf(conf: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The user's Spark settings (a pipeline's ``spark.conf``), values as text."""
     from jobs.spark import conf_text
-    from jobs.spark import user_conf as env_conf
 
-    if conf is None:
-        return env_conf(os.environ if env is None else env)
-    return {str(k): conf_text(v) for k, v in conf.items()}
+    return {str(k): conf_text(v) for k, v in (conf or {}).items()}
 
 
 def submit_conf(env: Mapping[str, str] | None = None, executor_python: str | None = None,
@@ -134,7 +130,7 @@ def submit_conf(env: Mapping[str, str] | None = None, executor_python: str | Non
     if executor_python:
         merged["spark.pyspark.python"] = executor_python
         merged["spark.pyspark.driver.python"] = driver_python or sys.executable
-    merged.update(user_conf(env, conf))
+    merged.update(user_conf(conf))
     merged.pop("spark.jars", None)
     return merged
 
@@ -147,20 +143,15 @@ def submit_jars(env: Mapping[str, str] | None = None, conf: Mapping[str, Any] | 
 
     env = os.environ if env is None else env
     ours = (env.get("CDC_JVM_JAR") or "").strip() or (str(DEFAULT_JAR) if DEFAULT_JAR.is_file() else None)
-    listed = [j.strip() for j in (user_conf(env, conf).get("spark.jars") or "").split(",") if j.strip()]
+    listed = [j.strip() for j in (user_conf(conf).get("spark.jars") or "").split(",") if j.strip()]
     if ours and ours not in listed:
         listed.insert(0, ours)
     return ",".join(listed) or None
 
 
-def submit_packages(env: Mapping[str, str] | None = None, packages: Iterable[str] | None = None) -> str | None:
-    """``--packages`` of spark-submit: ``packages`` where given (a pipeline's Maven coordinates), else
-    ``CDC_SPARK_PACKAGES`` (comma-separated); None when there are none."""
-    if packages is not None:
-        text = packages if isinstance(packages, str) else ",".join(packages)
-    else:
-        text = (os.environ if env is None else env).get("CDC_SPARK_PACKAGES") or ""
-    return ",".join(p.strip() for p in text.split(",") if p.strip()) or None
+def submit_packages(packages: Iterable[str] | None = None) -> str | None:
+    """``--packages`` of spark-submit: a pipeline's Maven coordinates; None when there are none."""
+    return ",".join(p.strip() for p in packages or () if p.strip()) or None
 
 
 def _is_repo(entry: str) -> bool:
@@ -227,8 +218,7 @@ def submit_settings(cache_dir: str | os.PathLike | None = None, *, ship: bool = 
       ``packages``: :func:`submit_packages`.
 
     ``conf`` and ``packages``: the user's Spark settings and Maven coordinates (a pipeline's ``spark``
-    block); None: ``CDC_SPARK_CONF`` and ``CDC_SPARK_PACKAGES`` of ``env`` (default: this process's).
-    ``build_archive`` False leaves ``py_files`` None for the caller to fill where the job is submitted
+    block). ``build_archive`` False leaves ``py_files`` None for the caller to fill where the job is submitted
     (a DAG is parsed on one machine and run on another)."""
     env = os.environ if env is None else env
     py_files = package_for_executors(cache_dir or default_cache_dir(env)) if ship and build_archive else None
@@ -238,5 +228,5 @@ def submit_settings(cache_dir: str | os.PathLike | None = None, *, ship: bool = 
         "jars": submit_jars(env, conf),
         "conf": submit_conf(env, executor_python=executor_python, driver_python=driver_python, conf=conf),
         "env_vars": driver_env(shipped=ship, env=env, python=driver_python, extra=extra_env),
-        "packages": submit_packages(env, packages),
+        "packages": submit_packages(packages),
     }

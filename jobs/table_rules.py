@@ -23,17 +23,17 @@ def is_glob(pattern: str) -> bool:
 
 def glob_regex(pattern: str) -> str:
     """The anchored regular expression of a glob, in the syntax Java and Python share (the JVM-side
-    decoders and Spark's ``rlike`` match with it)."""
+    decoders and Spark's ``rlike`` match with it); ``(?s)``: a wildcard matches any character."""
     parts = []
     for ch in pattern:
         parts.append(".*" if ch == "*" else "." if ch == "?" else re.escape(ch))
-    return "^" + "".join(parts) + "$"
+    return "(?s)^" + "".join(parts) + "$"
 
 
 def matches(pattern: str, table_id: str) -> bool:
     """Whether ``pattern`` names ``table_id`` (see the module's doc)."""
     if is_glob(pattern):
-        return re.match(glob_regex(pattern), table_id, re.DOTALL) is not None
+        return re.match(glob_regex(pattern), table_id) is not None
     return pattern == table_id or pattern == table_id.rsplit(".", 1)[-1]
 
 

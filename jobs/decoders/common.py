@@ -46,7 +46,7 @@ def configured_key(table_id: Column, image: Column, options: DecodeOptions) -> C
         pk_map = F.create_map(*[x for name, cols in sorted(exact.items()) for x in (F.lit(name), _names(cols))])
         last = F.element_at(F.split(table_id, r"\."), -1)
         cols = F.coalesce(F.element_at(pk_map, table_id), F.element_at(pk_map, last))
-    for regex, glob_cols in reversed(key_globs(options)):
+    for regex, glob_cols in key_globs(options):  # in their order: the first glob naming the table wins
         cols = F.when(cols.isNull() & table_id.rlike(regex), _names(glob_cols)).otherwise(cols)
     return F.when(
         cols.isNotNull() & image.isNotNull(),

@@ -57,6 +57,7 @@ def test_environment_references_and_cdc_home(tmp_path):
     (lambda d: (d["source"].pop("files"), d["source"].update(kafka={"connection": None, "topics": ["t"]})),
      "source.kafka: give a connection (its extra holds bootstrap.servers and the security settings) or a bootstrap"),
     (lambda d: d["reconcile"].update(connection="src_db"), "reconcile: give connection or counts, not both"),
+    (lambda d: d["reconcile"].update(counts="postgresql://u:secret@db/shop"), "reconcile.counts: a counts file's path, not a URL"),
     (lambda d: d["reconcile"].update(count_tolerance="lots"), "reconcile.count_tolerance: tolerance 'lots'"),
     (lambda d: d["alert"].update(to=["oncall"]), "alert.to: not an email address: oncall"),
     (lambda d: d["alert"].update(quarantine_threshold=2), "alert.quarantine_threshold: Input should be less than or equal to 1"),
@@ -64,6 +65,8 @@ def test_environment_references_and_cdc_home(tmp_path):
      "tables.2.primary_keys: List should have at least 1 item after validation, not 0; fix: list at least one, or remove `primary_keys`"),
     (lambda d: d["tables"].append({"match": "t", "histroy": True}), "tables.2.histroy: unknown field; fix: did you mean `history`?"),
     (lambda d: d.update(spark_conf={}), "spark_conf: unknown field; fix: did you mean `spark`?"),
+    (lambda d: d["pipeline"].update(end="2026-10-01"), "pipeline: end 2026-10-01 is before start 2026-11-01"),
+    (lambda d: d["pipeline"].update(tags=["x" * 101]), "pipeline.tags.0: String should have at most 100 characters"),
 ])
 def test_each_mistake_names_its_field_and_fix(tmp_path, change, expected):
     document = blocks()

@@ -10,8 +10,6 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from jobs import spark_submit as ss
 from jobs.spark import jvm_options
 
@@ -110,18 +108,14 @@ def test_conf_has_the_jvm_options_and_the_users_settings_win():
                     "spark.executor.extraJavaOptions": jvm_options(NO_ENV)}
     quick = ss.submit_conf({"CDC_JIT": "c1"})
     assert quick["spark.executor.extraJavaOptions"].endswith("-XX:TieredStopAtLevel=1")
-    env = {"CDC_SPARK_CONF": json.dumps({"spark.hadoop.fs.s3a.path.style.access": True,
-                                         "spark.driver.extraJavaOptions": "-Xss4m", "spark.executor.cores": 2})}
-    conf = ss.submit_conf(env)
+    users = {"spark.hadoop.fs.s3a.path.style.access": True, "spark.driver.extraJavaOptions": "-Xss4m",
+             "spark.executor.cores": 2}
+    conf = ss.submit_conf(NO_ENV, conf=users)
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true" and conf["spark.executor.cores"] == "2"
     assert conf["spark.driver.extraJavaOptions"] == "-Xss4m"
     assert conf["spark.executor.extraJavaOptions"] == jvm_options(NO_ENV)
-    # a pipeline's own settings replace CDC_SPARK_CONF
-    assert ss.submit_conf(env, conf={"spark.executor.memory": "2g"})["spark.executor.memory"] == "2g"
-    assert "spark.hadoop.fs.s3a.path.style.access" not in ss.submit_conf(env, conf={})
-    for bad in ("[1]", "{nope"):
-        with pytest.raises(ValueError, match="JSON object"):
-            ss.submit_conf({"CDC_SPARK_CONF": bad})
+    # nothing from the environment: a pipeline's settings are its file's
+    assert "spark.executor.cores" not in ss.submit_conf({"CDC_SPARK_CONF": json.dumps(users)})
 
 
 def test_executor_python_only_when_told_and_the_driver_keeps_its_own():
@@ -132,7 +126,7 @@ def test_executor_python_only_when_told_and_the_driver_keeps_its_own():
     conf = ss.submit_conf(NO_ENV, executor_python="/opt/x/python", driver_python="/opt/y/python")
     assert conf["spark.pyspark.driver.python"] == "/opt/y/python"
     # the user's settings still win
-    assert ss.submit_conf({"CDC_SPARK_CONF": '{"spark.pyspark.python": "./env/bin/python"}'},
+    assert ss.submit_conf(NO_ENV, conf={"spark.pyspark.python": "./env/bin/python"},
                           executor_python="/opt/x/python")["spark.pyspark.python"] == "./env/bin/python"
 
 
@@ -146,18 +140,15 @@ def test_every_jar_goes_to_jars_the_decoders_first(monkeypatch, tmp_path):
     monkeypatch.setattr(jobs.jvm, "DEFAULT_JAR", built)
     assert ss.submit_jars(NO_ENV) == str(built)
     assert ss.submit_jars({"CDC_JVM_JAR": "s3a://b/cdc-jvm.jar"}) == "s3a://b/cdc-jvm.jar"
-    env = {"CDC_SPARK_CONF": json.dumps({"spark.jars": f"/x/a.jar, {built}"})}
-    assert ss.submit_jars(env) == f"/x/a.jar,{built}"  # listed once
+    users = {"spark.jars": f"/x/a.jar, {built}"}
+    assert ss.submit_jars(NO_ENV, conf=users) == f"/x/a.jar,{built}"  # listed once
     assert ss.submit_jars(NO_ENV, conf={"spark.jars": "/x/a.jar"}) == f"{built},/x/a.jar"
-    assert "spark.jars" not in ss.submit_conf(env)
+    assert "spark.jars" not in ss.submit_conf(NO_ENV, conf=users)
 
 
-def test_packages_from_the_pipeline_or_the_environment():
-    assert ss.submit_packages(NO_ENV) is None
-    assert ss.submit_packages({"CDC_SPARK_PACKAGES": " org.apache.hadoop:hadoop-aws:3.4.2 "}) == \
-        "org.apache.hadoop:hadoop-aws:3.4.2"
-    assert ss.submit_packages({"CDC_SPARK_PACKAGES": "a:b:1"}, packages=["c:d:2", "e:f:3"]) == "c:d:2,e:f:3"
-    assert ss.submit_packages({"CDC_SPARK_PACKAGES": "a:b:1"}, packages=[]) is None
+def test_packages_are_the_pipelines():
+    assert ss.submit_packages(None) is None and ss.submit_packages([]) is None
+    assert ss.submit_packages([" org.apache.hadoop:hadoop-aws:3.4.2 ", "c:d:2"]) == "org.apache.hadoop:hadoop-aws:3.4.2,c:d:2"
 
 
 # ---- the driver's environment ----------------------------------------------------------------------

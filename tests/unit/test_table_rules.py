@@ -31,5 +31,6 @@ def test_the_most_specific_rule_wins_whatever_the_order():
 
 
 def test_the_regex_is_anchored_and_java_compatible():
-    assert glob_regex("a.*") == r"^a\..*$"
-    assert glob_regex("x?y") == "^x.y$"
+    assert glob_regex("a.*") == r"(?s)^a\..*$"
+    assert glob_regex("x?y") == "(?s)^x.y$"
+    assert matches("a*", "a\nb")  # any character, a line break too, in Python, Java and Spark alike

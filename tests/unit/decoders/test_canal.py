@@ -205,6 +205,9 @@ def test_key_change_and_keyless_update(spark):
     assert globbed == records
     named, _, _ = decode(raw_frame(spark, [keyed]), DecodeOptions(primary_keys={"*": ("v",), "t": ("id",)}))
     assert all(set(r["key"]) == {"id"} for r in named)
+    # of two globs naming the table, the first listed wins (jobs.table_rules), as on the JVM side
+    first, _, _ = decode(raw_frame(spark, [keyed]), DecodeOptions(primary_keys={"db.*": ("id",), "*": ("v",)}))
+    assert all(set(r["key"]) == {"id"} for r in first)
 
 
 def test_malformed_messages_are_quarantined_with_their_bytes(spark):

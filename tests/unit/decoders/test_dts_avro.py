@@ -205,6 +205,8 @@ def test_key_change_is_delete_plus_insert_and_configured_keys_win(spark):
     assert [(r["op"], r["key"]) for r in records] == [("UPDATE", {"b": "x"})]
     records, _, _ = decode(spark, [update], DecodeOptions(primary_keys={"*": ("b",), "t1": ("a",)}))
     assert [(r["op"], r["key"]) for r in records] == [("DELETE", {"a": "1"}), ("INSERT", {"a": "2"})]
+    records, _, _ = decode(spark, [update], DecodeOptions(primary_keys={"*.t?": ("a",), "*": ("b",)}))
+    assert [(r["op"], r["key"]) for r in records] == [("DELETE", {"a": "1"}), ("INSERT", {"a": "2"})]
     # the key column not captured (EmptyObject NONE) did not change: an update of key 1, not a move
     uncaptured = dts("UPDATE", before=[integer(1), chars("old")], after=["NONE", chars("new")])
     records, quarantine, _ = decode(spark, [uncaptured])

@@ -111,7 +111,7 @@ public final class Outcomes {
     primaryKeys.properties().forEach(e -> rules.exact.put(e.getKey(), texts(e.getValue())));
     if (globs != null) {
       globs.forEach(pair -> {
-        rules.globs.add(Pattern.compile(pair.get(0).asText(), Pattern.DOTALL));
+        rules.globs.add(Pattern.compile(pair.get(0).asText()));
         rules.globColumns.add(texts(pair.get(1)));
       });
     }
