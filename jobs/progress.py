@@ -53,7 +53,7 @@ def _reconcile(r: dict) -> str:
 def _alert(r: dict) -> str:
     problems = len(r.get("reasons") or [])
     if r.get("sent"):
-        return f"email sent ({problems} problems)"
+        return f"email sent ({problems} problem{'s' if problems != 1 else ''})"
     return f"no email: {r.get('error') or r.get('skipped') or 'nothing to say'}"
 
 
