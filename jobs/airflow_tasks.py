@@ -370,11 +370,10 @@ def spark_settings(cfg: PipelineConfig, ship_archive: bool = False) -> dict[str,
     built on the submitting machine when ``ship_archive`` (at run time, not when the DAG is parsed)."""
     from jobs.spark_submit import submit_settings
 
-    settings = submit_settings(ship=cfg.spark.ship_package, executor_python=cfg.spark.executor_python,
-                               conf=cfg.spark.conf, packages=cfg.spark.packages,
-                               extra_env={CATALOG_ENV: cfg.sink.catalog} if cfg.sink.catalog else None,
-                               build_archive=ship_archive)
-    return settings
+    return submit_settings(ship=cfg.spark.ship_package, executor_python=cfg.spark.executor_python,
+                           conf=cfg.spark.conf, packages=cfg.spark.packages,
+                           extra_env={CATALOG_ENV: cfg.sink.catalog} if cfg.sink.catalog else None,
+                           build_archive=ship_archive)
 
 
 def failure_notifiers(cfg: PipelineConfig) -> list[Any]:

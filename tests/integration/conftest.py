@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.servers import moto_s3, s3_env, tansu_broker
+from tests.support.smtp import smtp_sink as running_smtp_sink
 
 HERE = Path(__file__).resolve().parent
 
@@ -39,3 +40,10 @@ def s3_lake_env(s3_endpoint: str) -> Iterator[str]:
     """The AWS variables pointing at the session's S3 server, for one test; yields the endpoint."""
     with s3_env(s3_endpoint):
         yield s3_endpoint
+
+
+@pytest.fixture()
+def smtp_sink():
+    """(port, inbox) of an SMTP sink on 127.0.0.1 for one test (tests/support/smtp.py)."""
+    with running_smtp_sink() as (server, inbox):
+        yield server.port, inbox

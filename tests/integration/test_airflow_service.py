@@ -28,13 +28,14 @@ from email import policy
 from pathlib import Path
 
 import pytest
-from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 
+from jobs.intervals import run_id_for, utc
 from tests.support.airflow_service import airflow_service
 from tests.support.paths import REPO
 from tests.support.pipelines import blocks, write_pipeline
-from tests.support.servers import LOCALHOST, free_port
+from tests.support.servers import LOCALHOST
+from tests.support.smtp import Inbox, smtp_sink
 
 pytestmark = pytest.mark.integration  # as every test of this folder (tests/integration/conftest.py)
 ARTIFACTS = Path(os.environ.get("CDC_TEST_ARTIFACTS", REPO / "test-artifacts"))
@@ -58,26 +59,19 @@ def _window(day: str) -> tuple[str, str]:
 
 def _pipeline_run_id(day: str) -> str:
     start, end = _window(day)
-    return f"{start[:10].replace('-', '')}T000000Z_{end[:10].replace('-', '')}T000000Z"
+    return run_id_for(utc(start, "start"), utc(end, "end"))
 
 
 # ---- an SMTP sink that wants a login --------------------------------------------------------------
-class _Inbox:
+class _Inbox(Inbox):
     def __init__(self) -> None:
-        self.envelopes: list = []
+        super().__init__()
         self.logins: list[tuple[bytes, bytes]] = []
-
-    async def handle_DATA(self, server, session, envelope):
-        self.envelopes.append(envelope)
-        return "250 Message accepted"
 
     def authenticate(self, server, session, envelope, mechanism, auth_data) -> AuthResult:
         self.logins.append((auth_data.login, auth_data.password))
         ok = auth_data.login == SMTP_LOGIN.encode() and auth_data.password == SMTP_PASSWORD.encode()
         return AuthResult(success=ok, handled=False)
-
-    def messages(self) -> list[email.message.EmailMessage]:
-        return [email.message_from_bytes(e.original_content, policy=policy.default) for e in self.envelopes]
 
 
 # ---- the service and its pipelines -----------------------------------------------------------------
@@ -100,26 +94,23 @@ class Harness:
 def harness(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("airflow-service")
     inbox = _Inbox()
-    smtp = Controller(inbox, hostname=LOCALHOST, port=free_port(), authenticator=inbox.authenticate,
-                      auth_require_tls=False)
-    smtp.start()
-    pipelines = tmp / "pipelines"
-    alert = {"to": ["dq@example.com"], "smtp_connection": "smtp_default"}
-    write_pipeline(pipelines, blocks("serial", tmp / "lakes" / "serial", alert=alert))
-    write_pipeline(pipelines, blocks("backfill", tmp / "lakes" / "backfill", alert=alert))
-    write_pipeline(pipelines, blocks(
-        "broken", tmp / "lakes" / "broken", source={"files": str(tmp / "no-such-topics")},
-        pipeline={"retries": 1, "retry_delay": "3s"}, alert={"to": [ONCALL], "smtp_connection": "smtp_default"}))
-    connections = {
-        "spark_default": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        # a local sink speaks neither TLS nor SSL; the login is real (the sink checks it)
-        "smtp_default": json.dumps({"conn_type": "smtp", "host": LOCALHOST, "port": smtp.port, "login": SMTP_LOGIN,
-                                    "password": SMTP_PASSWORD,
-                                    "extra": {"disable_tls": True, "disable_ssl": True,
-                                              "from_email": "cdc@example.com"}}),
-    }
-    started = time.monotonic()
-    try:
+    with smtp_sink(inbox, authenticator=inbox.authenticate, auth_require_tls=False) as (smtp, _):
+        pipelines = tmp / "pipelines"
+        alert = {"to": ["dq@example.com"], "smtp_connection": "smtp_default"}
+        write_pipeline(pipelines, blocks("serial", tmp / "lakes" / "serial", alert=alert))
+        write_pipeline(pipelines, blocks("backfill", tmp / "lakes" / "backfill", alert=alert))
+        write_pipeline(pipelines, blocks(
+            "broken", tmp / "lakes" / "broken", source={"files": str(tmp / "no-such-topics")},
+            pipeline={"retries": 1, "retry_delay": "3s"}, alert={"to": [ONCALL], "smtp_connection": "smtp_default"}))
+        connections = {
+            "spark_default": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            # a local sink speaks neither TLS nor SSL; the login is real (the sink checks it)
+            "smtp_default": json.dumps({"conn_type": "smtp", "host": LOCALHOST, "port": smtp.port, "login": SMTP_LOGIN,
+                                        "password": SMTP_PASSWORD,
+                                        "extra": {"disable_tls": True, "disable_ssl": True,
+                                                  "from_email": "cdc@example.com"}}),
+        }
+        started = time.monotonic()
         with airflow_service(tmp, connections=connections,
                              env={"CDC_PIPELINES_DIR": str(pipelines), "AIRFLOW__EMAIL__FROM_EMAIL": "cdc@example.com"}
                              ) as af:
@@ -137,8 +128,6 @@ def harness(tmp_path_factory):
             _timed("module total", started)
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             (ARTIFACTS / "airflow-service-timings.json").write_text(json.dumps(TIMINGS, indent=2))
-    finally:
-        smtp.stop()
 
 
 # ---- the UI and the REST API list every pipeline ------------------------------------------------------

@@ -4,14 +4,14 @@ from __future__ import annotations
 import email
 import json
 import logging
-import socket
 from email import policy
 
 import pytest
-from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from jobs.alert import alert_reasons, render_alert_html, run_alert, smtp_settings
+from tests.support.servers import free_port
+from tests.support.smtp import Inbox, smtp_sink
 
 pytestmark = [
     # the login tests allow AUTH without TLS on purpose (a local sink); aiosmtpd warns about it
@@ -23,23 +23,6 @@ RECIPIENTS = ["dq@example.com", "oncall@example.com"]
 SENDER = "cdc@example.com"
 SMTP_ENV = ("AIRFLOW_CONN_SMTP_DEFAULT", "SMTP_HOST", "SMTP_PORT", "SMTP_USER", "SMTP_PASSWORD", "SMTP_FROM",
             "SMTP_STARTTLS", "SMTP_SSL", "SMTP_TIMEOUT", "AIRFLOW__EMAIL__FROM_EMAIL")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class _Inbox:
-    """aiosmtpd handler keeping every accepted envelope."""
-
-    def __init__(self) -> None:
-        self.envelopes = []
-
-    async def handle_DATA(self, server, session, envelope):
-        self.envelopes.append(envelope)
-        return "250 Message accepted"
 
 
 class _Credentials:
@@ -64,27 +47,16 @@ def _no_smtp_env(monkeypatch):
 
 @pytest.fixture
 def smtp_server():
-    inbox = _Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=_free_port())
-    controller.start()  # returns once the server answers
-    try:
+    with smtp_sink() as (controller, inbox):
         yield controller, inbox
-    finally:
-        controller.stop()
 
 
 @pytest.fixture
 def smtp_server_with_login():
-    inbox = _Inbox()
     credentials = _Credentials("dq-user", "pa55-word-xyz")
     # a local sink has no TLS: allow AUTH in clear text for the test only
-    controller = Controller(inbox, hostname="127.0.0.1", port=_free_port(), authenticator=credentials,
-                            auth_require_tls=False, auth_required=True)
-    controller.start()
-    try:
+    with smtp_sink(authenticator=credentials, auth_require_tls=False, auth_required=True) as (controller, inbox):
         yield controller, inbox, credentials
-    finally:
-        controller.stop()
 
 
 def _failing_reports():
@@ -122,7 +94,7 @@ def _html_and_text(envelope) -> tuple[str, str, email.message.EmailMessage]:
     return html_part.get_content(), text_part.get_content(), msg
 
 
-def _assert_one_escaped_alert(inbox: _Inbox, result: dict, sender: str) -> None:
+def _assert_one_escaped_alert(inbox: Inbox, result: dict, sender: str) -> None:
     assert result["error"] is None
     assert result["sent"] is True
     assert len(inbox.envelopes) == 1
@@ -208,7 +180,7 @@ def test_passing_run_sends_nothing(smtp_server, monkeypatch):
 
 
 def test_smtp_server_down_is_reported_not_raised(monkeypatch):
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     monkeypatch.setenv("SMTP_HOST", "127.0.0.1")
     monkeypatch.setenv("SMTP_PORT", str(port))
     monkeypatch.setenv("SMTP_TIMEOUT", "5")
@@ -305,7 +277,7 @@ def test_cli_exits_3_when_an_owed_alert_is_not_sent_and_refuses_a_threshold_outs
     ctx.write_report("reconciliation.json", {"tables": reconciliation})
     ctx.write_report("decode.json", decode)
     monkeypatch.setenv("SMTP_HOST", "127.0.0.1")
-    monkeypatch.setenv("SMTP_PORT", str(_free_port()))  # nothing listens there
+    monkeypatch.setenv("SMTP_PORT", str(free_port()))  # nothing listens there
     monkeypatch.setenv("SMTP_TIMEOUT", "5")
     argv = ["alert", "--lake", str(lake), "--pipeline", "shop", "--run-id", "r1", "--alert-to", RECIPIENTS[0]]
     assert cli.main(argv) == cli.ALERT_NOT_SENT == 3

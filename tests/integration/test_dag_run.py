@@ -10,7 +10,6 @@ from __future__ import annotations
 import email
 import json
 import os
-import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -20,13 +19,12 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
-from aiosmtpd.controller import Controller
 
 from jobs import airflow_tasks as tasks
 from jobs.canonical import safe_part
 from jobs.lake import Lake
 from tests.support.pipelines import pipeline
-from tests.support.servers import KafkaMessage, create_topic, produce
+from tests.support.servers import KafkaMessage, create_topic, free_port, produce
 
 REPO = Path(__file__).resolve().parents[2]
 UTC = UTC
@@ -51,41 +49,14 @@ for day in sys.argv[3:]:
 """
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class _Inbox:
-    def __init__(self) -> None:
-        self.envelopes: list = []
-
-    async def handle_DATA(self, server, session, envelope):
-        self.envelopes.append(envelope)
-        return "250 Message accepted"
-
-
-@pytest.fixture()
-def smtp_sink():
-    """(port, inbox) of an SMTP server on 127.0.0.1, stopped after the test."""
-    inbox = _Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=_free_port())
-    controller.start()
-    try:
-        yield controller.port, inbox
-    finally:
-        controller.stop()
-
-
 def _smtp_conn(port: int) -> str:
     # a local sink speaks neither TLS nor SSL; the smtp provider turns both on unless disabled
     return json.dumps({"conn_type": "smtp", "host": "127.0.0.1", "port": port,
                        "extra": {"disable_tls": True, "disable_ssl": True, "from_email": "cdc@example.com"}})
 
 
-def _subjects(inbox: _Inbox) -> list[str]:
-    return [email.message_from_bytes(e.original_content, policy=policy.default)["Subject"] for e in inbox.envelopes]
+def _subjects(inbox) -> list[str]:
+    return [message["Subject"] for message in inbox.messages()]
 
 
 def _demo_messages_between(topics: Path, start: datetime, end: datetime) -> int:
@@ -252,7 +223,7 @@ def test_alert_task_mails_problems_through_smtp_default(tmp_path, smtp_sink, cle
 
 
 def test_alert_task_fails_when_the_email_cannot_go_out(tmp_path, clean_smtp_env):
-    clean_smtp_env.setenv("AIRFLOW_CONN_SMTP_DEFAULT", _smtp_conn(_free_port()))  # nothing listens there
+    clean_smtp_env.setenv("AIRFLOW_CONN_SMTP_DEFAULT", _smtp_conn(free_port()))  # nothing listens there
     plan = _plan_with_reports(tmp_path, (RECIPIENT,), mismatch=True)
     with pytest.raises(tasks.AlertNotSent, match="not sent"):
         tasks.alert(*plan)  # failing makes Airflow retry the email and show the failure

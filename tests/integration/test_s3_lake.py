@@ -12,16 +12,15 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
-from email import message_from_bytes
 from pathlib import Path
 
 import pytest
-from aiosmtpd.controller import Controller
 
+from jobs.intervals import run_id_for
 from tests.support.databases import postgres_server
 from tests.support.paths import REPO
 from tests.support.s3a import missing_reason, s3a_jars, s3a_spark_conf
-from tests.support.servers import create_bucket, free_port, s3_client
+from tests.support.servers import create_bucket, s3_client
 
 needs_s3a_jars = pytest.mark.skipif(s3a_jars() is None, reason=missing_reason())
 
@@ -32,28 +31,8 @@ DAYS = [datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC)]
 RECIPIENT = "dq@example.com"
 
 
-class _Inbox:
-    def __init__(self) -> None:
-        self.envelopes = []
-
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's hook name
-        self.envelopes.append(envelope)
-        return "250 Message accepted"
-
-
-@pytest.fixture()
-def smtp_sink():
-    inbox = _Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
-    controller.start()
-    try:
-        yield controller.port, inbox
-    finally:
-        controller.stop()
-
-
 def _run_id(day: datetime) -> str:
-    return f"{day:%Y%m%dT%H%M%SZ}_{day + timedelta(days=1):%Y%m%dT%H%M%SZ}"
+    return run_id_for(day, day + timedelta(days=1))  # a day's run, as the DAG names it
 
 
 def _jobs(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
@@ -163,7 +142,7 @@ def test_demo_days_on_an_s3_lake_with_a_postgres_catalog(s3_lake_env: str, smtp_
         assert sum(r["quarantined"] for a in alerts for r in a["reasons"] if r["kind"] == "quarantine") == 3, alerts
         mailed = [a for a in alerts if a["sent"]]
         assert mailed and all({r["kind"] for r in a["reasons"]} == {"quarantine"} for a in mailed), alerts
-        subjects = [" ".join(str(message_from_bytes(e.content)["Subject"]).split()) for e in inbox.envelopes]
+        subjects = [" ".join(str(m["Subject"]).split()) for m in inbox.messages()]
         assert subjects == [a["subject"] for a in mailed] * 2, subjects
         assert all(e.rcpt_tos == [RECIPIENT] for e in inbox.envelopes)
 
