@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.demo_data import generate_demo
 from tests.support.servers import moto_s3, s3_env, tansu_broker
 from tests.support.smtp import smtp_sink as running_smtp_sink
 
@@ -47,3 +48,9 @@ def smtp_sink():
     """(port, inbox) of an SMTP sink on 127.0.0.1 for one test (tests/support/smtp.py)."""
     with running_smtp_sink() as (server, inbox):
         yield server.port, inbox
+
+
+@pytest.fixture(scope="session")
+def demo_topics(tmp_path_factory) -> Path:
+    """The bundled demo's topics, generated once per test process (tests/support/demo_data.py)."""
+    return generate_demo(tmp_path_factory.mktemp("demo"))

@@ -91,14 +91,15 @@ class Harness:
 
 
 @pytest.fixture(scope="module")
-def harness(tmp_path_factory):
+def harness(tmp_path_factory, demo_topics):
     tmp = tmp_path_factory.mktemp("airflow-service")
     inbox = _Inbox()
     with smtp_sink(inbox, authenticator=inbox.authenticate, auth_require_tls=False) as (smtp, _):
         pipelines = tmp / "pipelines"
         alert = {"to": ["dq@example.com"], "smtp_connection": "smtp_default"}
-        write_pipeline(pipelines, blocks("serial", tmp / "lakes" / "serial", alert=alert))
-        write_pipeline(pipelines, blocks("backfill", tmp / "lakes" / "backfill", alert=alert))
+        demo = {"source": {"files": str(demo_topics)}, "reconcile": {"counts": str(demo_topics.with_name("source_counts.json"))}}
+        write_pipeline(pipelines, blocks("serial", tmp / "lakes" / "serial", alert=alert, **demo))
+        write_pipeline(pipelines, blocks("backfill", tmp / "lakes" / "backfill", alert=alert, **demo))
         write_pipeline(pipelines, blocks(
             "broken", tmp / "lakes" / "broken", source={"files": str(tmp / "no-such-topics")},
             pipeline={"retries": 1, "retry_delay": "3s"}, alert={"to": [ONCALL], "smtp_connection": "smtp_default"}))

@@ -44,18 +44,18 @@ def _jobs(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complet
     return done
 
 
-def _two_days(lake: str, env: dict[str, str], cwd: Path) -> float:
+def _two_days(topics: Path, lake: str, env: dict[str, str], cwd: Path) -> float:
     """Land and run each demo day into ``lake``, as the README's commands; the wall time in seconds."""
     started = time.monotonic()
     for day in DAYS:
-        landed = _jobs(["land", "--from-files", str(REPO / "demo/topics"), "--lake", lake, "--pipeline", PIPELINE,
+        landed = _jobs(["land", "--from-files", str(topics), "--lake", lake, "--pipeline", PIPELINE,
                         "--start", f"{day:%Y-%m-%dT%H:%M:%SZ}",
                         "--end", f"{day + timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}"], env, cwd)
         raws = [json.loads(line)["path"] for line in landed.stdout.splitlines() if line.startswith("{")]
         assert len(raws) == 3, landed.stdout
         _jobs(["run", "--format", "debezium", "--lake", lake, "--pipeline", PIPELINE, "--run-id", _run_id(day),
                *[a for raw in raws for a in ("--raw", raw)],
-               "--source-counts", str(REPO / "demo/source_counts.json"), "--alert-to", RECIPIENT], env, cwd)
+               "--source-counts", str(topics.with_name("source_counts.json")), "--alert-to", RECIPIENT], env, cwd)
     return time.monotonic() - started
 
 
@@ -91,7 +91,8 @@ def _local_files(folder: Path) -> list[str]:
 
 
 @needs_s3a_jars
-def test_demo_days_on_an_s3_lake_with_a_postgres_catalog(s3_lake_env: str, smtp_sink, tmp_path: Path) -> None:
+def test_demo_days_on_an_s3_lake_with_a_postgres_catalog(s3_lake_env: str, smtp_sink, tmp_path: Path,
+                                                        demo_topics: Path) -> None:
     from pyiceberg.catalog import load_catalog
     from pyiceberg.catalog.sql import SqlCatalog
 
@@ -110,10 +111,10 @@ def test_demo_days_on_an_s3_lake_with_a_postgres_catalog(s3_lake_env: str, smtp_
                "PYICEBERG_HOME": str(tmp_path / "pyiceberg-home"),  # no user's ~/.pyiceberg.yaml
                **{f"PYICEBERG_CATALOG__{CATALOG.upper()}__{k.upper().replace('.', '__').replace('-', '_')}": v
                   for k, v in props.items()}}
-        s3_seconds = _two_days(lake, env, s3_cwd)
+        s3_seconds = _two_days(demo_topics, lake, env, s3_cwd)
 
         local_lake = tmp_path / "local-lake"
-        local_seconds = _two_days(str(local_lake), _base_env(smtp_port), tmp_path)
+        local_seconds = _two_days(demo_topics, str(local_lake), _base_env(smtp_port), tmp_path)
         print(f"\ntwo demo days, land + run each: S3 lake (moto, s3a, PostgreSQL catalog) {s3_seconds:.1f} s, "
               f"local lake (embedded SQLite catalog) {local_seconds:.1f} s")
 

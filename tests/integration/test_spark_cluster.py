@@ -57,9 +57,9 @@ def clean_env(monkeypatch, tmp_path):
     return monkeypatch
 
 
-def _landed(lake: Path):
+def _landed(lake: Path, topics: Path):
     """The demo pipeline (dags/pipelines/demo.yaml) writing to ``lake``, and its plan after landing."""
-    cfg = load_pipeline(DEMO_PIPELINE, env={"CDC_LAKE": str(lake), "CDC_DEMO_TOPICS": str(REPO / "demo" / "topics")})
+    cfg = load_pipeline(DEMO_PIPELINE, env={"CDC_LAKE": str(lake), "CDC_DEMO_TOPICS": str(topics)})
     start, end = tasks.resolve_interval({"start": START, "end": END}, None, None)
     return cfg, tasks.land_interval(cfg, start, end)
 
@@ -83,14 +83,14 @@ def _submit(cluster, settings: dict, args: list[str], name: str) -> None:
                         **settings).execute(context={})
 
 
-def test_transform_on_a_standalone_cluster_publishes_what_local_spark_does(tmp_path, clean_env, capsys):
+def test_transform_on_a_standalone_cluster_publishes_what_local_spark_does(tmp_path, clean_env, capsys, demo_topics):
     jobs_alone = subprocess.run([sys.executable, "-c", "import importlib.util; print(importlib.util.find_spec('jobs'))"],
                                 cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
                                 capture_output=True, text=True, check=True)
     assert jobs_alone.stdout.strip() == "None", "jobs is installed in the venv: executors would not need the archive"
 
     cluster_lake, local_lake = tmp_path / "cluster-lake", tmp_path / "local-lake"
-    (cluster_cfg, cluster_plan), (local_cfg, local_plan) = _landed(cluster_lake), _landed(local_lake)
+    (cluster_cfg, cluster_plan), (local_cfg, local_plan) = _landed(cluster_lake, demo_topics), _landed(local_lake, demo_topics)
     assert cluster_plan.messages == local_plan.messages > 0 and cluster_plan.run_id == local_plan.run_id
 
     with spark_standalone() as cluster:

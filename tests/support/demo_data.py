@@ -1,0 +1,18 @@
+"""The bundled demo's topics, generated for a test session: ``demo/topics`` is not in the repository
+(``make demo`` writes it), so a clean clone's tests make their own copy with scripts/make_demo.py,
+whose output is deterministic (the committed demo/source_counts.json is the same file it writes)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def generate_demo(folder: Path) -> Path:
+    """The demo's topics under ``folder/topics`` (its source database and counts beside); the topics' path."""
+    topics = folder / "topics"
+    subprocess.run([sys.executable, str(REPO / "scripts" / "make_demo.py"), "--out", str(topics),
+                    "--source-db", str(folder / "source.db")], check=True, capture_output=True, timeout=300)
+    return topics
