@@ -304,16 +304,13 @@ def smtp_sender(conn_id: str, from_email: str | None) -> Callable[[list[str], st
     connection says); the sender defaults to the connection's ``from_email``, then Airflow's."""
     from airflow.providers.smtp.hooks.smtp import SmtpHook
 
+    from jobs.alert import airflow_from_email
+
     def send(to: list[str], subject: str, html: str, _text: str | None) -> None:
         with SmtpHook(smtp_conn_id=conn_id) as hook:
             sender = from_email or hook.from_email or airflow_from_email()
             hook.send_email_smtp(to=to, subject=subject, html_content=html, from_email=sender)
     return send
-
-
-def airflow_from_email() -> str | None:
-    """Airflow's own sender (``[email] from_email``), for a connection that names none."""
-    return (os.environ.get("AIRFLOW__EMAIL__FROM_EMAIL") or "").strip() or None
 
 
 def alert(pipeline_file: str, plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:

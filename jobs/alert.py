@@ -266,7 +266,7 @@ def smtp_settings() -> SmtpSettings | None:
         port=port,
         user=user,
         password=os.environ.get("SMTP_PASSWORD") or None,
-        from_addr=os.environ.get("SMTP_FROM") or _airflow_from_email() or user or DEFAULT_FROM,
+        from_addr=os.environ.get("SMTP_FROM") or airflow_from_email() or user or DEFAULT_FROM,
         starttls=_truthy(os.environ.get("SMTP_STARTTLS"), False),
         ssl=use_ssl,
         timeout=timeout,
@@ -274,9 +274,10 @@ def smtp_settings() -> SmtpSettings | None:
     )
 
 
-def _airflow_from_email() -> str | None:
-    # what SmtpNotifier falls back to; read from the env so Airflow's config need not be loaded
-    return os.environ.get("AIRFLOW__EMAIL__FROM_EMAIL") or None
+def airflow_from_email() -> str | None:
+    """Airflow's own sender (``[email] from_email``), what SmtpNotifier falls back to for a connection that
+    names none; read from the env so Airflow's config need not be loaded."""
+    return (os.environ.get("AIRFLOW__EMAIL__FROM_EMAIL") or "").strip() or None
 
 
 def _settings_from_airflow_connection(value: str) -> SmtpSettings:
@@ -308,7 +309,7 @@ def settings_from_connection(conn) -> SmtpSettings:
         port=int(conn.port or 0),
         user=conn.login or None,
         password=conn.password or None,
-        from_addr=extra.get("from_email") or _airflow_from_email() or conn.login or DEFAULT_FROM,
+        from_addr=extra.get("from_email") or airflow_from_email() or conn.login or DEFAULT_FROM,
         # STARTTLS inside an SSL session makes no sense; SSL wins when both are on
         starttls=not _truthy(extra.get("disable_tls"), False) and not use_ssl,
         ssl=use_ssl,

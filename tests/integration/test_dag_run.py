@@ -23,6 +23,7 @@ import pytest
 from jobs import airflow_tasks as tasks
 from jobs.canonical import safe_part
 from jobs.lake import Lake
+from tests.support.demo_data import generate_demo
 from tests.support.pipelines import pipeline
 from tests.support.servers import KafkaMessage, create_topic, free_port, produce
 
@@ -69,9 +70,8 @@ def _demo_messages_between(topics: Path, start: datetime, end: datetime) -> int:
 def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     smtp_port, inbox = smtp_sink
     venv_bin = str(Path(sys.executable).parent)
-    topics, source, lake = tmp_path / "topics", tmp_path / "source.db", tmp_path / "lake"
-    subprocess.run([sys.executable, str(REPO / "scripts/make_demo.py"), "--out", str(topics), "--source-db",
-                    str(source), "--messages", "600"], check=True, capture_output=True, timeout=300)
+    topics, lake = generate_demo(tmp_path, messages=600), tmp_path / "lake"
+    source = topics.with_name("source.db")
     # the source's counts at the end of each day, with the moment each is true (make_demo.py)
     _, path = pipeline(tmp_path, lake=str(lake), source={"files": str(topics)},
                        reconcile={"counts": str(source.with_name("source_counts.json"))},

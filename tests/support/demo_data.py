@@ -10,9 +10,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def generate_demo(folder: Path) -> Path:
-    """The demo's topics under ``folder/topics`` (its source database and counts beside); the topics' path."""
+def generate_demo(folder: Path, messages: int | None = None) -> Path:
+    """The demo's topics under ``folder/topics`` (its source database and counts beside), about ``messages``
+    of them (default: the bundled demo's); the topics' path."""
     topics = folder / "topics"
+    size = ["--messages", str(messages)] if messages else []
     subprocess.run([sys.executable, str(REPO / "scripts" / "make_demo.py"), "--out", str(topics),
-                    "--source-db", str(folder / "source.db")], check=True, capture_output=True, timeout=300)
+                    "--source-db", str(folder / "source.db"), *size], check=True, capture_output=True, timeout=300)
     return topics
