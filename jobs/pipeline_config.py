@@ -287,15 +287,7 @@ def load_pipeline(path: str | Path, env: dict[str, str] | None = None) -> Pipeli
     """The validated pipeline of one file; :class:`PipelineConfigError` names what to fix."""
     path = Path(path)
     env = dict(os.environ if env is None else env)
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PipelineConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise PipelineConfigError(f"{path}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}; "
-                                  "fix: check the indentation and quoting there") from None
+    document = read_document(path)
     if not isinstance(document, dict):
         raise PipelineConfigError(f"{path}: expected a mapping with blocks pipeline, source, sink ... "
                                   f"(see {DOCS}); fix: start from dags/pipelines/demo.yaml")
@@ -307,6 +299,84 @@ def load_pipeline(path: str | Path, env: dict[str, str] | None = None) -> Pipeli
     except ValidationError as exc:
         raise PipelineConfigError("\n".join(f"{path}: {line}" for line in _explain(exc))) from None
     return resolve_paths(config, Path(env.get("CDC_HOME") or REPO), path)
+
+
+# ---- what reading a file may cost ------------------------------------------------------------------
+# The DAG processor reads every pipeline file in one parse: a file that took minutes (a 600-byte alias
+# bomb, a 50 MB file) would hold every pipeline's DAG back. Real files are a few kilobytes.
+MAX_FILE_BYTES = 256 << 10
+MAX_VALUES = 100_000  # once aliases are expanded
+MAX_DEPTH = 50
+
+
+def read_document(path: Path) -> Any:
+    """The YAML document of a pipeline file, refused before it costs much: a file over MAX_FILE_BYTES,
+    values nested deeper than MAX_DEPTH, aliases that expand past MAX_VALUES values."""
+    if not path.is_file():  # a FIFO or a device would block the parse, a folder cannot be read
+        what = "no such file" if not path.exists() else "not a regular file"
+        raise PipelineConfigError(f"{path}: cannot be read ({what}); fix: a pipeline file is a .yaml file")
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        text = data.decode("utf-8")
+    except OSError as exc:
+        raise PipelineConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        if len(data) <= MAX_FILE_BYTES:
+            raise PipelineConfigError(f"{path}: not UTF-8 text (byte {exc.start}); fix: save it as UTF-8") from None
+        text = ""
+    if len(data) > MAX_FILE_BYTES:
+        raise PipelineConfigError(f"{path}: {path.stat().st_size:,} bytes, more than a pipeline file's "
+                                  f"{MAX_FILE_BYTES >> 10} KiB; fix: keep only the pipeline's settings in it "
+                                  "(a pipeline file is a few kilobytes)")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        problem = None if node is None else _costly(node)
+        if problem:
+            raise PipelineConfigError(f"{path}: {problem}")
+        return None if node is None else loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise PipelineConfigError(f"{path}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}; "
+                                  "fix: check the indentation and quoting there") from None
+    finally:
+        loader.dispose()
+
+
+def _costly(root: yaml.Node) -> str | None:
+    """Why building the document of ``root`` (a composed YAML graph, where every alias is the node it
+    names) would cost too much, or None. Walked without recursion, each node once."""
+    values: dict[int, int] = {}  # id(node) -> values it expands to
+    height: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        children = _children(node)
+        if children_done:
+            on_path.discard(id(node))
+            values[id(node)] = 1 + sum(values[id(c)] for c in children)
+            height[id(node)] = 1 + max((height[id(c)] for c in children), default=0)
+            if height[id(node)] > MAX_DEPTH:
+                return f"values nested more than {MAX_DEPTH} deep; fix: a pipeline file's settings nest a few levels"
+            if values[id(node)] > MAX_VALUES or len(values) > MAX_VALUES:
+                return (f"more than {MAX_VALUES:,} values, each alias (*name) counted as the values it repeats; "
+                        "fix: keep only the pipeline's settings, with fewer anchors and aliases")
+        elif id(node) in on_path:
+            return "a YAML alias refers to a value holding itself; fix: an alias (*name) must follow its anchor's value"
+        elif id(node) not in values:
+            on_path.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in children)
+    return None
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
 
 
 def _explain(exc: ValidationError) -> list[str]:

@@ -99,3 +99,61 @@ def test_pipeline_files_are_the_folders_yaml_in_name_order(tmp_path, monkeypatch
     monkeypatch.setenv("CDC_PIPELINES_DIR", str(tmp_path))
     assert [p.name for p in pipeline_files()] == ["a.yml", "b.yaml"]
     assert pipeline_files(tmp_path / "missing") == []
+
+
+# ---- what a file may cost: a pipeline file is read by the DAG processor with every other one -----------
+def _alias_bomb(levels: int) -> str:
+    """The "billion laughs" document: each level's anchor lists the level below nine times, so the
+    ``levels``-th holds 9**levels strings, in a few hundred bytes."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
+    bomb = _alias_bomb(12)  # 9**12 strings, were it expanded
+    assert len(bomb.encode()) < 700
+    [line] = _errors(tmp_path, bomb)
+    assert line.startswith("more than 100,000 values, each alias (*name) counted as the values it repeats; fix: ")
+
+
+def test_anchors_and_merge_keys_within_the_budget_are_read_as_written(tmp_path):
+    rules = "tables:\n- &audit {match: audit, key_rows_limit: 5}\n- {<<: *audit, match: log}\n"
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(blocks(), sort_keys=False).replace("tables:\n", rules, 1))
+    cfg = load_pipeline(path, env={})
+    assert cfg.table_setting("key_rows_limit", "x.y.audit") == cfg.table_setting("key_rows_limit", "x.y.log") == 5
+
+
+def test_a_file_too_large_or_too_deep_is_refused_with_its_size_and_fix(tmp_path):
+    big = yaml.safe_dump(blocks()) + "#" * (256 << 10) + "\n"
+    [line] = _errors(tmp_path, big)
+    assert line.startswith(f"{len(big.encode()):,} bytes, more than a pipeline file's 256 KiB; fix: ")
+    for depth in (500, 5000):  # libyaml itself stops at 1000
+        [line] = _errors(tmp_path, "pipeline:\n  description: " + "[" * depth + "]" * depth + "\n")
+        assert line.startswith(("values nested more than 50 deep; fix: ",
+                                "not valid YAML at line 2, column 1014: exceeded maximum nesting depth")), line
+    assert _errors(tmp_path, "a: &a [*a]\n")[0].startswith("a YAML alias refers to a value holding itself")
+
+
+def test_a_bomb_beside_good_files_leaves_their_dags_loading_at_once(tmp_path):
+    """The DAG processor parses every pipeline file in one loader: a file that took minutes would hold
+    every pipeline's DAG back. A subprocess, so that Airflow's import stays out of the other tests."""
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "pipelines"
+    write_pipeline(folder, blocks("orders", lake=str(tmp_path / "lake")))
+    (folder / "bomb.yaml").write_text(_alias_bomb(12))
+    (folder / "big.yaml").write_text("#" * (50 << 20))
+    probe = ("import json, sys; from jobs.pipeline_dags import load_dags; "
+             "print(json.dumps(sorted(load_dags(sys.argv[1]))))")
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", probe, str(folder)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == '["cdc_orders"]'
+    logged = done.stdout + done.stderr  # the loader logs each refused file (Airflow's log goes to stdout)
+    assert "bomb.yaml: more than 100,000 values" in logged
+    assert "big.yaml: 52,428,800 bytes, more than" in logged
