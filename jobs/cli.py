@@ -21,7 +21,7 @@ from pathlib import Path
 from jobs import storage
 from jobs.canonical import table_id_forms
 from jobs.decoders import MESSAGE_SHAPES, DecodeOptions, available_formats
-from jobs.errors import failure_line
+from jobs.errors import failure_line, mask
 from jobs.lake import Lake, LakeError, check_name
 from jobs.progress import to_stderr
 from jobs.raw import RawInputError, expand, parquet_files
@@ -30,6 +30,13 @@ from jobs.table_rules import is_glob
 
 class UsageError(ValueError):
     """Arguments that cannot be used; reported as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's own usage errors (exit 2) quote the arguments: masked like every line shown."""
+
+    def error(self, message: str):
+        super().error(mask(message))
 
 
 def parse_primary_keys(values: list[str]) -> dict[str, tuple[str, ...]]:
@@ -213,8 +220,7 @@ def _expire_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(prog="python -m jobs", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="transform, then reconcile -> alert")
     _common(run), _decode_args(run), _merge_args(run), _keep_changes_arg(run), _reconcile_args(run), _alert_args(run)
@@ -276,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         options = DecodeOptions(primary_keys=parse_primary_keys(getattr(args, "primary_keys", [])),
                                 message_shape=None if shape == "auto" else shape)
     except (UsageError, LakeError, RawInputError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {mask(str(exc))}", file=sys.stderr)
         return 2
 
     from jobs import stages

@@ -1,16 +1,38 @@
-"""A failed stage as one line: what failed, why, and what to check (the command line's exit 1).
+"""A failed stage as one line: what failed, why, and what to check (the command line's exit 1); and
+:func:`mask`, the one rule for what of a text may be shown.
 
 Operational failures (a source database or an Iceberg catalog that cannot be reached, a lake that
 cannot be written, a refused connection) are told by the exception's type and the stage it broke;
 a SetupError (an installation missing a part, such as the JVM-side decoders' jar) says itself what
-is missing and how to set it up; a password in a URL the message quotes is masked. The traceback is
-for ``--debug``.
+is missing and how to set it up. Every line shown (a failure, a refused argument, the pipeline
+checker's output, a DAG's doc) goes through :func:`mask`. The traceback is for ``--debug``.
 """
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
-_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@\s]+@")
+_SCHEME = r"\b[a-zA-Z][a-zA-Z0-9+.-]*://"
+_SECRET_WORDS = r"password|passwd|pwd|secret|token|signature|credential|api[_-]?key|access[_-]?key|sig"
+# (pattern, replacement) in order: what a text may quote that is a secret, whatever its context
+_SECRETS = [
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[A-Za-z0-9+/=\s\\]*(?:-----END [A-Z ]*PRIVATE KEY-----)?"),
+     "***"),
+    (re.compile(rf"({_SCHEME}[^:/@\s]*:)[^@\s]*@"), r"\1***@"),  # a URL's password; its user stays
+    (re.compile(rf"({_SCHEME})[^:/@\s]+@"), r"\1***@"),  # user info alone: often a token
+    (re.compile(rf"(?i)((?:^|[?&;,\s])[\w.-]*?(?:{_SECRET_WORDS})=)[^&;,\s'\"]+"), r"\1***"),
+    (re.compile(rf"(?i)(\"[\w.-]*?(?:{_SECRET_WORDS})\"\s*:\s*\")[^\"]*\""), r'\1***"'),  # JSON
+    (re.compile(r"(?i)\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 ***"),
+    (re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[A-Z0-9]{16}\b"), "***"),  # AWS key ids
+    (re.compile(r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"), "***"),  # JSON web tokens
+    (re.compile(r"\b(?:gh[opusr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,}|xox[abposr]-[A-Za-z0-9-]{10,}"
+                r"|AIza[0-9A-Za-z_-]{35})"), "***"),  # GitHub, Slack, Google API tokens
+]
+# where the credentials a URI must not hold go instead (jobs.lake.Lake.at, a pipeline file's locations)
+CREDENTIALS_FIX = ("remove them from the URI: S3 credentials come from the environment (AWS_ACCESS_KEY_ID and "
+                   "AWS_SECRET_ACCESS_KEY, a profile or an instance role) and a catalog's from its settings "
+                   "(PYICEBERG_CATALOG__<NAME>__*), under Airflow from the workers' environment or a secrets "
+                   "backend: a URI is shown in logs, reports and the DAG's doc")
 _CONNECTION_WORDS = ("could not connect", "connection refused", "can't connect", "could not translate host",
                      "timed out", "name or service not known", "no route to host", "connection reset")
 
@@ -21,8 +43,19 @@ class SetupError(RuntimeError):
 
 
 def mask(text: str) -> str:
-    """``text`` with the password of every URL in it replaced by ***."""
-    return _URL_PASSWORD.sub(r"\1***@", text)
+    """``text`` as it may be shown: URL passwords and user info alone, secret parameters
+    (``password=``, ``X-Amz-Signature=``, ``"token": "..."``...), bearer tokens, AWS access key ids,
+    JSON web tokens, private keys and other known token shapes replaced by ***."""
+    for pattern, replacement in _SECRETS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def uri_credentials(uri: str) -> str | None:
+    """What credentials ``uri`` holds ("user info", "a secret parameter"), or None."""
+    if mask(uri) == uri:
+        return None
+    return "user info" if "@" in urlsplit(uri.strip()).netloc else "a secret parameter"
 
 
 def _is_connection(exc: BaseException) -> bool:

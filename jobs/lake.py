@@ -40,6 +40,11 @@ class Lake:
 
     @classmethod
     def at(cls, root: str) -> Lake:
+        from jobs.errors import CREDENTIALS_FIX, mask, uri_credentials
+
+        held = uri_credentials(root)
+        if held:
+            raise LakeError(f"lake {mask(root)} holds credentials ({held}); fix: {CREDENTIALS_FIX}")
         parsed = urlparse(root)
         if parsed.scheme in ("s3", "s3a"):
             if not parsed.netloc:

@@ -37,6 +37,7 @@ import os
 import sys
 from typing import Any
 
+from jobs.errors import mask
 from jobs.lake import Lake, LakeError, check_name
 from jobs.landing.common import (
     BATCH_BYTES,
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             raise LandError("--bytearray-separator: not a valid escape sequence") from None
         lake.check_usable()
     except (LandError, LakeError) as exc:
-        print(f"land: error: {exc}", file=sys.stderr)
+        print(f"land: error: {mask(str(exc))}", file=sys.stderr)
         return 2
     try:
         if bootstrap:
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             manifests = land_files(args.from_files, topics or None, lake, args.pipeline, start, end)
     except (LandError, LakeError) as exc:
-        print(f"land: error: {exc}", file=sys.stderr)
+        print(f"land: error: {mask(str(exc))}", file=sys.stderr)
         return 1
     for manifest in manifests:
         print(json.dumps({"topic": manifest["topic"], "path": lake.join(manifest["path"]),

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from jobs.errors import CREDENTIALS_FIX, mask, uri_credentials
 from jobs.table_rules import setting_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,6 +40,10 @@ PIPELINE_SUFFIXES = (".yaml", ".yml")
 DOCS = "docs/pipelines.md"
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_]*$"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# the variables whose values the DAG's doc and the checker show (a deployment's paths and names); any
+# other variable may hold a secret: shown text has its reference ${NAME} instead
+SHOWN_ENV = frozenset({"CDC_HOME", "CDC_LAKE", "CDC_ICEBERG_CATALOG", "CDC_DEMO_TOPICS", "CDC_SOURCE_COUNTS",
+                       "CDC_PIPELINES_DIR"})
 
 
 class PipelineConfigError(ValueError):
@@ -70,6 +75,13 @@ class _Block(BaseModel):
             return data
         return {k: None if v == "" and k in cls.model_fields and cls.model_fields[k].default is None else v
                 for k, v in data.items()}
+
+
+def _no_credentials(value: str | None) -> str | None:
+    held = uri_credentials(value) if value else None
+    if held:
+        raise ValueError(f"holds credentials ({held}); fix: {CREDENTIALS_FIX}")
+    return value
 
 
 def _duration_field(value: Any) -> str:
@@ -148,6 +160,8 @@ class SourceBlock(_Block):
     def location(self) -> str:
         return next(n for n in self.locations() if getattr(self, n) is not None)
 
+    _uris = field_validator("files", "connect_s3", "eventhubs_capture")(_no_credentials)
+
 
 class SinkBlock(_Block):
     lake: str  # a local folder, s3:// or s3a:// URI
@@ -156,6 +170,8 @@ class SinkBlock(_Block):
     keep_changes: bool = False
     retain_days: int = Field(7, ge=0)
     retain_last: int = Field(10, ge=1)
+
+    _uris = field_validator("lake")(_no_credentials)
 
 
 class ReconcileBlock(_Block):
@@ -245,6 +261,16 @@ class PipelineConfig(_Block):
     alert: AlertBlock = AlertBlock()
     spark: SparkBlock = SparkBlock()
     tables: list[TableBlock] = []
+    # field path -> the string as shown, where it read a variable outside SHOWN_ENV (see shown)
+    _shown_values: dict[tuple[str, ...], str] = PrivateAttr(default_factory=dict)
+
+    def shown(self) -> PipelineConfig:
+        """This pipeline as the UI and the checker show it: a value that read a variable outside SHOWN_ENV
+        has the reference ``${NAME}`` in place of what it read (mask the text made of it as well)."""
+        out: Any = self
+        for path, text in self._shown_values.items():
+            out = _replaced(out, path, text)
+        return out
 
     @property
     def name(self) -> str:
@@ -263,24 +289,46 @@ class PipelineConfig(_Block):
         return setting_for(self.per_table(setting), table_id, default)
 
 
-# ---- reading files --------------------------------------------------------------------------------
-def expand_env(value: Any, env: dict[str, str], where: list[str]) -> Any:
-    """``${NAME}`` / ``${NAME:-default}`` in every string of a parsed YAML document."""
-    if isinstance(value, dict):
-        return {k: expand_env(v, env, [*where, str(k)]) for k, v in value.items()}
+def _replaced(value: Any, path: tuple[str, ...], text: str) -> Any:
+    """``value`` (a model, a list or a dict of the pipeline) with the item at ``path`` replaced by ``text``."""
+    if not path:
+        return text
+    head, rest = path[0], path[1:]
+    if isinstance(value, BaseModel):
+        return value.model_copy(update={head: _replaced(getattr(value, head), rest, text)})
     if isinstance(value, list):
-        return [expand_env(v, env, [*where, str(i)]) for i, v in enumerate(value)]
+        return [_replaced(v, rest, text) if str(i) == head else v for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _replaced(v, rest, text) if k == head else v for k, v in value.items()}
+    return value
+
+
+# ---- reading files --------------------------------------------------------------------------------
+def expand_env(value: Any, env: dict[str, str], where: list[str],
+               hidden: dict[tuple[str, ...], tuple[str, str]] | None = None) -> Any:
+    """``${NAME}`` / ``${NAME:-default}`` in every string of a parsed YAML document; ``hidden``, when
+    given, collects each string that read a variable outside SHOWN_ENV: its field path -> (the string,
+    the string as shown, with the reference in place of that variable's value)."""
+    if isinstance(value, dict):
+        return {k: expand_env(v, env, [*where, str(k)], hidden) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, env, [*where, str(i)], hidden) for i, v in enumerate(value)]
     if not isinstance(value, str):
         return value
 
-    def one(m: re.Match) -> str:
+    def one(m: re.Match, shown: bool = False) -> str:
         if m.group(1) in env:
-            return env[m.group(1)]
+            return m.group(0) if shown and m.group(1) not in SHOWN_ENV else env[m.group(1)]
         if m.group(2) is not None:
             return m.group(2)
         raise PipelineConfigError(f"{'.'.join(where)}: environment variable {m.group(1)} is not set; "
                                   f"fix: set it, or give a default as ${{{m.group(1)}:-value}}")
-    return _ENV_REF.sub(one, value)
+    expanded = _ENV_REF.sub(one, value)
+    if hidden is not None:
+        shown = _ENV_REF.sub(lambda m: one(m, shown=True), value)
+        if shown != expanded:
+            hidden[tuple(where)] = (expanded, shown)
+    return expanded
 
 
 def load_pipeline(path: str | Path, env: dict[str, str] | None = None) -> PipelineConfig:
@@ -291,14 +339,25 @@ def load_pipeline(path: str | Path, env: dict[str, str] | None = None) -> Pipeli
     if not isinstance(document, dict):
         raise PipelineConfigError(f"{path}: expected a mapping with blocks pipeline, source, sink ... "
                                   f"(see {DOCS}); fix: start from dags/pipelines/demo.yaml")
+    hidden: dict[tuple[str, ...], tuple[str, str]] = {}
     try:
-        document = expand_env(document, env, [])
+        document = expand_env(document, env, [], hidden)
         config = PipelineConfig.model_validate(document)
     except PipelineConfigError as exc:
         raise PipelineConfigError(f"{path}: {exc}") from None
     except ValidationError as exc:
-        raise PipelineConfigError("\n".join(f"{path}: {line}" for line in _explain(exc))) from None
+        lines = (_shown_line(f"{path}: {line}", hidden.values()) for line in _explain(exc))
+        raise PipelineConfigError("\n".join(lines)) from None
+    config._shown_values = {where: shown for where, (_, shown) in hidden.items()}
     return resolve_paths(config, Path(env.get("CDC_HOME") or REPO), path)
+
+
+def _shown_line(line: str, hidden: Any) -> str:
+    """An error line as it may be shown: a value read from a hidden variable as its reference, masked."""
+    for expanded, shown in sorted(hidden, key=lambda pair: -len(pair[0])):
+        if expanded:
+            line = line.replace(expanded, shown)
+    return mask(line)
 
 
 # ---- what reading a file may cost ------------------------------------------------------------------
@@ -401,7 +460,8 @@ def _explain(exc: ValidationError) -> list[str]:
             fix = f"list at least one, or remove `{loc[-1]}`"
         else:
             fix = f"see {DOCS} for what `{loc[-1] if loc else 'it'}` takes"
-        lines.append(f"{field}: {_plain(msg)}; fix: {fix}")
+        msg = _plain(msg)  # a validator's message may carry its own fix
+        lines.append(f"{field}: {msg}" + ("" if "; fix: " in msg else f"; fix: {fix}"))
     return lines
 
 
@@ -467,8 +527,18 @@ def main(argv: list[str] | None = None) -> int:
             print(exc, file=sys.stderr)
             failed = True
             continue
-        print(json.dumps({"file": str(path), "dag_id": config.dag_id, **config.model_dump(mode="json")}, indent=2))
+        shown = {"file": str(path), "dag_id": config.dag_id, **config.shown().model_dump(mode="json")}
+        print(json.dumps(_masked(shown), indent=2))
     return 1 if failed else 0
+
+
+def _masked(value: Any) -> Any:
+    """Every string of a JSON document through jobs.errors.mask."""
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return mask(value) if isinstance(value, str) else value
 
 
 if __name__ == "__main__":

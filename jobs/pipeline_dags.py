@@ -25,6 +25,7 @@ from airflow.sdk import DAG, Asset, AssetAlias
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from jobs import airflow_tasks as tasks
+from jobs.errors import mask
 from jobs.pipeline_config import PipelineConfig, PipelineConfigError, load_pipeline, parse_duration, pipeline_files
 
 log = logging.getLogger(__name__)
@@ -85,21 +86,21 @@ def _utc(value: date | datetime) -> pendulum.DateTime:
 
 def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
     """The DAG of one pipeline file: wiring only."""
-    p = cfg.pipeline
+    p, shown = cfg.pipeline, cfg.shown().pipeline  # what the UI shows reads no secret (jobs.pipeline_config)
     file_arg = {"pipeline_file": str(path)}
     with DAG(
         dag_id=cfg.dag_id,
-        description=p.description or f"{cfg.source.format} topics into Iceberg tables ({path.name})",
+        description=mask(shown.description) or f"{cfg.source.format} topics into Iceberg tables ({path.name})",
         doc_md=doc_md(cfg, path),
         schedule=CronDataIntervalTimetable(p.schedule, timezone="UTC"),
         start_date=_utc(p.start),
         end_date=_utc(p.end) if p.end else None,
         catchup=p.catchup,
         max_active_runs=1,
-        tags=sorted({"cdc", cfg.source.format, *p.tags}),
+        tags=sorted({"cdc", cfg.source.format, *map(mask, shown.tags)}),
         params=tasks.dag_params(),
         default_args={
-            "owner": p.owner,
+            "owner": mask(shown.owner),
             "depends_on_past": True,
             "retries": p.retries,
             "retry_delay": parse_duration(p.retry_delay),
@@ -128,7 +129,9 @@ def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
 
 
 def doc_md(cfg: PipelineConfig, path: Path) -> str:
-    """The DAG's documentation in the UI, from its file: what it reads, where it writes, how it checks."""
+    """The DAG's documentation in the UI, from its file: what it reads, where it writes, how it checks;
+    values read from variables outside SHOWN_ENV as their references, secrets masked."""
+    cfg = cfg.shown()
     s = cfg.source
     e = _md
     where = {"kafka": lambda: f"Kafka ({_kafka_where(s)}), topics {e(', '.join(s.kafka.topics))}",
@@ -161,7 +164,7 @@ def doc_md(cfg: PipelineConfig, path: Path) -> str:
         lines += [f"| `{e(t.match)}` | {e(', '.join(t.primary_keys or [])) or '-'} | "
                   f"{'-' if t.history is None else 'on' if t.history else 'off'} | {t.count_tolerance or '-'} | "
                   f"{'-' if t.key_rows_limit is None else t.key_rows_limit} |" for t in cfg.tables]
-    return "\n".join(lines)
+    return mask("\n".join(lines))
 
 
 def _md(value: object) -> str:

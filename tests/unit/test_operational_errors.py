@@ -4,6 +4,8 @@ exit code the README documents (2: unusable arguments or lake, 1: a stage failed
 failures of whole runs: tests/integration/test_operational_errors.py)."""
 from __future__ import annotations
 
+import pytest
+
 from jobs import cli
 from jobs.errors import failure_line, mask, what_to_check
 from tests.support.operational import DOWN_DB, SECRET
@@ -32,3 +34,52 @@ def test_a_read_only_lake_is_refused_before_any_work(capsys):
     assert cli.main(["run", "--lake", "/sys/kernel/cdc-lake", *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 2 and "not writable" in lines[0] and "cannot be created" in lines[1]
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("s3://AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY@bucket/lake", "s3://***:***@bucket/lake"),
+    ("https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/x", "https://***@github.com/x"),
+    ("mysql://u:p%40ss@db:3306/x and then more", "mysql://u:***@db:3306/x and then more"),
+    ("s3://b/k?X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F1&X-Amz-Signature=abc123&x=1",
+     "s3://b/k?X-Amz-Credential=***&X-Amz-Signature=***&x=1"),
+    ("jdbc:x://h/db?user=u&password=hunter22;sslmode=require", "jdbc:x://h/db?user=u&password=***;sslmode=require"),
+    ("DRIVER={x};SERVER=h;UID=u;PWD=hunter22;", "DRIVER={x};SERVER=h;UID=u;PWD=***;"),
+    ("key id AKIAIOSFODNN7EXAMPLE in a message", "key id *** in a message"),
+    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", "Authorization: Bearer ***"),
+    ("token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl here", "token *** here"),
+    ("api_key=sk_live_1234&secret=s3cr3t client_secret=xyz", "api_key=***&secret=*** client_secret=***"),
+    ("lake /data/lake, pipeline orders: key=value; a:b@c; 12:30", "lake /data/lake, pipeline orders: key=value; a:b@c; 12:30"),
+])
+def test_mask_hides_user_info_and_known_secret_shapes(text, shown):
+    assert mask(text) == shown
+
+
+def test_a_lake_uri_with_credentials_is_refused_saying_where_credentials_go(capsys):
+    args = ["--format", "debezium", "--raw", "/dev/null", "--pipeline", "p", "--run-id", "r"]
+    assert cli.main(["run", "--lake", f"s3://AKIAIOSFODNN7EXAMPLE:{SECRET}@bucket/lake", *args]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert SECRET not in line and "AKIAIOSFODNN7EXAMPLE" not in line
+    assert line.startswith("error: lake s3://***:***@bucket/lake holds credentials (user info)")
+    assert "AWS_ACCESS_KEY_ID" in line and "PYICEBERG_CATALOG__" in line
+
+
+def test_an_argument_error_never_echoes_a_secret(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["reconcile", "--lake", "/tmp/l", "--pipeline", "p", "--run-id", "r",
+                  "--max-lag", f"postgresql://u:{SECRET}@h/db"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert SECRET not in err and "postgresql://u:***@h/db" in err
+
+
+def test_land_masks_what_its_error_lines_quote(tmp_path, capsys):
+    from jobs.land import main as land_main
+
+    missing = tmp_path / "AKIAIOSFODNN7EXAMPLE" / "topics"  # a path holding a key id's shape
+    assert land_main(["--from-files", str(missing), "--lake", str(tmp_path / "lake"), "--pipeline", "p",
+                      "--start", "2026-11-01", "--end", "2026-11-02"]) == 1
+    assert land_main(["--from-files", str(missing), "--lake", f"s3://u:{SECRET}@bucket/lake", "--pipeline", "p",
+                      "--start", "2026-11-01", "--end", "2026-11-02"]) == 2
+    err = capsys.readouterr().err
+    assert "AKIAIOSFODNN7EXAMPLE" not in err and SECRET not in err and len(err.strip().splitlines()) == 2
+    assert "holds credentials (user info)" in err

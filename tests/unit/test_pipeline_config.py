@@ -1,6 +1,7 @@
 """Pipeline files: the schema, errors that name the file, the field and the fix, and what they resolve to."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,61 @@ def test_a_bomb_beside_good_files_leaves_their_dags_loading_at_once(tmp_path):
     logged = done.stdout + done.stderr  # the loader logs each refused file (Airflow's log goes to stdout)
     assert "bomb.yaml: more than 100,000 values" in logged
     assert "big.yaml: 52,428,800 bytes, more than" in logged
+
+
+# ---- secrets: never in a location, never shown ---------------------------------------------------------
+KEY_ID, SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda d: d["sink"].update(lake=f"s3://{KEY_ID}:{SECRET}@bucket/lake", catalog="c"), "sink.lake"),
+    (lambda d: d["sink"].update(lake=f"s3://bucket/lake?X-Amz-Signature={SECRET}", catalog="c"), "sink.lake"),
+    (lambda d: d["source"].update(files=f"s3://${{KEY}}:{SECRET}@bucket/topics"), "source.files"),
+])
+def test_credentials_in_a_location_are_refused_saying_where_they_go(tmp_path, change, field):
+    document = blocks()
+    change(document)
+    [line] = _errors(tmp_path, document, env={"KEY": KEY_ID})
+    assert line.startswith(f"{field}: holds credentials (") and "fix: remove them from the URI" in line, line
+    assert "AWS_ACCESS_KEY_ID" in line and SECRET not in line and KEY_ID not in line
+
+
+def _secretive_pipeline(tmp_path):
+    """A file whose shown values come from variables, some of which hold secrets."""
+    document = blocks(pipeline={"description": "orders; ping ${ONCALL_TOKEN} or https://u:pw@wiki/x"},
+                      source={"format": "debezium", "files": None,
+                              "kafka": {"connection": None, "bootstrap": "${KAFKA_BOOTSTRAP}", "topics": ["t"]}},
+                      sink={"lake": "${CDC_LAKE}/lake"},
+                      spark={"conf": {"spark.hadoop.fs.s3a.secret.key": "${AWS_SECRET_ACCESS_KEY}"}})
+    env = {"ONCALL_TOKEN": "tok-" + SECRET, "KAFKA_BOOTSTRAP": "broker-7.internal:9092",
+           "AWS_SECRET_ACCESS_KEY": SECRET, "CDC_LAKE": str(tmp_path / "data")}
+    return write_pipeline(tmp_path, document), env
+
+
+def test_the_checker_shows_other_variables_as_their_references(tmp_path, monkeypatch, capsys):
+    from jobs.pipeline_config import main
+
+    path, env = _secretive_pipeline(tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main([str(path)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert SECRET not in json.dumps(shown) and "broker-7" not in json.dumps(shown)
+    assert shown["pipeline"]["description"] == "orders; ping ${ONCALL_TOKEN} or https://u:***@wiki/x"
+    assert shown["source"]["kafka"]["bootstrap"] == "${KAFKA_BOOTSTRAP}"
+    assert shown["spark"]["conf"] == {"spark.hadoop.fs.s3a.secret.key": "${AWS_SECRET_ACCESS_KEY}"}
+    assert shown["sink"]["lake"] == f"{tmp_path}/data/lake"  # CDC_LAKE: a deployment's path, shown
+    # what the run uses is the value
+    cfg = load_pipeline(path, env=env)
+    assert cfg.source.kafka.bootstrap == "broker-7.internal:9092" and cfg.spark.conf[
+        "spark.hadoop.fs.s3a.secret.key"] == SECRET
+
+
+def test_the_dags_doc_and_description_show_no_secret(tmp_path):
+    from jobs.pipeline_dags import build_dag
+
+    path, env = _secretive_pipeline(tmp_path)
+    dag = build_dag(load_pipeline(path, env=env), path)
+    assert SECRET not in dag.doc_md and "broker-7" not in dag.doc_md and "pw@" not in dag.doc_md
+    assert "bootstrap `${KAFKA_BOOTSTRAP}`" in dag.doc_md and "${ONCALL_TOKEN} or https://u:***@wiki/x" in dag.doc_md
+    assert dag.description == "orders; ping ${ONCALL_TOKEN} or https://u:***@wiki/x"
