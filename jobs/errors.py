@@ -68,32 +68,78 @@ def _is_connection(exc: BaseException) -> bool:
     return any(word in str(exc).lower() for word in _CONNECTION_WORDS)
 
 
+def java_causes(exc: BaseException) -> list[tuple[str, str]]:
+    """(class name, message) of the Java exception behind ``exc`` and of each of its causes, outermost
+    first: py4j's Py4JJavaError (``java_exception``) or one of pyspark's captured exceptions
+    (``_origin``: AnalysisException...); none for a Python exception, or when the JVM cannot say."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    chain: list[tuple[str, str]] = []
+    try:
+        while java is not None and len(chain) < 50:  # a cause chain may loop
+            chain.append((str(java.getClass().getName()), str(java.getMessage() or "")))
+            java = java.getCause()
+    except Exception:  # noqa: BLE001 - a JVM gone (py4j's own errors): the chain as far as it was read
+        pass
+    return chain
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def root_cause(exc: BaseException) -> tuple[str, str]:
+    """The type and first line of what ``exc`` comes down to: for Spark's failures, the deepest cause of
+    the Java exception chain that says something ("No space left on device", "file:... is not a
+    Parquet file") rather than py4j's "An error occurred while calling o123.parquet"."""
+    said = [(name, message) for name, message in java_causes(exc) if message.strip()]
+    if said:
+        name, message = said[-1]
+        return name.rsplit(".", 1)[-1], _first_line(message)
+    return type(exc).__name__, _first_line(str(exc))
+
+
 def what_to_check(stage: str | None, exc: BaseException) -> str | None:
     """The hint for a failure of ``stage`` (decode, fold_publish, validate, reconcile, alert, expire)."""
-    if isinstance(exc, PermissionError) or getattr(exc, "errno", None) in (13, 30):
+    causes = java_causes(exc)
+    said = " ".join([str(exc)[:2000], *(f"{name}: {message}" for name, message in causes)])
+    if getattr(exc, "errno", None) in (28, 122) or "No space left on device" in said or "Disk quota exceeded" in said:
+        return "free space where the run writes: the lake's file system, and Spark's local folders for its " \
+               "shuffle and spill files (spark.local.dir, SPARK_LOCAL_DIRS; default /tmp)"
+    if isinstance(exc, PermissionError) or getattr(exc, "errno", None) in (13, 30) \
+            or any(name.endswith("AccessDeniedException") for name, _ in causes):
         return "that the lake's folders are writable by this user (owner, permissions, a read-only mount)"
+    if "is not a Parquet file" in said or "CANNOT_READ_FILE_FOOTER" in said:
+        return "that the file it names is whole and Parquet (a copy cut short, a file changed after it was " \
+               "written): replace it from its source, e.g. land its interval again"
     if _is_connection(exc):
-        if stage == "reconcile":
-            return "that the source database of --source-counts is up and reachable, and its URL's host, port, " \
-                   "database and credentials"
-        if stage in ("fold_publish", "validate", "expire"):
-            return "that the Iceberg catalog named by CDC_ICEBERG_CATALOG is up and reachable, and its " \
-                   "PYICEBERG_CATALOG__<NAME>__* settings (uri, credentials)"
-        if stage == "alert":
-            return "the SMTP connection (smtp_default or SMTP_*)"
-        return "that the service it names is up and reachable from this machine"
-    if isinstance(exc, FileNotFoundError):
+        return _unreachable(stage)
+    if isinstance(exc, FileNotFoundError) or "[PATH_NOT_FOUND]" in said \
+            or any(name.endswith("FileNotFoundException") for name, _ in causes):
         return "that the file or folder it names exists (and was not removed while the run read it)"
     return None
 
 
+def _unreachable(stage: str | None) -> str:
+    if stage == "reconcile":
+        return "that the source database of --source-counts is up and reachable, and its URL's host, port, " \
+               "database and credentials"
+    if stage in ("fold_publish", "validate", "expire"):
+        return "that the Iceberg catalog named by CDC_ICEBERG_CATALOG is up and reachable, and its " \
+               "PYICEBERG_CATALOG__<NAME>__* settings (uri, credentials)"
+    if stage == "alert":
+        return "the SMTP connection (smtp_default or SMTP_*)"
+    return "that the service it names is up and reachable from this machine"
+
+
 def failure_line(command: str, stage: str | None, exc: BaseException) -> str:
-    """One line: ``error: <command> failed[ in <stage>]: <Type>: <first line> — check <hint>``; for a
-    SetupError ``error: <command> failed[ in <stage>]: setup problem: <its message>``."""
-    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    """One line: ``error: <command> failed[ in <stage>]: <Type>: <first line> — check <hint>``, the type
+    and line of the root cause (:func:`root_cause`); for a SetupError ``error: <command> failed[ in
+    <stage>]: setup problem: <its message>``."""
     where = f" in {stage}" if stage and stage != command else ""
     if isinstance(exc, SetupError):  # the message says what to do: no hint, no truncation of the fix
-        return mask(f"error: {command} failed{where}: setup problem: {first} (--debug shows the traceback)")
+        return mask(f"error: {command} failed{where}: setup problem: {_first_line(str(exc))} "
+                    "(--debug shows the traceback)")
+    kind, first = root_cause(exc)
     hint = what_to_check(stage, exc)
-    line = f"error: {command} failed{where}: {type(exc).__name__}: {first}"[:600]
+    line = f"error: {command} failed{where}: {kind}: {first}"[:600]
     return mask(line + (f"; check {hint}" if hint else "") + " (--debug shows the traceback)")

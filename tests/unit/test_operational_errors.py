@@ -9,6 +9,7 @@ import pytest
 from jobs import cli
 from jobs.errors import failure_line, mask, what_to_check
 from tests.support.operational import DOWN_DB, SECRET
+from tests.support.pipeline_runs import jobs_run
 
 
 def test_a_url_password_is_masked_wherever_a_message_quotes_it():
@@ -83,3 +84,72 @@ def test_land_masks_what_its_error_lines_quote(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "AKIAIOSFODNN7EXAMPLE" not in err and SECRET not in err and len(err.strip().splitlines()) == 2
     assert "holds credentials (user info)" in err
+
+
+# ---- Spark's failures: the root cause of the Java exception chain in the one line ---------------------
+def _raised_by(action) -> BaseException:
+    with pytest.raises(Exception) as raised:  # noqa: B017 - py4j's or pyspark's, whichever Spark raises
+        action()
+    return raised.value
+
+
+def test_a_corrupt_parquet_file_is_named_with_why_it_cannot_be_read(spark, tmp_path):
+    bad = tmp_path / "part-0.parquet"
+    bad.write_bytes(b"not a parquet file" * 8)
+    line = failure_line("run", "decode", _raised_by(lambda: spark.read.parquet(str(bad)).collect()))
+    assert "An error occurred while calling" not in line and "\n" not in line
+    assert f"RuntimeException: file:{bad} is not a Parquet file" in line, line
+    assert "check that the file it names is whole and Parquet" in line
+
+
+def test_a_run_over_a_corrupt_raw_file_ends_in_that_line(spark, tmp_path, capsys):
+    bad = tmp_path / "raw" / "part-0.parquet"
+    bad.parent.mkdir()
+    bad.write_bytes(b"not a parquet file" * 8)
+    assert jobs_run("debezium", bad, tmp_path / "lake", "p", "r1", "--quiet") == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: run failed in decode: RuntimeException: file:{bad} is not a Parquet file"), line
+
+
+def test_a_path_spark_does_not_find_is_named(spark, tmp_path):
+    line = failure_line("run", "decode", _raised_by(lambda: spark.read.parquet(str(tmp_path / "nothere"))))
+    assert f"AnalysisException: [PATH_NOT_FOUND] Path does not exist: file:{tmp_path}/nothere" in line, line
+    assert "check that the file or folder it names exists" in line
+
+
+def test_a_file_gone_after_the_plan_is_named(spark, tmp_path):
+    folder = tmp_path / "state"
+    spark.range(10).write.parquet(str(folder))
+    frame = spark.read.parquet(str(folder))
+    parts = sorted(folder.glob("*.parquet"))
+    for part in parts:
+        part.unlink()
+    line = failure_line("run", "fold_publish", _raised_by(frame.collect))
+    assert any(f"FileNotFoundException: File file:{part} does not exist" in line for part in parts), line
+    assert "check that the file or folder it names exists" in line
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 256 KiB file system (tmpfs): what a run writes there ends with No space left on device."""
+    import subprocess
+
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"mounting a tmpfs needs root: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def test_a_full_disk_says_so_and_where_to_make_room(spark, full_disk):
+    frame = spark.range(200_000).selectExpr("id", "uuid() AS noise")
+    exc = _raised_by(lambda: frame.write.parquet(str(full_disk / "out")))
+    line = failure_line("run", "fold_publish", exc)
+    assert "No space left on device" in line and "An error occurred while calling" not in line, line
+    assert "check free space where the run writes" in line
+    python_side = failure_line("run", "reconcile", OSError(28, "No space left on device"))
+    assert "check free space where the run writes" in python_side
