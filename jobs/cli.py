@@ -291,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run_command(args, ctx, options)
     except Exception as exc:  # noqa: BLE001 - an operational failure is one line (jobs.errors), exit 1
-        print(failure_line(args.command, ctx.stage, exc), file=sys.stderr)
+        from jobs.publish import embedded_catalog_file
+
+        print(failure_line(args.command, ctx.stage, exc, embedded_catalog_file(lake)), file=sys.stderr)
         if args.debug:
             raise
         return 1

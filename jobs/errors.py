@@ -98,8 +98,9 @@ def root_cause(exc: BaseException) -> tuple[str, str]:
     return type(exc).__name__, _first_line(str(exc))
 
 
-def what_to_check(stage: str | None, exc: BaseException) -> str | None:
-    """The hint for a failure of ``stage`` (decode, fold_publish, validate, reconcile, alert, expire)."""
+def what_to_check(stage: str | None, exc: BaseException, catalog_file: str | None = None) -> str | None:
+    """The hint for a failure of ``stage`` (decode, fold_publish, validate, reconcile, alert, expire);
+    ``catalog_file``: the embedded catalog's SQLite file, when the run uses it."""
     causes = java_causes(exc)
     said = " ".join([str(exc)[:2000], *(f"{name}: {message}" for name, message in causes)])
     if getattr(exc, "errno", None) in (28, 122) or "No space left on device" in said or "Disk quota exceeded" in said:
@@ -111,6 +112,10 @@ def what_to_check(stage: str | None, exc: BaseException) -> str | None:
     if "is not a Parquet file" in said or "CANNOT_READ_FILE_FOOTER" in said:
         return "that the file it names is whole and Parquet (a copy cut short, a file changed after it was " \
                "written): replace it from its source, e.g. land its interval again"
+    if "database is locked" in said:  # SQLite's: a writer holds it (a SQL catalog over the network is never so)
+        catalog = f"the embedded catalog {catalog_file}" if catalog_file else \
+            "the catalog named by CDC_ICEBERG_CATALOG (an SQLite database)"
+        return f"whether another run of this pipeline is active: {catalog} is locked; retry when it ends"
     if _is_connection(exc):
         return _unreachable(stage)
     if isinstance(exc, FileNotFoundError) or "[PATH_NOT_FOUND]" in said \
@@ -131,7 +136,7 @@ def _unreachable(stage: str | None) -> str:
     return "that the service it names is up and reachable from this machine"
 
 
-def failure_line(command: str, stage: str | None, exc: BaseException) -> str:
+def failure_line(command: str, stage: str | None, exc: BaseException, catalog_file: str | None = None) -> str:
     """One line: ``error: <command> failed[ in <stage>]: <Type>: <first line> — check <hint>``, the type
     and line of the root cause (:func:`root_cause`); for a SetupError ``error: <command> failed[ in
     <stage>]: setup problem: <its message>``."""
@@ -140,6 +145,6 @@ def failure_line(command: str, stage: str | None, exc: BaseException) -> str:
         return mask(f"error: {command} failed{where}: setup problem: {_first_line(str(exc))} "
                     "(--debug shows the traceback)")
     kind, first = root_cause(exc)
-    hint = what_to_check(stage, exc)
+    hint = what_to_check(stage, exc, catalog_file)
     line = f"error: {command} failed{where}: {kind}: {first}"[:600]
     return mask(line + (f"; check {hint}" if hint else "") + " (--debug shows the traceback)")

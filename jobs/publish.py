@@ -98,13 +98,19 @@ def open_catalog(lake: Lake):
         return load_catalog(named)
     if lake.is_s3:
         raise ValueError("an S3 lake needs CDC_ICEBERG_CATALOG naming a pyiceberg catalog (SQLite cannot live on S3)")
-    warehouse = lake.join(lake.warehouse)
     lake.make_dirs(lake.warehouse)
     return SqlCatalog(
         "cdc",
-        uri=f"sqlite:///{warehouse}/catalog.db",
+        uri=f"sqlite:///{embedded_catalog_file(lake)}",
         warehouse=lake.uri(lake.warehouse),
     )
+
+
+def embedded_catalog_file(lake: Lake) -> str | None:
+    """The SQLite file of the lake's embedded catalog; None where CDC_ICEBERG_CATALOG names the catalog."""
+    if os.environ.get("CDC_ICEBERG_CATALOG") or lake.is_s3:
+        return None
+    return f"{lake.join(lake.warehouse)}/catalog.db"
 
 
 def ensure_namespace(catalog, pipeline: str) -> None:

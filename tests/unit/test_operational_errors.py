@@ -153,3 +153,26 @@ def test_a_full_disk_says_so_and_where_to_make_room(spark, full_disk):
     assert "check free space where the run writes" in line
     python_side = failure_line("run", "reconcile", OSError(28, "No space left on device"))
     assert "check free space where the run writes" in python_side
+
+
+def test_a_locked_embedded_catalog_says_another_run_may_hold_it(tmp_path, capsys):
+    import sqlite3
+
+    from jobs.lake import Lake
+    from jobs.publish import open_catalog
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    open_catalog(lake)  # the catalog's tables, as a first run makes them
+    catalog_file = tmp_path / "lake" / "warehouse" / "catalog.db"
+    holder = sqlite3.connect(catalog_file, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # as a run committing holds it
+    try:
+        assert cli.main(["expire", "--lake", lake.root, "--pipeline", "p", "--run-id", "x",
+                         "--as-of", "2026-11-24"]) == 1
+    finally:
+        holder.rollback()
+        holder.close()
+    line = capsys.readouterr().err.strip().splitlines()[-1]  # after expire's progress line
+    assert "database is locked" in line and "CDC_ICEBERG_CATALOG" not in line, line
+    assert f"check whether another run of this pipeline is active: the embedded catalog {catalog_file} is " \
+           "locked; retry when it ends" in line
