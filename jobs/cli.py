@@ -18,13 +18,12 @@ import os
 import sys
 from pathlib import Path
 
-from jobs import storage
 from jobs.canonical import table_id_forms
 from jobs.decoders import MESSAGE_SHAPES, DecodeOptions, available_formats
 from jobs.errors import failure_line, mask
 from jobs.lake import Lake, LakeError, check_name
 from jobs.progress import to_stderr
-from jobs.raw import RawInputError, expand, parquet_files
+from jobs.raw import RawInputError, expand, raw_inputs
 from jobs.table_rules import is_glob
 
 
@@ -249,10 +248,7 @@ def _check(args: argparse.Namespace) -> Lake:
         raise UsageError(f"unknown format {args.format!r}; known: {', '.join(available_formats())}")
     for raw in getattr(args, "raw", None) or []:
         for path in expand(raw):
-            if not storage.exists(path):
-                raise UsageError(f"--raw {path}: no such file or directory")
-            if storage.is_dir(path):
-                parquet_files(path)  # landings complete
+            raw_inputs(path)  # something to read, landings complete: before Spark starts
     counts = getattr(args, "source_counts", None)
     if counts and "://" not in counts and not Path(counts).is_file():
         raise UsageError(f"--source-counts {counts}: neither a SQLAlchemy URL nor an existing JSON file")

@@ -82,29 +82,35 @@ def expand(raw: str) -> list[str]:
     return matches
 
 
-def _read_one(spark: SparkSession, raw: str) -> DataFrame:
+def raw_inputs(raw: str) -> tuple[list[str], list[str]]:
+    """The Parquet files (as Spark reads them) and the text files ``raw`` stands for, listed without
+    Spark; RawInputError when it holds neither (jobs.cli refuses such a --raw before any stage starts)."""
     if raw.startswith(("s3://", "s3a://")):
         files = parquet_files("s3://" + raw.split("://", 1)[1])
         if not files:
             raise RawInputError(f"--raw {raw}: no Parquet files found")
-        return read_kafka_parquet(spark, ["s3a://" + f.split("://", 1)[1] for f in files])
+        return ["s3a://" + f.split("://", 1)[1] for f in files], []
     path = Path(raw.removeprefix("file://"))
     if not path.exists():
         raise RawInputError(f"--raw {raw}: no such file or directory")
-    frames: list[DataFrame] = []
+    parquet: list[str] = []
     if path.is_file() and path.suffix == ".parquet":
-        frames.append(read_kafka_parquet(spark, [str(path)]))
+        parquet = [str(path)]
     elif _has_parquet(path):
-        files = [f.removeprefix("file://") for f in parquet_files(str(path.resolve()))]
-        if files:
-            frames.append(read_kafka_parquet(spark, files))
+        parquet = [f.removeprefix("file://") for f in parquet_files(str(path.resolve()))]
     texts = _text_files(path)
-    if texts:
-        frames.append(read_text_messages(spark, texts))
-    if not frames:
+    if not parquet and not texts:
         raise RawInputError(
             f"--raw {raw}: no Parquet (Kafka source schema) or text files ({', '.join(TEXT_SUFFIXES)}) found"
         )
+    return parquet, texts
+
+
+def _read_one(spark: SparkSession, raw: str) -> DataFrame:
+    parquet, texts = raw_inputs(raw)
+    frames = [read_kafka_parquet(spark, parquet)] if parquet else []
+    if texts:
+        frames.append(read_text_messages(spark, texts))
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)

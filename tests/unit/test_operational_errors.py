@@ -28,9 +28,15 @@ def test_the_hint_follows_the_stage_that_failed():
     assert "\n" not in line and SECRET not in line and line.startswith("error: run failed in reconcile:")
 
 
-def test_a_read_only_lake_is_refused_before_any_work(capsys):
+def _one_message(tmp_path) -> str:
+    raw = tmp_path / "topic.jsonl"
+    raw.write_text('{"op": "c"}\n')
+    return str(raw)
+
+
+def test_a_read_only_lake_is_refused_before_any_work(tmp_path, capsys):
     # /sys/kernel: a folder that exists and that not even root may write
-    args = ["--format", "debezium", "--raw", "/dev/null", "--pipeline", "p", "--run-id", "r"]
+    args = ["--format", "debezium", "--raw", _one_message(tmp_path), "--pipeline", "p", "--run-id", "r"]
     assert cli.main(["run", "--lake", "/sys/kernel", *args]) == 2
     assert cli.main(["run", "--lake", "/sys/kernel/cdc-lake", *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
@@ -55,8 +61,8 @@ def test_mask_hides_user_info_and_known_secret_shapes(text, shown):
     assert mask(text) == shown
 
 
-def test_a_lake_uri_with_credentials_is_refused_saying_where_credentials_go(capsys):
-    args = ["--format", "debezium", "--raw", "/dev/null", "--pipeline", "p", "--run-id", "r"]
+def test_a_lake_uri_with_credentials_is_refused_saying_where_credentials_go(tmp_path, capsys):
+    args = ["--format", "debezium", "--raw", _one_message(tmp_path), "--pipeline", "p", "--run-id", "r"]
     assert cli.main(["run", "--lake", f"s3://AKIAIOSFODNN7EXAMPLE:{SECRET}@bucket/lake", *args]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert SECRET not in line and "AKIAIOSFODNN7EXAMPLE" not in line
@@ -176,3 +182,14 @@ def test_a_locked_embedded_catalog_says_another_run_may_hold_it(tmp_path, capsys
     assert "database is locked" in line and "CDC_ICEBERG_CATALOG" not in line, line
     assert f"check whether another run of this pipeline is active: the embedded catalog {catalog_file} is " \
            "locked; retry when it ends" in line
+
+
+def test_an_empty_raw_folder_is_refused_before_any_stage_starts(tmp_path, capsys):
+    empty = tmp_path / "raw" / "orders"
+    empty.mkdir(parents=True)
+    (empty / "_SUCCESS").write_text("")  # bookkeeping only
+    assert cli.main(["run", "--format", "debezium", "--raw", str(empty), "--lake", str(tmp_path / "lake"),
+                     "--pipeline", "p", "--run-id", "r"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()  # no stage's progress line: none started
+    assert line == f"error: --raw {empty}: no Parquet (Kafka source schema) or text files (.jsonl, .json, .txt, " \
+                   ".jsonl.gz, .json.gz, .txt.gz) found"
