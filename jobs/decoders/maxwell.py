@@ -18,6 +18,8 @@ Maxwell sends as a JSON number, keeps its digits (common.exact_image_text); no U
   that string order is source order. Without a position the record's position is null and the
   Kafka offset orders events (Maxwell keeps a row's order inside its partition); the event id then
   uses ts/xid/xoffset so that equal-looking rows of different transactions stay distinct.
+- Event time: ts_ms, else ts (seconds). A ts, ts_ms or position sent but unreadable (not a whole
+  number in range, not ``file.number:offset``) is quarantined, never published with a null time.
 - Maxwell declares no column types: column_types is null (columns stay strings in state).
 """
 from __future__ import annotations
@@ -53,7 +55,7 @@ _DDL_TYPES = ("table-create", "table-alter", "table-drop", "database-create", "d
 _IGNORED_TYPES = {"bootstrap-start": "bootstrap marker", "bootstrap-complete": "bootstrap marker",
                   "heartbeat": "heartbeat"}
 _LAST_IN_TX = "9999999999"  # xoffset of the commit row, which Maxwell writes without one
-
+_LAST_SECOND = 253402300799  # 9999-12-31T23:59:59Z: a time past it is no time (and overflows Spark's)
 
 
 def _kafka_key_columns(key: Column) -> Column:
@@ -67,6 +69,12 @@ def _kafka_key_columns(key: Column) -> Column:
     array_names = F.flatten(F.transform(array_pks, lambda m: F.map_keys(m)))
     names = F.coalesce(F.when(F.size(pk_names) > 0, pk_names), F.when(F.size(array_names) > 0, array_names))
     return F.when(key.isNotNull(), names)
+
+
+def _epoch(text: Column, last: int) -> Column:
+    """A whole number from 0 to ``last`` (a JSON number, or a string of one), else null."""
+    number = text.try_cast("bigint")
+    return F.when(number.between(0, last), number)
 
 
 def _overlay(row: Column, old: Column) -> Column:
@@ -91,6 +99,7 @@ class MaxwellDecoder(BaseDecoder):
         xoffset = F.coalesce(j["xoffset"].try_cast("bigint").cast("string"),
                              F.when(F.lower(j["commit"]) == "true", F.lit(_LAST_IN_TX)), F.lit("0"))
         has_table = F.coalesce(j["table"], F.lit("")) != ""
+        seconds, millis = _epoch(j["ts"], _LAST_SECOND), _epoch(j["ts_ms"], _LAST_SECOND * 1000 + 999)
         has_db = F.coalesce(j["database"], F.lit("")) != ""
         # 1. message-level facts
         df = df.withColumns({
@@ -102,6 +111,7 @@ class MaxwellDecoder(BaseDecoder):
                 ".", pad_unsigned(binlog), pad_unsigned(offset_in_file), F.lpad(xoffset, 10, "0"))),
             # what tells events apart when there is no binlog position (never used for ordering)
             "_identity": F.concat_ws("|", F.lit("ts"), j["ts"], j["ts_ms"], j["xid"], xoffset),
+            "_event_time": F.coalesce(F.timestamp_millis(millis), F.timestamp_seconds(seconds)),
             "_key_cols": F.coalesce(_kafka_key_columns(F.col("key")),
                                     F.when(F.size(j["primary_key_columns"]) > 0, j["primary_key_columns"])),
             "_after": F.when(msg_type != "delete", data),
@@ -127,6 +137,11 @@ class MaxwellDecoder(BaseDecoder):
                   F.concat(F.lit("unknown operation type '"), j["type"], F.lit("'")))
             .when(table_id.isNull(), F.lit("no database/table"))
             .when(msg_type.isin(*_ROW_TYPES) & data.isNull(), F.concat(F.lit("'data' is null for type "), msg_type))
+            .when(j["ts"].isNotNull() & seconds.isNull(), F.lit("'ts' is not a number of seconds since 1970 (epoch)"))
+            .when(j["ts_ms"].isNotNull() & millis.isNull(),
+                  F.lit("'ts_ms' is not a number of milliseconds since 1970 (epoch)"))
+            .when(j["position"].isNotNull() & (binlog == ""),
+                  F.lit("'position' is not a binlog position (file.number:offset)"))
             .when((msg_type == "update") & keyless & old.isNull(),
                   F.lit("update of a table without a known key has no 'old' image: give --primary-keys"))
         )
@@ -136,8 +151,7 @@ class MaxwellDecoder(BaseDecoder):
         has_tx = j["xid"].isNotNull()
         rec = RecordBuilder(
             self.name, table_id, position,
-            event_time=F.coalesce(F.timestamp_millis(j["ts_ms"].try_cast("bigint")),
-                                  F.timestamp_seconds(j["ts"].try_cast("bigint"))),
+            event_time=F.col("_event_time"),
             tx_id=j["xid"], tx_seq=F.when(has_tx, xoffset.cast("bigint")),
             tx_last=F.when(has_tx, F.coalesce(F.lower(j["commit"]) == "true", F.lit(False))),
             identity=F.coalesce(position, F.col("_identity")),

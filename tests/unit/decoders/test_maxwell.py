@@ -133,3 +133,30 @@ def test_bootstrap_ddl_heartbeat_and_malformed(spark):
     assert quarantine[0]["value"] == b"{oops"
     assert counts["ignored_reasons"] == {"bootstrap marker": 2, "heartbeat": 1, "tombstone": 1}
     assert counts["total"]["landed"] == 12 and counts["balanced"]
+
+
+def test_a_time_or_position_that_is_not_a_number_is_quarantined(spark):
+    """``ts`` (seconds), ``ts_ms`` and ``position`` order and place a change: one that cannot be read would
+    publish the change with a null event time, or order it by its Kafka offset alone."""
+    values = [
+        _mx("insert", {"id": 1}, position="binlog.000001:4", ts="yesterday"),
+        _mx("insert", {"id": 2}, position="binlog.000001:5", ts=True),
+        _mx("insert", {"id": 3}, position="binlog.000001:6", ts=1.5),
+        _mx("insert", {"id": 4}, position="binlog.000001:7", ts=99999999999999),  # past Spark's last timestamp
+        _mx("insert", {"id": 5}, position="binlog.000001:8", ts_ms="soon"),
+        _mx("insert", {"id": 6}, position="nowhere"),
+        _mx("insert", {"id": 7}, position="binlog.000001:9", ts_ms=1731661114123),
+        _mx("insert", {"id": 8}, ts=None),  # no time sent: nothing to misread
+    ]
+    records, quarantine, counts = decode(raw_frame(spark, values), DecodeOptions(primary_keys={"items": ("id",)}))
+    assert [(q["offset"], q["reason"]) for q in quarantine] == [
+        (0, "'ts' is not a number of seconds since 1970 (epoch)"),
+        (1, "'ts' is not a number of seconds since 1970 (epoch)"),
+        (2, "'ts' is not a number of seconds since 1970 (epoch)"),
+        (3, "'ts' is not a number of seconds since 1970 (epoch)"),
+        (4, "'ts_ms' is not a number of milliseconds since 1970 (epoch)"),
+        (5, "'position' is not a binlog position (file.number:offset)"),
+    ]
+    assert [(r["key"]["id"], r["event_time"]) for r in records] == [
+        ("7", datetime(2024, 11, 15, 8, 58, 34, 123000)), ("8", None)]
+    assert counts["balanced"]
