@@ -14,10 +14,12 @@ and alerted, not crashes); 2 with one clear line for unusable arguments; 1 when 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 
+from jobs import storage
 from jobs.canonical import table_id_forms
 from jobs.decoders import MESSAGE_SHAPES, DecodeOptions, available_formats
 from jobs.errors import failure_line, mask
@@ -215,7 +217,9 @@ def _expire_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retain-last", type=_count, default=DEFAULT_RETAIN_LAST, metavar="N",
                    help=f"keep each table's N newest snapshots whatever their age (default {DEFAULT_RETAIN_LAST}, "
                    "at least 1)")
-    p.add_argument("--dry-run", action="store_true", help="report what would go, change nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what would go and write nothing, not even expire.json (a read-only lake will do)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a line per table")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,11 +260,21 @@ def _check(args: argparse.Namespace) -> Lake:
     if lake.is_s3 and args.command != "decode" and not os.environ.get("CDC_ICEBERG_CATALOG"):
         # before any stage writes: the embedded SQLite catalog cannot live on S3
         raise UsageError(f"lake {args.lake}: an S3 lake needs CDC_ICEBERG_CATALOG naming a pyiceberg catalog")
-    lake.check_usable()
+    if getattr(args, "dry_run", False):
+        _check_readable(lake)  # a dry run writes nothing, not even check_usable's probe
+    else:
+        lake.check_usable()
     from jobs.spark import jvm_options
 
     jvm_options()  # CDC_JIT: a bad value is one line here, not a traceback when the JVM starts
     return lake
+
+
+def _check_readable(lake: Lake) -> None:
+    if lake.is_s3:
+        lake.check_usable()  # on S3: the bucket's existence, nothing written
+    elif not storage.is_dir(lake.root):
+        raise UsageError(f"lake {lake.root}: no such folder")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from jobs import stages
 
-    ctx = stages.RunContext(lake, args.pipeline, args.run_id, progress=None if args.quiet else to_stderr)
+    # a dry run's report is what it prints (the progress line would read the run's last expire.json)
+    quiet = args.quiet or getattr(args, "dry_run", False)
+    ctx = stages.RunContext(lake, args.pipeline, args.run_id, progress=None if quiet else to_stderr)
     try:
         return _run_command(args, ctx, options)
     except Exception as exc:  # noqa: BLE001 - an operational failure is one line (jobs.errors), exit 1
@@ -301,7 +317,9 @@ def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
 
     if args.command == "expire":  # pyiceberg only: no Spark
         report = stages.run_expire(ctx, args.as_of, args.retain_days, args.retain_last, args.dry_run)
-        if not args.quiet:
+        if args.json:
+            print(json.dumps(report, indent=2, sort_keys=True, default=str))
+        elif not args.quiet:
             _print_expiry(report)
         return 0
     spark = build_spark(f"cdc-{args.command}-{args.pipeline}")

@@ -83,10 +83,11 @@ def history_table_id(table_id: str) -> str:
     return f"{table_id}.history"
 
 
-def open_catalog(lake: Lake):
+def open_catalog(lake: Lake, read_only: bool = False):
     """The Iceberg catalog of a lake.
 
-    Embedded default: pyiceberg's SQL catalog on SQLite at ``<lake>/warehouse/catalog.db``.
+    Embedded default: pyiceberg's SQL catalog on SQLite at ``<lake>/warehouse/catalog.db``; ``read_only``
+    (``expire --dry-run``) opens it so that nothing is written, and a lake without one as an empty catalog.
     Production: set ``CDC_ICEBERG_CATALOG`` to the name of a catalog configured for pyiceberg
     (``~/.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*`` variables: REST, Glue, Hive, SQL).
     """
@@ -98,12 +99,13 @@ def open_catalog(lake: Lake):
         return load_catalog(named)
     if lake.is_s3:
         raise ValueError("an S3 lake needs CDC_ICEBERG_CATALOG naming a pyiceberg catalog (SQLite cannot live on S3)")
-    lake.make_dirs(lake.warehouse)
-    return SqlCatalog(
-        "cdc",
-        uri=f"sqlite:///{embedded_catalog_file(lake)}",
-        warehouse=lake.uri(lake.warehouse),
-    )
+    file = embedded_catalog_file(lake)
+    if read_only:  # SQLite's read-only mode: no journal, no table made
+        uri = f"sqlite:///file:{file}?mode=ro&uri=true" if storage.exists(file) else "sqlite:///:memory:"
+    else:
+        lake.make_dirs(lake.warehouse)
+        uri = f"sqlite:///{file}"
+    return SqlCatalog("cdc", uri=uri, warehouse=lake.uri(lake.warehouse))
 
 
 def embedded_catalog_file(lake: Lake) -> str | None:

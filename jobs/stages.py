@@ -297,15 +297,18 @@ def write_report_page(ctx: RunContext, reconciliation: dict, validation: dict, d
 
 
 def run_expire(ctx: RunContext, as_of: datetime, retain_days: int, retain_last: int, dry_run: bool = False) -> dict:
-    """Snapshot expiry of the pipeline's tables (jobs.expire); expire.json says what went."""
+    """Snapshot expiry of the pipeline's tables (jobs.expire); expire.json says what went. A dry run
+    writes nothing at all (a read-only lake allows it): its report is only returned."""
     from jobs.count_ledger import drop_steps
     from jobs.expire import expire_pipeline
     from jobs.publish import open_catalog
 
     with ctx.timed("expire"):
-        report = expire_pipeline(open_catalog(ctx.lake), ctx.pipeline, as_of, retain_days, retain_last, dry_run)
+        catalog = open_catalog(ctx.lake, read_only=dry_run)
+        report = expire_pipeline(catalog, ctx.pipeline, as_of, retain_days, retain_last, dry_run)
         for table in report["tables"]:
             table["count_steps_deleted"] = 0 if dry_run else drop_steps(
                 ctx.lake, ctx.pipeline, table["table"], table["runs_expired"])
-        ctx.write_report("expire.json", {"run_id": ctx.run_id, **report})
+        if not dry_run:
+            ctx.write_report("expire.json", {"run_id": ctx.run_id, **report})
     return report

@@ -3,6 +3,7 @@ reached leave the lake, and what is kept still reads as an independent replay (t
 SQLite) says it should -- the current state, and the kept older snapshots by time travel."""
 from __future__ import annotations
 
+import json
 import os
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlparse
@@ -35,7 +36,7 @@ def _rows(table, snapshot_id: int) -> list[dict]:
     return sorted(arrow.to_pylist(), key=lambda r: r["id"])
 
 
-def test_expiry_drops_old_snapshots_and_only_their_files(spark, tmp_path, monkeypatch):
+def test_expiry_drops_old_snapshots_and_only_their_files(spark, tmp_path, monkeypatch, capsys):
     sim, runs = loaded(spark, tmp_path, 11, 300, partitions=2)
     expected_after = {}
     for i in range(5):
@@ -57,9 +58,11 @@ def test_expiry_drops_old_snapshots_and_only_their_files(spark, tmp_path, monkey
     args = ["expire", "--lake", str(runs.lake.root), "--pipeline", "buckets", "--run-id", "x1",
             "--as-of", as_of.isoformat(), "--retain-days", "0", "--retain-last", "2"]
 
-    # a dry run says what would go and changes nothing
-    assert cli.main([*args, "--dry-run"]) == 0
-    dry = runs.lake.read_json("reports/buckets/run=x1/expire.json")
+    # a dry run says what would go and changes nothing (it writes no report either: it prints it)
+    capsys.readouterr()
+    assert cli.main([*args, "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert not runs.lake.exists("reports/buckets/run=x1/expire.json")
     assert dry["tables"][0]["snapshots_expired"] == len(table.metadata.snapshots) - 2
     assert len(runs.table().metadata.snapshots) == len(table.metadata.snapshots)
     assert _on_disk(table, "data") | _on_disk(table, "deletes") == data_before
@@ -193,6 +196,8 @@ def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, mo
 
     def expire(run_id: str, as_of: datetime, *extra: str) -> dict:
         assert cli.main([*lake_args, "--run-id", run_id, "--as-of", as_of.isoformat(), *extra]) == 0
+        if "--dry-run" in extra:  # its report is what it prints
+            return json.loads(capsys.readouterr().out)["tables"][0]
         return runs.lake.read_json(f"reports/buckets/run={run_id}/expire.json")["tables"][0]
 
     # less than a day old: kept, as a run still writing would be
@@ -200,7 +205,8 @@ def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, mo
     assert recent["orphans_deleted"] == 0
     assert _on_disk(table, "tombstones") == before["tombstones"] | orphans["tombstones"]
     later = datetime.fromtimestamp(written, UTC) + timedelta(days=2)
-    dry = expire("x2", later, "--dry-run")
+    capsys.readouterr()
+    dry = expire("x2", later, "--dry-run", "--json")
     files = [p for k in ("data", "deletes") for p in orphans[k]] + sorted(orphan_manifests | orphan_metadata)
     assert dry["orphans_deleted"] >= len(files) + len(orphans["tombstones"])
     assert dry["orphan_bytes_deleted"] == sum(os.path.getsize(p) for p in files)
