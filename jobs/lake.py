@@ -1,7 +1,7 @@
 """The lake layout of DESIGN.md, for a local folder (the embedded default) or S3.
 
 Every path the pipeline writes is built here, so that no name taken from a message can escape
-the lake prefix: pipeline names and run ids are validated, table ids are made safe by
+the lake prefix: pipeline names (jobs.names) and run ids are validated, table ids are made safe by
 ``jobs.canonical.safe_part``.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from jobs import storage
+from jobs.names import pipeline_name_problem
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+=-]{0,199}$")
 
@@ -24,6 +25,13 @@ class LakeError(ValueError):
 
 
 def check_name(kind: str, value: str) -> str:
+    """``value`` when it may name a ``kind``: a pipeline by jobs.names' rule (the pipeline files' too), a
+    run id by the wider one here."""
+    if kind == "pipeline":
+        problem = pipeline_name_problem(value)
+        if problem:
+            raise LakeError(f"pipeline {problem}")
+        return value
     if not _NAME.match(value or "") or ".." in value:
         raise LakeError(
             f"{kind} {value!r} is not usable: letters, digits and _ . : + = - only, "

@@ -30,6 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from jobs.errors import CREDENTIALS_FIX, mask, uri_credentials
+from jobs.names import pipeline_name_problem
 from jobs.table_rules import setting_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,7 +39,6 @@ DEFAULT_PIPELINES_DIR = REPO / "dags" / "pipelines"
 FORMATS = ("auto", "canal", "dataworks", "debezium", "dts_avro", "maxwell", "ogg", "qlik", "shareplex")
 PIPELINE_SUFFIXES = (".yaml", ".yml")
 DOCS = "docs/pipelines.md"
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_]*$"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # the variables whose values the DAG's doc and the checker show (a deployment's paths and names); any
 # other variable may hold a secret: shown text has its reference ${NAME} instead
@@ -90,7 +90,7 @@ def _duration_field(value: Any) -> str:
 
 
 class PipelineBlock(_Block):
-    name: str = Field(pattern=_NAME, max_length=200)
+    name: str
     description: str = ""
     owner: str = "data-platform"
     tags: list[Annotated[str, Field(min_length=1, max_length=100)]] = []  # Airflow's limit
@@ -104,6 +104,15 @@ class PipelineBlock(_Block):
     # intervals fold in order (max_active_runs=1, depends_on_past): not a setting
 
     _durations = field_validator("retry_delay", "execution_timeout")(_duration_field)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        problem = pipeline_name_problem(value)
+        if problem:
+            like = re.sub(r"[^A-Za-z0-9_]+", "_", value).strip("_")[:200]
+            raise ValueError(f"{problem}; fix: " + (f"rename it, e.g. {like!r}" if like else "name the pipeline"))
+        return value
 
     @model_validator(mode="after")
     def _window(self) -> PipelineBlock:

@@ -50,7 +50,9 @@ def test_environment_references_and_cdc_home(tmp_path):
      "source.format: 'debezum' is not one of " + ", ".join(FORMATS) + "; fix: did you mean `debezium`?"),
     (lambda d: d["sink"].pop("lake"), "sink.lake: Field required; fix: add `lake:` (see docs/pipelines.md)"),
     (lambda d: d["pipeline"].update(schedule="every day"), "pipeline.schedule: 'every day' is not a cron expression"),
-    (lambda d: d["pipeline"].update(name="my pipeline"), "pipeline.name: String should match pattern"),
+    (lambda d: d["pipeline"].update(name="my pipeline"), "pipeline.name: 'my pipeline' is not usable: letters, digits "
+     "and _ only, starting with a letter or digit, at most 200 characters (it names the Iceberg namespace, the "
+     "lake's folders and the DAG cdc_<name>); fix: rename it, e.g. 'my_pipeline'"),
     (lambda d: d["pipeline"].update(retry_delay="2 minutes"), "pipeline.retry_delay: '2 minutes' is not a duration"),
     (lambda d: d["source"].update(kafka={"topics": ["t"]}),
      "source: give exactly one of kafka, files, connect_s3, eventhubs_capture (got kafka, files)"),
@@ -216,3 +218,25 @@ def test_the_dags_doc_and_description_show_no_secret(tmp_path):
     assert SECRET not in dag.doc_md and "broker-7" not in dag.doc_md and "pw@" not in dag.doc_md
     assert "bootstrap `${KAFKA_BOOTSTRAP}`" in dag.doc_md and "${ONCALL_TOKEN} or https://u:***@wiki/x" in dag.doc_md
     assert dag.description == "orders; ping ${ONCALL_TOKEN} or https://u:***@wiki/x"
+
+
+# ---- one rule for pipeline names: the command line's, the file's, the lake's folders, the namespace -----
+@pytest.mark.parametrize("name", ["a.b", "a:b", "a+b", "a=b", "a-b", "_a", "a b", "", "x" * 201])
+def test_a_pipeline_name_the_file_refuses_the_command_line_refuses_too(tmp_path, name):
+    from jobs.lake import LakeError, check_name
+
+    with pytest.raises(LakeError) as on_the_command_line:
+        check_name("pipeline", name)
+    [in_a_file] = _errors(tmp_path, blocks(name=name))
+    rule = "letters, digits and _ only, starting with a letter or digit, at most 200 characters"
+    assert rule in str(on_the_command_line.value) and in_a_file.startswith(f"pipeline.name: {name!r} is not usable: ")
+    assert rule in in_a_file and "fix: " in in_a_file
+
+
+def test_names_both_accept_and_run_ids_keep_their_own_rule(tmp_path):
+    from jobs.lake import check_name
+
+    for name in ("orders", "Orders_2", "9x", "x" * 200):
+        assert check_name("pipeline", name) == name == load_pipeline(write_pipeline(
+            tmp_path, blocks(name=name), "p.yaml"), env={}).name
+    assert check_name("run id", "manual:2026-11-01T00:00:00+00:00=a.b") == "manual:2026-11-01T00:00:00+00:00=a.b"
