@@ -114,6 +114,19 @@ class PipelineBlock(_Block):
             raise ValueError(f"{problem}; fix: " + (f"rename it, e.g. {like!r}" if like else "name the pipeline"))
         return value
 
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _moment(cls, value: Any) -> Any:
+        """One mistake for a bad time, where the union date | datetime would report one per member."""
+        if value is None or isinstance(value, date):  # YAML read it as a date or a time already
+            return value
+        text = str(value).strip()
+        try:
+            return date.fromisoformat(text) if len(text) <= 10 else datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a date or a time; fix: write it as 2026-11-01 or "
+                             "2026-11-01T06:00:00Z (UTC unless it gives an offset)") from None
+
     @model_validator(mode="after")
     def _window(self) -> PipelineBlock:
         if self.end is not None and str(self.end) < str(self.start):
@@ -523,11 +536,24 @@ def pipeline_files(folder: str | Path | None = None) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m jobs.pipeline_config FILE...``: each file's resolved settings, or its mistakes (exit 1)."""
+    """``python -m jobs.pipeline_config [FILE...]``: each file's resolved settings (stdout), or its
+    mistakes (stderr, exit 1); exit 2 for unusable arguments."""
+    import argparse
     import json
     import sys
 
-    paths = (sys.argv[1:] if argv is None else argv) or [str(p) for p in pipeline_files()]
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.pipeline_config",
+        description="Check pipeline files as the DAG processor reads them: print what each resolves to (values "
+                    "of variables outside an allow-list as ${NAME}, secrets masked), or each mistake with its "
+                    "file, field and fix; also that the local folders and files it reads exist.")
+    parser.add_argument("files", nargs="*", metavar="FILE",
+                        help="pipeline files (default: every .yaml of $CDC_PIPELINES_DIR, else dags/pipelines/)")
+    args = parser.parse_args(argv)
+    paths = args.files or [str(p) for p in pipeline_files()]
+    if not paths:
+        print("no pipeline file found (give files, or set CDC_PIPELINES_DIR)", file=sys.stderr)
+        return 1
     failed = False
     for path in paths:
         try:
@@ -536,9 +562,42 @@ def main(argv: list[str] | None = None) -> int:
             print(exc, file=sys.stderr)
             failed = True
             continue
+        mistakes, notes = location_problems(config, Path(path))
+        for line in [*mistakes, *notes]:
+            print(line, file=sys.stderr)
+        failed = failed or bool(mistakes)
         shown = {"file": str(path), "dag_id": config.dag_id, **config.shown().model_dump(mode="json")}
         print(json.dumps(_masked(shown), indent=2))
     return 1 if failed else 0
+
+
+_READ = {"files": ("folder", "land or copy the topic dumps there"),
+         "connect_s3": ("folder", "point it at the sink's output"),
+         "eventhubs_capture": ("folder", "point it at the capture files"),
+         "counts": ("file", "write the counts file there (docs/operations.md, Counts files)")}
+
+
+def location_problems(config: PipelineConfig, path: Path) -> tuple[list[str], list[str]]:
+    """What the checker says of the locations a pipeline reads: the local ones missing (mistakes), and
+    the ones it cannot check without credentials (notes). Not part of loading: the DAG processor may run
+    where the workers' paths do not exist."""
+    mistakes: list[str] = []
+    notes: list[str] = []
+    shown = config.shown()
+    for block, field in (("source", "files"), ("source", "connect_s3"), ("source", "eventhubs_capture"),
+                         ("reconcile", "counts")):
+        value = getattr(getattr(config, block), field)
+        if value is None:
+            continue
+        where = f"{path}: {block}.{field}: {mask(str(getattr(getattr(shown, block), field)))}"
+        kind, fix = _READ[field]
+        if "://" in value:
+            notes.append(f"{where}: not checked: reading S3 needs the credentials the run has, which this check "
+                         "does not use")
+        elif not (Path(value).is_dir() if kind == "folder" else Path(value).is_file()):
+            mistakes.append(f"{where}: no such {kind}; fix: {fix}, or correct the path (a relative one resolves "
+                            "against $CDC_HOME)")
+    return mistakes, notes
 
 
 def _masked(value: Any) -> Any:

@@ -240,3 +240,47 @@ def test_names_both_accept_and_run_ids_keep_their_own_rule(tmp_path):
         assert check_name("pipeline", name) == name == load_pipeline(write_pipeline(
             tmp_path, blocks(name=name), "p.yaml"), env={}).name
     assert check_name("run id", "manual:2026-11-01T00:00:00+00:00=a.b") == "manual:2026-11-01T00:00:00+00:00=a.b"
+
+
+# ---- the checker: python -m jobs.pipeline_config -------------------------------------------------------
+def test_the_checker_is_a_command_line_with_help(capsys):
+    from jobs.pipeline_config import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m jobs.pipeline_config [-h] [FILE ...]") and "CDC_PIPELINES_DIR" in out
+    with pytest.raises(SystemExit) as exited:
+        main(["--bogus"])
+    assert exited.value.code == 2
+
+
+def test_the_checker_says_which_local_paths_are_missing_and_which_it_cannot_check(tmp_path, capsys):
+    from jobs.pipeline_config import main
+
+    topics = tmp_path / "topics"
+    path = write_pipeline(tmp_path, blocks(source={"files": str(topics)},
+                                           reconcile={"counts": str(tmp_path / "counts.json")}))
+    assert main([str(path)]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"{path}: source.files: {topics}: no such folder; fix: land or copy the topic dumps there, or correct the "
+        "path (a relative one resolves against $CDC_HOME)",
+        f"{path}: reconcile.counts: {tmp_path}/counts.json: no such file; fix: write the counts file there "
+        "(docs/operations.md, Counts files), or correct the path (a relative one resolves against $CDC_HOME)"]
+    topics.mkdir()
+    (tmp_path / "counts.json").write_text("{}")
+    assert main([str(path)]) == 0 and capsys.readouterr().err == ""
+    remote = write_pipeline(tmp_path, blocks(source={"files": None, "connect_s3": "s3://exports/topics"}), "s3.yaml")
+    assert main([str(remote)]) == 0
+    assert capsys.readouterr().err.strip() == (
+        f"{remote}: source.connect_s3: s3://exports/topics: not checked: reading S3 needs the credentials "
+        "the run has, which this check does not use")
+
+
+def test_a_bad_start_is_one_mistake(tmp_path):
+    for start in ("2026-13-01", "tomorrow", "2026-11-01T25:00:00"):
+        assert _errors(tmp_path, blocks(pipeline={"start": start})) == [
+            f"pipeline.start: {start!r} is not a date or a time; fix: write it as 2026-11-01 or "
+            "2026-11-01T06:00:00Z (UTC unless it gives an offset)"]
+    assert _errors(tmp_path, blocks(pipeline={"end": "soon"}))[0].startswith("pipeline.end: 'soon' is not a date")
