@@ -60,18 +60,22 @@ class Decoded:
     topic_shapes: dict[str, str] = field(default_factory=dict)
 
 
+# a reason reaches command-line and pipeline-file users alike (the DAG passes the file's setting as the flag)
+SHAPE_SETTING = "--message-shape, or source.message_shape in a pipeline file"
+
+
 @dataclass(frozen=True)
 class TopicShape:
     """The one shape a topic's messages have (a format with several, see jobs.decoders), and why."""
 
     topic: str
     shape: str
-    basis: str  # "--message-shape", "decided by an earlier run", or "N of M messages in this run"
+    basis: str  # "set by --message-shape ...", "decided by an earlier run", or "N of M messages in this run"
 
     def misfit_reason(self) -> str:
         other = " or ".join(s for s in MESSAGE_SHAPES if s != self.shape)
         return (f"does not fit its topic's shape: topic {self.topic!r} carries {self.shape} messages "
-                f"({self.basis}), this message is {other} (set --message-shape if the topic's shape changed)")
+                f"({self.basis}), this message is {other} (set {SHAPE_SETTING}, if the topic's shape changed)")
 
 
 def decide_topic_shapes(counts: dict[tuple[str, str], int], configured: str | None,
@@ -86,7 +90,7 @@ def decide_topic_shapes(counts: dict[tuple[str, str], int], configured: str | No
     decided = {}
     for topic, shapes in sorted(by_topic.items()):
         if configured:
-            decided[topic] = TopicShape(topic, configured, "--message-shape")
+            decided[topic] = TopicShape(topic, configured, "set by --message-shape or source.message_shape")
         elif topic in remembered:
             decided[topic] = TopicShape(topic, remembered[topic], "decided by an earlier run")
         else:

@@ -41,7 +41,15 @@ def test_configured_then_remembered_shapes_win_over_this_runs_messages():
     assert remembered["b"].shape == UNWRAPPED
     configured = decide_topic_shapes(counts, ENVELOPE, {"a": UNWRAPPED})
     assert {s.shape for s in configured.values()} == {ENVELOPE}
-    assert configured["a"].basis == "--message-shape"
+    assert configured["a"].basis == "set by --message-shape or source.message_shape"
+
+
+def test_the_fix_a_misfit_names_the_flag_and_the_pipeline_files_setting():
+    """The same reason reaches a command-line user and a pipeline-file user (the DAG passes the file's
+    source.message_shape as --message-shape): it names both."""
+    [shape] = decide_topic_shapes({("a", UNWRAPPED): 1}, None, {"a": ENVELOPE}).values()
+    assert shape.misfit_reason().endswith(
+        "(set --message-shape, or source.message_shape in a pipeline file, if the topic's shape changed)")
 
 
 # ---- the decoder ------------------------------------------------------------------------------------
