@@ -12,6 +12,8 @@ import html
 import json
 from typing import Any
 
+from jobs.intervals import interval_of, iso
+
 EXAMPLES_PER_REASON = 3
 _EXAMPLE_CHARS = 300
 _COLOURS = {"match": "#2e7d32", "mismatch": "#c62828", "behind": "#ef6c00", "unknown": "#616161"}
@@ -93,10 +95,11 @@ def render_report(pipeline: str, run_id: str, reconciliation: dict, validation: 
     """The page (a whole HTML document) from the run's reports."""
     tables = reconciliation.get("tables") or []
     total = (decode or {}).get("total") or {}
+    title, heading = _titles(pipeline, run_id)
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-        f"<title>CDC run {_e(run_id)} of {_e(pipeline)}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>Pipeline {_e(pipeline)}, run {_e(run_id)}</h1>",
+        f"<title>{title}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{heading}</h1>",
         "<p>Messages: " + ", ".join(f"{k} <b>{_e(total.get(k))}</b>" for k in ("landed", "decoded", "quarantined",
                                                                                "ignored")) + "</p>",
         "<h2>Source rows against the lake's</h2>",
@@ -117,6 +120,17 @@ def render_report(pipeline: str, run_id: str, reconciliation: dict, validation: 
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def _titles(pipeline: str, run_id: str) -> tuple[str, str]:
+    """The page's title and heading: the interval an interval run covers, so that a run of another day
+    than the one meant cannot pass unnoticed; a free-form run id names none."""
+    interval = interval_of(run_id)
+    if interval is None:
+        return f"CDC run {_e(run_id)} of {_e(pipeline)}", f"Pipeline {_e(pipeline)}, run {_e(run_id)}"
+    covered = f"[{iso(interval[0])}, {iso(interval[1])})"
+    return (f"{_e(pipeline)} {covered}: CDC run {_e(run_id)}",
+            f"Pipeline {_e(pipeline)}, interval {covered}<br><small>run {_e(run_id)}</small>")
 
 
 def _previous(verdict: dict | None) -> str:
