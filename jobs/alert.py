@@ -127,14 +127,28 @@ def _one_line(text: str) -> str:
     return re.sub(r"[\x00-\x1f\x7f]+", " ", text).strip()
 
 
+def _readable(value) -> str:
+    """A cell as a person reads it, never raw JSON: a mapping as ``name: value`` lines (counts, such as
+    the quarantine's by reason, the largest first), a list comma-separated; cut short."""
+    if isinstance(value, dict):
+        counts = all(isinstance(v, int) for v in value.values())
+        items = sorted(value.items(), key=lambda kv: (-kv[1], str(kv[0])) if counts else str(kv[0]))
+        text = "\n".join(f"{k}: {_inline(v)}" for k, v in items)
+    elif isinstance(value, list):
+        text = ", ".join(_inline(v) for v in value)
+    else:
+        text = _inline(value)
+    return text if len(text) <= _OBSERVED_MAX_CHARS else text[:_OBSERVED_MAX_CHARS] + "…"
+
+
+def _inline(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
 def _esc(value) -> str:
     if value is None:
         return "&ndash;"
-    if not isinstance(value, str):
-        value = json.dumps(value, sort_keys=True, default=str)
-    if len(value) > _OBSERVED_MAX_CHARS:
-        value = value[:_OBSERVED_MAX_CHARS] + "…"
-    return html_lib.escape(value, quote=True)
+    return html_lib.escape(_readable(value), quote=True).replace("\n", "<br>")
 
 
 _SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
@@ -194,11 +208,8 @@ def render_alert_text(pipeline: str, run_id: str, reasons: list[dict], report_lo
         if rows:
             lines.append(f"{title}:")
             for row in rows:
-                cells = []
-                for key, label in columns:
-                    value = row.get(key)
-                    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-                    cells.append(f"{label}: {_one_line(text)[:_OBSERVED_MAX_CHARS]}")
+                cells = [f"{label}: {_one_line(_readable(row.get(key)).replace(chr(10), '; '))}"
+                         for key, label in columns]
                 lines.append("  - " + "; ".join(cells))
             lines.append("")
     return "\n".join(lines)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import email
 import json
 import logging
+import re
 from email import policy
 
 import pytest
@@ -288,3 +289,22 @@ def test_cli_exits_3_when_an_owed_alert_is_not_sent_and_refuses_a_threshold_outs
     with pytest.raises(SystemExit) as usage:
         cli.main([*argv, "--quarantine-threshold", "-5"])
     assert usage.value.code == 2 and "not a fraction between 0 and 1" in capsys.readouterr().err
+
+
+def test_the_quarantine_by_reason_cell_reads_as_reasons_with_counts_not_json(smtp_server, monkeypatch):
+    controller, inbox = smtp_server
+    monkeypatch.setenv("SMTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("SMTP_PORT", str(controller.port))
+    hostile = "<b>no source table</b>"
+    decode = {"total": {"landed": 20, "decoded": 7, "quarantined": 13, "ignored": 0}, "tables": {},
+              "quarantine_reasons": {"malformed JSON": 3, hostile: 10}}
+
+    result = run_alert("shop", "r1", {}, [], decode, RECIPIENTS, "/lake")
+
+    assert result["sent"] is True
+    html_body, text_body, _ = _html_and_text(inbox.envelopes[0])
+    cell = re.search(r"<tr><td>13</td>.*?</tr>", html_body, re.S).group(0)
+    # one reason a line, the most frequent first, every name escaped; no JSON braces or quotes
+    assert "<td>&lt;b&gt;no source table&lt;/b&gt;: 10<br>malformed JSON: 3</td>" in cell
+    assert "{" not in cell and "&quot;" not in cell and "<b>" not in html_body
+    assert "By reason: <b>no source table</b>: 10; malformed JSON: 3" in text_body
