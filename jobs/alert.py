@@ -142,6 +142,8 @@ def _readable(value) -> str:
 
 
 def _inline(value) -> str:
+    if value is None:
+        return "-"
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
@@ -330,20 +332,27 @@ def settings_from_connection(conn) -> SmtpSettings:
 
 
 # ---- sending -------------------------------------------------------------------------------------
-def send_alert(settings: SmtpSettings, to: list[str], subject: str, html: str, text: str | None = None) -> None:
-    """Send one multipart/alternative (text + HTML) email; raises smtplib/OSError errors."""
+def alert_message(from_addr: str, to: list[str], subject: str, html: str,
+                  text: str | None = None) -> tuple[EmailMessage, list[str]]:
+    """The email both senders send (smtplib here, the smtp provider's hook in the DAG): multipart/
+    alternative, the plain text first and the HTML preferred; and its recipients."""
     recipients = [_one_line(addr) for addr in to if addr and addr.strip()]
     if not recipients:
         raise ValueError("no recipients")
     msg = EmailMessage()
     msg["Subject"] = _one_line(subject)
-    msg["From"] = _one_line(settings.from_addr)
+    msg["From"] = _one_line(from_addr)
     msg["To"] = ", ".join(recipients)
     msg["Date"] = formatdate(localtime=True)
     msg["Message-ID"] = make_msgid(domain="cdc-data-quality")
     msg.set_content(text if text is not None else _html_to_text(html))
     msg.add_alternative(html, subtype="html")
+    return msg, recipients
 
+
+def send_alert(settings: SmtpSettings, to: list[str], subject: str, html: str, text: str | None = None) -> None:
+    """Send one multipart/alternative (text + HTML) email; raises smtplib/OSError errors."""
+    msg, recipients = alert_message(settings.from_addr, to, subject, html, text)
     context = ssl.create_default_context()
     if not settings.verify_certificates:
         context.check_hostname = False

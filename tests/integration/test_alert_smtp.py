@@ -308,3 +308,24 @@ def test_the_quarantine_by_reason_cell_reads_as_reasons_with_counts_not_json(smt
     assert "<td>&lt;b&gt;no source table&lt;/b&gt;: 10<br>malformed JSON: 3</td>" in cell
     assert "{" not in cell and "&quot;" not in cell and "<b>" not in html_body
     assert "By reason: <b>no source table</b>: 10; malformed JSON: 3" in text_body
+
+
+def test_alert_through_the_dags_smtp_hook_is_text_and_html(smtp_server_with_login, monkeypatch, tmp_path):
+    """The DAG's path (the smtp provider's SmtpHook on the connection, jobs.airflow_tasks.smtp_sender) sends
+    the same multipart/alternative email as the command line's, logged in as the connection says."""
+    from jobs.airflow_tasks import smtp_sender
+
+    controller, inbox, credentials = smtp_server_with_login
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
+    monkeypatch.setenv("AIRFLOW_CONN_SMTP_DEFAULT", json.dumps(
+        {"conn_type": "smtp", "host": "127.0.0.1", "port": controller.port, "login": "dq-user",
+         "password": "pa55-word-xyz", "extra": {"disable_tls": True, "disable_ssl": True}}))
+
+    result = run_alert("shop", "2026-11-01T00:00:00+00:00", *_failing_reports(), RECIPIENTS,
+                       "/lake/reports/shop/run=x", sender=smtp_sender("smtp_default", SENDER))
+
+    _assert_one_escaped_alert(inbox, result, SENDER)  # text and HTML, as the command line's
+    assert credentials.attempts == 1
+    _html, text_body, msg = _html_and_text(inbox.envelopes[0])
+    assert "Report: /lake/reports/shop/run=x" in text_body and "Lake - source: -;" in text_body
+    assert msg["Message-ID"] and msg["Date"]
