@@ -9,6 +9,7 @@ names, observed values) is HTML-escaped; the password is never logged nor shown 
 """
 from __future__ import annotations
 
+import hashlib
 import html as html_lib
 import json
 import logging
@@ -18,6 +19,7 @@ import smtplib
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
@@ -387,15 +389,19 @@ def run_alert(
     settings: SmtpSettings | None = None,
     merge: dict | None = None,
     sender: Sender | None = None,
+    previous: dict | None = None,
 ) -> dict:
-    """Compute the reasons and send at most one email; failures are reported, never raised.
+    """Compute the reasons and send at most one email per run and problems; failures are reported, never
+    raised.
 
     ``sender`` sends it (under Airflow: the smtp provider's hook), else smtplib with ``settings``, which
-    default to :func:`smtp_settings` (environment); ``merge`` is the run's merge.json."""
+    default to :func:`smtp_settings` (environment); ``merge`` is the run's merge.json; ``previous`` the
+    run's alert.json of an earlier attempt, whose ``emails`` say what was sent already."""
     reasons = alert_reasons(validation, reconciliation, decode, quarantine_threshold, merge)
     recipients = [addr.strip() for addr in alert_to or [] if addr and addr.strip()]
     result: dict = {
         "sent": False, "reasons": reasons, "recipients": recipients, "error": None, "skipped": None, "subject": None,
+        "digest": problems_digest(reasons), "emails": list((previous or {}).get("emails") or []),
     }
     if not reasons:
         result["skipped"] = "no problems"
@@ -404,6 +410,10 @@ def run_alert(
     result["subject"] = subject
     if not recipients:
         result["skipped"] = "no recipients"
+        return result
+    done = next((e for e in result["emails"] if e.get("digest") == result["digest"]), None)
+    if done is not None:  # a re-run of the run id: these problems were mailed already
+        result["skipped"] = f"already sent at {done.get('sent_at')} for the same problems"
         return result
     text_body = render_alert_text(pipeline, run_id, reasons, report_location)
     if sender is not None:
@@ -426,7 +436,24 @@ def run_alert(
         result["error"] = _one_line(f"SMTP {settings.where}: {type(exc).__name__}: {detail}")
         log.warning("data-quality alert not sent: %s", result["error"])
         return result
+    return _record_sent(result)
+
+
+# what identifies a problem, not how long it has lasted: a re-run measures the wait again
+_MEASURES = ("waiting_seconds", "lag_seconds")
+
+
+def problems_digest(reasons: list[dict]) -> str:
+    """The identity of a set of problems: the same run with the same problems is mailed once."""
+    identity = [{k: v for k, v in r.items() if k not in _MEASURES} for r in reasons]
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _record_sent(result: dict) -> dict:
     result["sent"] = True
+    sent_at = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    result["emails"].append({"digest": result["digest"], "sent_at": sent_at, "recipients": result["recipients"],
+                             "subject": result["subject"]})
     return result
 
 
@@ -442,5 +469,4 @@ def _sent_by(sender: Sender, result: dict, recipients: list[str], subject: str, 
         result["error"] = _one_line(f"SMTP: {type(exc).__name__}: {exc}")
         log.warning("data-quality alert not sent: %s", result["error"])
         return result
-    result["sent"] = True
-    return result
+    return _record_sent(result)

@@ -277,6 +277,7 @@ def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,
         result = send(
             ctx.pipeline, ctx.run_id, validation, reconciliation["tables"], decode, alert_to,
             page, quarantine_threshold, settings=settings, merge=ctx.read_report("merge.json"), sender=sender,
+            previous=ctx.read_report("alert.json"),
         )
         ctx.write_report("alert.json", result)
     return result

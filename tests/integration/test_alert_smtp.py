@@ -329,3 +329,34 @@ def test_alert_through_the_dags_smtp_hook_is_text_and_html(smtp_server_with_logi
     _html, text_body, msg = _html_and_text(inbox.envelopes[0])
     assert "Report: /lake/reports/shop/run=x" in text_body and "Lake - source: -;" in text_body
     assert msg["Message-ID"] and msg["Date"]
+
+
+def test_a_rerun_alerts_once_for_the_same_problems_and_again_for_a_new_one(smtp_server, monkeypatch, tmp_path):
+    """Re-running a published run id runs its alert again: the email already sent for the same problems
+    is not sent twice (alert.json keeps what was sent); a new problem sends."""
+    from jobs.lake import Lake
+    from jobs.stages import RunContext
+    from jobs.stages import run_alert as alert_stage
+
+    controller, inbox = smtp_server
+    monkeypatch.setenv("SMTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("SMTP_PORT", str(controller.port))
+    ctx = RunContext(Lake.at(str(tmp_path / "lake")), "shop", "20261101T000000Z_20261102T000000Z")
+    validation, reconciliation, decode = _failing_reports()
+    ctx.write_report("validation.json", validation)
+    ctx.write_report("reconciliation.json", {"tables": reconciliation})
+    ctx.write_report("decode.json", decode)
+
+    first = alert_stage(ctx, RECIPIENTS, 0.0)
+    again = alert_stage(ctx, RECIPIENTS, 0.0)
+
+    assert first["sent"] is True and len(inbox.envelopes) == 1
+    assert again["sent"] is False and again["error"] is None and len(inbox.envelopes) == 1
+    assert again["skipped"].startswith("already sent") and again["reasons"] == first["reasons"]
+    assert ctx.read_report("alert.json")["emails"] == first["emails"]  # what was sent, kept
+
+    reconciliation[1] = {**reconciliation[1], "source_rows": 3, "status": "mismatch"}  # a new problem
+    ctx.write_report("reconciliation.json", {"tables": reconciliation})
+    new = alert_stage(ctx, RECIPIENTS, 0.0)
+    assert new["sent"] is True and len(inbox.envelopes) == 2 and len(new["emails"]) == 2
+    assert alert_stage(ctx, RECIPIENTS, 0.0)["sent"] is False and len(inbox.envelopes) == 2
