@@ -186,10 +186,11 @@ class Checkpoint:
 
 # ---- counts files --------------------------------------------------------------------------------
 def read_counts_file(listed: Any, path: str, fmt: str | None, run_id: str,
-                     default_tolerance: Tolerance | None = None) -> list[Checkpoint]:
+                     default_tolerance: Tolerance | None = None, place_positions: bool = True) -> list[Checkpoint]:
     """The checkpoints of a counts file: ``{table: N}`` (no moment), ``{table: {"rows": N, "as_of":
     ISO-8601}}``, ``{table: {"rows": N, "position": "..."}}`` (either as ``[low, high]`` for a bracket),
-    or a list of such objects per table."""
+    or a list of such objects per table. ``place_positions`` False (a check before the format is known):
+    a position is read as text, not placed among the format's."""
     if not isinstance(listed, dict):
         raise CheckpointError(f"source counts {path}: expected a JSON object {{table: count or checkpoint}}")
     out = []
@@ -199,11 +200,14 @@ def read_counts_file(listed: Any, path: str, fmt: str | None, run_id: str,
             if entry is None:  # listed without a count: unknown
                 continue
             where = f"source counts {path}: {table!r}" + (f"[{i}]" if isinstance(value, list) else "")
-            out.append(_entry(entry, table, where, fmt, run_id, default_tolerance))
+            out.append(_entry(entry, table, where, fmt if place_positions else _UNPLACED, run_id, default_tolerance))
     return out
 
 
-def _entry(entry: Any, table: str, where: str, fmt: str | None, run_id: str,
+_UNPLACED = object()  # the format is not known yet: positions are read as text only
+
+
+def _entry(entry: Any, table: str, where: str, fmt: Any, run_id: str,
            default_tolerance: Tolerance | None) -> Checkpoint:
     source = "file"
     if _is_count(entry):
@@ -223,7 +227,9 @@ def _entry(entry: Any, table: str, where: str, fmt: str | None, run_id: str,
         if "as_of" in entry:
             moment = time_moment(*_bracket(entry["as_of"], where, "as_of"))
         elif "position" in entry:
-            moment = position_moment(fmt, *_bracket(entry["position"], where, "position"))
+            low, high = _bracket(entry["position"], where, "position")
+            moment = (Moment(POSITION, low, high or low, entry["position"]) if fmt is _UNPLACED
+                      else position_moment(fmt, low, high))
         else:
             moment = None
     except CheckpointError as exc:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from jobs import storage
 from jobs.canonical import table_id_forms
@@ -247,9 +246,11 @@ def _check(args: argparse.Namespace) -> Lake:
                 raise UsageError(f"--raw {path}: no such file or directory")
             if storage.is_dir(path):
                 parquet_files(path)  # landings complete
-    counts = getattr(args, "source_counts", None)
-    if counts and "://" not in counts and not Path(counts).is_file():
-        raise UsageError(f"--source-counts {counts}: neither a SQLAlchemy URL nor an existing JSON file")
+    if getattr(args, "source_counts", None):  # read now: a bad file must not wait until after publishing
+        from jobs.reconcile import check_source_counts
+
+        fmt = getattr(args, "format", None)
+        check_source_counts(args.source_counts, None if fmt in (None, "auto") else fmt)
     lake = Lake.at(args.lake)
     if lake.is_s3 and args.command != "decode" and not os.environ.get("CDC_ICEBERG_CATALOG"):
         # before any stage writes: the embedded SQLite catalog cannot live on S3

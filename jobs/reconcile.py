@@ -68,11 +68,34 @@ def _looks_like_url(spec: str) -> bool:
     return "://" in spec and not Path(spec).is_file()
 
 
-def _file_checkpoints(path: str, table_ids: list[str], run_id: str, options: ReconcileOptions) -> list[Checkpoint]:
+def check_source_counts(spec: str, fmt: str | None) -> None:
+    """Before any work (the command's argument check): a counts file that cannot be read or holds an entry
+    that cannot be used, or a URL that does not parse, raises SourceCountsError in one line naming the
+    file, the table and the field. The database of a URL is reached only at reconcile; a position is
+    placed among the format's only when ``fmt`` is known."""
+    if _looks_like_url(spec):
+        _url(spec)
+        return
+    if not Path(spec).is_file():
+        raise SourceCountsError(f"--source-counts {spec}: neither a SQLAlchemy URL nor an existing JSON file")
     try:
-        listed = json.loads(Path(path).read_text(encoding="utf-8"))
+        cps.read_counts_file(_read_counts(spec), spec, fmt, "check", place_positions=fmt is not None)
+    except cps.CheckpointError as exc:
+        raise SourceCountsError(str(exc)) from None
+
+
+def _read_counts(path: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except RecursionError:  # json's decoder recurses per level: a hostile file must not end in a traceback
+        raise SourceCountsError(f"source counts {path}: nested too deeply to be a counts file (a JSON object "
+                                "{table: count or checkpoint})") from None
     except (OSError, ValueError) as exc:
         raise SourceCountsError(f"source counts {path}: cannot read a JSON object ({type(exc).__name__})") from None
+
+
+def _file_checkpoints(path: str, table_ids: list[str], run_id: str, options: ReconcileOptions) -> list[Checkpoint]:
+    listed = _read_counts(path)
     try:
         found = cps.read_counts_file(listed, path, options.fmt, run_id)
     except cps.CheckpointError as exc:

@@ -264,3 +264,46 @@ def test_a_run_without_a_count_of_a_table_shows_the_last_verdict_beside_unknown(
     # the run that judged it shows it as its own verdict, not as a previous one
     [again, _] = reconcile_run(lake, "p", "r1", [], state, ReconcileOptions())
     assert again["previous"] is None
+
+
+@pytest.mark.parametrize("command, content, says", [
+    ("run", '{"orders": {"rows": -1, "as_of": "2026-11-01T00:00:00Z"}}', "'orders': \"rows\" must be a row count"),
+    ("reconcile", '{"orders": [3, {"rows": 1, "as_of": "noon"}]}', "'orders'[1]: 'noon' is not an ISO-8601 time"),
+    ("run", '{"orders": {"rows": 3, "position": "mysql-bin.000003"}}', "'orders': 'mysql-bin.000003' is not"),
+    ("run", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("reconcile", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("run", '{"orders": 3', "cannot read a JSON object"),
+])
+def test_a_bad_counts_file_is_refused_before_any_work_in_one_line(tmp_path, capsys, content, says, command):
+    """Read only at reconcile, a bad counts file failed after the run had published (and one nested
+    100,000 deep with a RecursionError naming no file): the command's argument check reads it first and
+    exits 2 with one line naming the file and what is wrong. (A position is placed among the format's
+    positions where the format is known: ``run --format`` other than auto.)"""
+    from jobs import cli
+
+    counts = tmp_path / "counts.json"
+    counts.write_text(content)
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "m.jsonl").write_text("{}\n")
+    argv = [command, "--lake", str(tmp_path / "lake"), "--pipeline", "p", "--run-id", "r1",
+            "--source-counts", str(counts)]
+    if command == "run":
+        argv += ["--format", "maxwell", "--raw", str(tmp_path / "raw")]
+
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(counts) in err and says in err, err
+    assert not (tmp_path / "lake").exists()  # nothing was done
+
+
+def test_the_early_check_places_positions_only_where_the_format_is_known(tmp_path):
+    from jobs.reconcile import check_source_counts
+
+    spec = _counts_file(tmp_path, {"orders": {"rows": 3, "position": "0/1A97EC8"}})
+    check_source_counts(spec, "debezium")
+    check_source_counts(spec, None)  # --format auto: the format is decided at decode
+    with pytest.raises(SourceCountsError, match="'orders': format 'canal' has no source position"):
+        check_source_counts(spec, "canal")
+    check_source_counts("postgresql://reader:pw@127.0.0.1:9/shop", None)  # parsed, not connected
+    with pytest.raises(SourceCountsError, match="no such SQLite database file"):
+        check_source_counts(f"sqlite:///{tmp_path / 'typo.db'}", None)
