@@ -3,7 +3,8 @@
 A checkpoint is ``rows`` of one source table counted at a **moment**: a source position (a cut among
 the format's positions, jobs.positions) or a source time (the commit clock every format's records
 carry as ``event_time``), exact or a bracket ``[low, high]`` that the true cut lies in. A count
-without a moment is compared with the lake at the run's end, within a tolerance.
+without a moment was true when it was read: its moment is assumed to be then (the counts file's
+modification time, the time a SQL source was queried), and it is judged within its tolerance.
 
 The lake's count at a moment is exact: the runs' ledger (jobs.count_ledger) keeps, per run, how far
 its changes reach and, per table, the count before it and every applied change that moved the count
@@ -70,6 +71,7 @@ class Moment:
     high: str | int
     text: str
     previous_commit: bool = False
+    assumed: str | None = None  # why, for a count that came without a moment (judged within its tolerance)
 
     def reached_by(self, cut: str | int) -> str | int:
         """The lowest reach of the lake that shows every change before ``cut`` arrived."""
@@ -86,7 +88,7 @@ class Moment:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Moment:
-        return cls(d["kind"], d["low"], d["high"], d["text"], bool(d.get("previous_commit")))
+        return cls(d["kind"], d["low"], d["high"], d["text"], bool(d.get("previous_commit")), d.get("assumed"))
 
 
 def position_moment(fmt: str | None, low: str, high: str | None = None) -> Moment:
@@ -105,6 +107,17 @@ def time_moment(low: str, high: str | None = None) -> Moment:
     return Moment(TIME, lo + 1, hi + 1, text)
 
 
+FILE_WRITTEN = "the counts file's modification time"
+SOURCE_QUERIED = "the time the source was queried"
+
+
+def assumed_moment(low: int, high: int, why: str) -> Moment:
+    """The moment of a count that came without one: a time (epoch microseconds), or a bracket of the times
+    its reading began and ended; ``why`` says what time it is."""
+    text = format_time(low) if low == high else f"[{format_time(low)}, {format_time(high)}]"
+    return Moment(TIME, low + 1, high + 1, text, assumed=why)
+
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -118,7 +131,7 @@ def parse_duration(text: str) -> float:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """How far a count without a moment may be from the lake's at the run's end and still match."""
+    """How far a count without a moment may be from the lake's at its assumed moment and still match."""
 
     rows: int = 0
     percent: float = 0.0
@@ -186,11 +199,14 @@ class Checkpoint:
 
 # ---- counts files --------------------------------------------------------------------------------
 def read_counts_file(listed: Any, path: str, fmt: str | None, run_id: str,
-                     default_tolerance: Tolerance | None = None, place_positions: bool = True) -> list[Checkpoint]:
-    """The checkpoints of a counts file: ``{table: N}`` (no moment), ``{table: {"rows": N, "as_of":
-    ISO-8601}}``, ``{table: {"rows": N, "position": "..."}}`` (either as ``[low, high]`` for a bracket),
-    or a list of such objects per table. ``place_positions`` False (a check before the format is known):
-    a position is read as text, not placed among the format's."""
+                     default_tolerance: Tolerance | None = None, place_positions: bool = True,
+                     modified_at: int | None = None) -> list[Checkpoint]:
+    """The checkpoints of a counts file: ``{table: N}`` (no moment: true when the file was written, at
+    ``modified_at``, epoch microseconds), ``{table: {"rows": N, "as_of": ISO-8601}}``, ``{table: {"rows": N,
+    "position": "..."}}`` (either as ``[low, high]`` for a bracket), or a list of such objects per table.
+    ``place_positions`` False (a check before the format is known): a position is read as text, not
+    placed among the format's."""
+    written = None if modified_at is None else assumed_moment(modified_at, modified_at, FILE_WRITTEN)
     if not isinstance(listed, dict):
         raise CheckpointError(f"source counts {path}: expected a JSON object {{table: count or checkpoint}}")
     out = []
@@ -200,7 +216,8 @@ def read_counts_file(listed: Any, path: str, fmt: str | None, run_id: str,
             if entry is None:  # listed without a count: unknown
                 continue
             where = f"source counts {path}: {table!r}" + (f"[{i}]" if isinstance(value, list) else "")
-            out.append(_entry(entry, table, where, fmt if place_positions else _UNPLACED, run_id, default_tolerance))
+            cp = _entry(entry, table, where, fmt if place_positions else _UNPLACED, run_id, default_tolerance)
+            out.append(cp if cp.moment is not None else replace(cp, moment=written))
     return out
 
 
@@ -313,9 +330,18 @@ def judge(cp: Checkpoint, ledger: Sequence[RunCounts], steps: StepSource, max_la
         verdict = _counted(cp, table, ledger[: i + 1], steps)
         if verdict.verdict == MISMATCH and cp.keys is not None and keys_now is not None:
             verdict.key_diff = _key_diff(cp, table, ledger, steps, keys_now)
-        return verdict
-    return Judgement(BEHIND, reason="the lake has not reached the checkpoint's moment",
-                     lag=_lag(cp, ledger, max_lag_s, judged_at))
+    else:
+        verdict = Judgement(BEHIND, reason="the lake has not reached the checkpoint's moment",
+                            lag=_lag(cp, ledger, max_lag_s, judged_at))
+    if m.assumed:
+        verdict.reason = "; ".join(filter(None, [_assumed(cp), verdict.reason]))
+    return verdict
+
+
+def _assumed(cp: Checkpoint) -> str:
+    tolerance = cp.tolerance or Tolerance()
+    return (f"a count without a moment, judged as of {cp.moment.assumed} ({cp.moment.text}) within a tolerance "
+            f"of {tolerance.rows} rows, {tolerance.percent}% (give as_of or position to say when it was true)")
 
 
 def _lag(cp: Checkpoint, ledger: Sequence[RunCounts], max_lag_s: float | None, judged_at: int | None) -> dict:
@@ -340,7 +366,10 @@ def _counted(cp: Checkpoint, table: str, runs: Sequence[RunCounts], steps: StepS
     except _NotExact as exc:
         return Judgement(UNKNOWN, reason=str(exc), judged_run=judged_run)
     lake_rows: int | list[int] = counts[0] if len(counts) == 1 else counts
-    return Judgement(MATCH if cp.rows in counts else MISMATCH, lake_rows, judged_run=judged_run)
+    # a count of an assumed moment was taken some time before it: its tolerance absorbs that
+    tolerance = (cp.tolerance or Tolerance()) if cp.moment.assumed else Tolerance()
+    held = any(tolerance.allows(cp.rows, count) for count in counts)
+    return Judgement(MATCH if held else MISMATCH, lake_rows, judged_run=judged_run)
 
 
 class _NotExact(Exception):
@@ -432,14 +461,6 @@ def _key_diff(cp: Checkpoint, table: str, ledger: Sequence[RunCounts], steps: St
     source = set(cp.keys or ())
     return {"missing_in_lake": sorted(source - lake)[:KEY_DIFF_LIMIT],
             "extra_in_lake": sorted(lake - source)[:KEY_DIFF_LIMIT]}
-
-
-# ---- counts without a moment ---------------------------------------------------------------------
-def compare_at_end(cp: Checkpoint, lake_rows: int) -> Judgement:
-    tolerance = cp.tolerance or Tolerance()
-    verdict = MATCH if tolerance.allows(cp.rows, lake_rows) else MISMATCH
-    return Judgement(verdict, lake_rows, reason="a count without a moment, compared with the lake at the run's end"
-                     + (f" (tolerance {tolerance.rows} rows, {tolerance.percent}%)" if cp.tolerance else ""))
 
 
 # ---- the persisted checkpoints -------------------------------------------------------------------

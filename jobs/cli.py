@@ -139,7 +139,8 @@ def _reconcile_args(p: argparse.ArgumentParser) -> None:
                    help="the time checkpoints' waits are measured at (the DAG passes its interval's end; "
                         "default: the time the SQL source was counted)")
     p.add_argument("--count-tolerance", type=_tolerance, metavar="ROWS[,PCT%]",
-                   help="how far a count without a moment may be from the lake's at the run's end (e.g. 10,0.5%%)")
+                   help="how far a count without a moment may be from the lake's at the time it was read (the counts "
+                        "file's modification time, the SQL query's time), e.g. 10,0.5%%")
     p.add_argument("--key-rows-limit", type=_count, default=10_000, metavar="N",
                    help="name the differing keys of a mismatching table of at most N rows (default 10000)")
 

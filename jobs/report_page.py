@@ -70,8 +70,9 @@ def _checkpoint_rows(tables: list[dict]) -> list[list[str]]:
     for t in tables:
         for c in (t.get("checkpoints") or []) + (t.get("pending") or []):
             keys = c.get("key_diff") or {}
+            assumed = f"<br><small>assumed: {_e(c['moment_assumed'])}</small>" if c.get("moment_assumed") else ""
             rows.append([
-                _e(t["table"]), _badge(c["verdict"]), _e(c.get("moment")), _e(c.get("source_rows")),
+                _e(t["table"]), _badge(c["verdict"]), _e(c.get("moment")) + assumed, _e(c.get("source_rows")),
                 _e(c.get("lake_rows")), _e(c.get("difference")), _e(_lag_text(c.get("lag") or {})),
                 _e(c.get("reason")),
                 _keys_text(keys) if keys else "&ndash;",
@@ -104,7 +105,9 @@ def render_report(pipeline: str, run_id: str, reconciliation: dict, validation: 
                                                                                "ignored")) + "</p>",
         "<h2>Source rows against the lake's</h2>",
         f"<p>Source counts from: {_e(reconciliation.get('source'))}. A count is compared with the lake's at the "
-        "moment it was taken; <i>behind</i> means the lake has not reached that moment yet.</p>",
+        "moment it was taken; <i>behind</i> means the lake has not reached that moment yet. A count that came "
+        "without a moment is judged at an <i>assumed</i> one: when its file was written, or when the source was "
+        "queried.</p>",
         rows_chart(tables) if tables else "<p>No table.</p>",
         _table(["Table", "Status", "Lake rows now", "Source rows", "Pending", "Last verdict before this run"],
                [[_e(t["table"]), _badge(t["status"]), _e(t.get("state_rows")), _e(t.get("source_rows")),

@@ -12,7 +12,8 @@ counts and checkpoints"):
   read before and after brackets it.
 - SQL Server: ``SNAPSHOT`` isolation, bracketed by ``sys.fn_cdc_get_max_lsn()`` before and after.
 - Oracle: ``CURRENT_SCN`` of ``V$DATABASE``, then every count ``AS OF SCN`` that SCN: exact.
-- Otherwise (SQLite, ...) the counts have no moment and are compared at the run's end.
+- Otherwise (SQLite, ...) the database names no moment: the counts were true when they were queried, a
+  bracket of this machine's clock before and after (an assumed moment, judged within the tolerance).
 
 When the pipeline's format cannot place the database's log position (its messages carry other
 positions), the database's clock read before and after brackets the snapshot in source time instead.
@@ -22,11 +23,20 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.checkpoints import CheckpointError, Moment, parse_time, position_moment, time_moment
+from jobs.checkpoints import (
+    SOURCE_QUERIED,
+    CheckpointError,
+    Moment,
+    assumed_moment,
+    parse_time,
+    position_moment,
+    time_moment,
+)
 
 log = logging.getLogger(__name__)
 
@@ -211,11 +221,16 @@ def _oracle(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSna
 
 
 def _no_moment(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSnapshot:
-    out = SourceSnapshot(conn.dialect.name, how="no log position or commit clock: counts compared at the run's end")
+    """A database without a way to name its snapshot's moment: the counts were true when they were
+    queried, between this machine's clock before and after."""
+    out = SourceSnapshot(conn.dialect.name, how="no log position or commit clock: the counts are judged as of the "
+                         "time they were queried (this machine's clock)")
+    before = time.time_ns() // 1000
     counting = _Snapshot(conn, limit)
     for t in tables:
         counting.count(t, out)
     conn.rollback()
+    out.moment, out.taken_at = assumed_moment(before, time.time_ns() // 1000, SOURCE_QUERIED), before
     return out
 
 

@@ -23,3 +23,12 @@ def test_a_free_form_run_id_gets_no_interval():
     for run_id in ("manual-1", "20261113T000000Z_20261112T000000Z", "20261113T000000Z_x"):
         title, heading = _title_and_heading(render_report("shop", run_id, *EMPTY))
         assert "interval" not in title + heading and run_id in title and run_id in heading
+
+
+def test_an_assumed_moment_says_so():
+    pending = {"verdict": "behind", "moment": "2026-11-03T00:00:00Z", "moment_assumed": "the counts file's "
+               "modification time", "source_rows": 10, "reason": "a count without a moment, judged as of ..."}
+    reconciliation = {"tables": [{"table": "t", "status": "behind", "state_rows": 4, "source_rows": 10,
+                                  "checkpoints": [], "pending": [pending]}]}
+    page = render_report("shop", "r1", reconciliation, {"suites": []}, {}, {})
+    assert "2026-11-03T00:00:00Z<br><small>assumed: the counts file&#x27;s modification time</small>" in page
