@@ -277,6 +277,7 @@ def reconcile_options(cfg: PipelineConfig, plan: RunPlan):
         fmt=plan.fmt, tolerance=parse_tolerance(settings.count_tolerance),
         max_lag_s=parse_duration(settings.max_lag) if settings.max_lag else None,
         as_of=parse_time(plan.end), key_rows_limit=settings.key_rows_limit,
+        capture_delay_s=parse_duration(settings.capture_delay),
         table_tolerances=tuple((p, parse_tolerance(t)) for p, t in cfg.per_table("count_tolerance")),
         table_key_rows_limits=cfg.per_table("key_rows_limit"),
     )

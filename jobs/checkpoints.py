@@ -173,6 +173,10 @@ class Checkpoint:
     tolerance: Tolerance | None = None
     judged_in: str | None = None
     verdict: dict[str, Any] | None = None
+    # a position moment's source time: every change below its high end had committed by then (a SQL
+    # source reads its clock with the bracket's high end), so a lake holding every change up to it in
+    # time (a landing's evidence) has reached the position
+    committed_by: int | None = None
 
     @property
     def same_count(self) -> tuple:
@@ -194,7 +198,8 @@ class Checkpoint:
         return cls(d["table"], int(d["rows"]), Moment.from_dict(d["moment"]) if d.get("moment") else None,
                    d["source"], d["taken_in"], d.get("table_id"), d.get("taken_at"),
                    tuple(d["keys"]) if d.get("keys") is not None else None,
-                   Tolerance(**d["tolerance"]) if d.get("tolerance") else None, d.get("judged_in"), d.get("verdict"))
+                   Tolerance(**d["tolerance"]) if d.get("tolerance") else None, d.get("judged_in"), d.get("verdict"),
+                   d.get("committed_by"))
 
 
 # ---- counts files --------------------------------------------------------------------------------
@@ -288,23 +293,33 @@ class RunCounts:
     held_position: str | None = None  # the first position of a transaction the run holds back
     held_time: int | None = None
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the landing's evidence (jobs.landed_reach): the lake holds every change of source time at or before
+    # this, whether or not one came; set by reconcile for the run it reconciles
+    landed_time: int | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunCounts:
         return cls(d["run_id"], d.get("reach_position"), d.get("reach_time"), d.get("held_position"),
-                   d.get("held_time"), d.get("tables") or {})
+                   d.get("held_time"), d.get("tables") or {}, d.get("landed_time"))
 
 
-def _first_reaching(kind: str, cut: str | int, runs: Sequence[RunCounts], moment: Moment) -> int | None:
+def _first_reaching(kind: str, cut: str | int, runs: Sequence[RunCounts], moment: Moment,
+                    committed_by: int | None = None) -> int | None:
     """The index of the first run after which the lake holds every change before ``cut`` (its records
-    reach past it, and no transaction before it is held back), or None."""
-    need, reach = moment.reached_by(cut), None
+    reach past it, or its landing reaches its time: the cut's own for a time, ``committed_by`` for a
+    position; and no transaction before it is held back), or None."""
+    need, reach, landed = moment.reached_by(cut), None, None
+    need_time = need if kind == TIME else committed_by
     for i, run in enumerate(runs):
         mine = run.reach_position if kind == POSITION else run.reach_time
         held = run.held_position if kind == POSITION else run.held_time
         if mine is not None and (reach is None or mine > reach):
             reach = mine
-        if reach is not None and reach >= need and (held is None or held >= cut):
+        if run.landed_time is not None and (landed is None or run.landed_time > landed):
+            landed = run.landed_time
+        reached = (reach is not None and reach >= need) or (
+            landed is not None and need_time is not None and landed >= need_time)
+        if reached and (held is None or held >= cut):
             return i
     return None
 
@@ -325,7 +340,7 @@ def judge(cp: Checkpoint, ledger: Sequence[RunCounts], steps: StepSource, max_la
     ``keys_now``: the lake's keys of a table now (None: too large), for the keys of a mismatch."""
     m, table = cp.moment, cp.table_id or cp.table
     assert m is not None
-    i = _first_reaching(m.kind, m.high, ledger, m)
+    i = _first_reaching(m.kind, m.high, ledger, m, cp.committed_by)
     if i is not None:
         verdict = _counted(cp, table, ledger[: i + 1], steps)
         if verdict.verdict == MISMATCH and cp.keys is not None and keys_now is not None:
@@ -346,10 +361,12 @@ def _assumed(cp: Checkpoint) -> str:
 
 def _lag(cp: Checkpoint, ledger: Sequence[RunCounts], max_lag_s: float | None, judged_at: int | None) -> dict:
     reach_position = max((r.reach_position for r in ledger if r.reach_position is not None), default=None)
-    reach_time = max((r.reach_time for r in ledger if r.reach_time is not None), default=None)
+    landed = max((r.landed_time for r in ledger if r.landed_time is not None), default=None)
+    reach_time = max((t for r in ledger for t in (r.reach_time, r.landed_time) if t is not None), default=None)
     moment_time = (cp.moment.high - 1) if cp.moment.kind == TIME else cp.taken_at
     lag: dict[str, Any] = {"checkpoint": cp.moment.text, "lake_position": reach_position,
-                           "lake_time": format_time(reach_time), "seconds": None, "overdue": False}
+                           "lake_time": format_time(reach_time), "landed_through": format_time(landed),
+                           "seconds": None, "overdue": False}
     if moment_time is not None and reach_time is not None:
         lag["seconds"] = round(max(moment_time - reach_time, 0) / 1e6, 6)
     if max_lag_s is not None and moment_time is not None and judged_at is not None:
@@ -362,7 +379,7 @@ def _lag(cp: Checkpoint, ledger: Sequence[RunCounts], max_lag_s: float | None, j
 def _counted(cp: Checkpoint, table: str, runs: Sequence[RunCounts], steps: StepSource) -> Judgement:
     judged_run = runs[-1].run_id
     try:
-        counts = _counts_across(table, runs, steps, cp.moment)
+        counts = _counts_across(table, runs, steps, cp.moment, cp.committed_by)
     except _NotExact as exc:
         return Judgement(UNKNOWN, reason=str(exc), judged_run=judged_run)
     lake_rows: int | list[int] = counts[0] if len(counts) == 1 else counts
@@ -410,12 +427,15 @@ def _checked(entry: dict[str, Any], run: RunCounts, table: str, steps: StepSourc
     return rel
 
 
-def _counts_across(table: str, runs: Sequence[RunCounts], steps: StepSource, m: Moment) -> list[int]:
+def _counts_across(table: str, runs: Sequence[RunCounts], steps: StepSource, m: Moment,
+                   committed_by: int | None = None) -> list[int]:
     """Every count the table held at a cut inside the moment's bracket, in order, without repeats: the
     count at its low end (in the first run that reaches it), then the count after each step below its
     high end, through the runs up to the one that reaches it."""
     low = _group_start(runs, steps, m) if m.previous_commit else m.low
-    first = _first_reaching(m.kind, low, runs, m)  # the high end is reached, so the low end is too
+    # the high end is reached, so the low end is too (a landing that reached the high end's time reached
+    # every change below the low end: counting from that run is exact)
+    first = _first_reaching(m.kind, low, runs, m, committed_by)
     counts, total = [], None
     for k in range(first, len(runs)):
         run, entry = runs[k], runs[k].tables.get(table)

@@ -143,6 +143,11 @@ def _reconcile_args(p: argparse.ArgumentParser) -> None:
                         "file's modification time, the SQL query's time), e.g. 10,0.5%%")
     p.add_argument("--key-rows-limit", type=_count, default=10_000, metavar="N",
                    help="name the differing keys of a mismatching table of at most N rows (default 10000)")
+    from jobs.landed_reach import DEFAULT_CAPTURE_DELAY
+
+    p.add_argument("--capture-delay", type=_duration, metavar="DURATION",
+                   help="how long a committed source change may take to reach its topic: a landing read past its "
+                        f"interval's end reaches that end minus this (default {DEFAULT_CAPTURE_DELAY})")
 
 
 def _duration(text: str) -> float:
@@ -168,9 +173,11 @@ def reconcile_options(args: argparse.Namespace):
     from jobs.reconcile import ReconcileOptions
 
     checked_at = getattr(args, "checked_at", None)
+    delay = {} if args.capture_delay is None else {"capture_delay_s": args.capture_delay}
     return ReconcileOptions(
         fmt=getattr(args, "format", None), tolerance=args.count_tolerance, max_lag_s=args.max_lag,
-        as_of=parse_time(checked_at.isoformat()) if checked_at else None, key_rows_limit=args.key_rows_limit)
+        as_of=parse_time(checked_at.isoformat()) if checked_at else None, key_rows_limit=args.key_rows_limit,
+        **delay)
 
 
 def _alert_args(p: argparse.ArgumentParser) -> None:

@@ -21,7 +21,8 @@ from typing import Any
 
 from jobs import checkpoints as cps
 from jobs.canonical import MAX_PART_CHARS, MISSING_PART, NAME_HASH_DIGITS, safe_part, table_id_forms
-from jobs.checkpoints import BEHIND, MATCH, MISMATCH, UNKNOWN, Checkpoint, Judgement, Tolerance
+from jobs.checkpoints import BEHIND, MATCH, MISMATCH, UNKNOWN, Checkpoint, Judgement, Tolerance, parse_duration
+from jobs.landed_reach import DEFAULT_CAPTURE_DELAY, LandedReach
 from jobs.table_rules import setting_for
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,9 @@ class ReconcileOptions:
     max_lag_s: float | None = None  # a pending checkpoint older than this (at ``as_of``) alerts
     as_of: int | None = None  # when the wait is measured (epoch microseconds); default: the capture's time
     key_rows_limit: int = 10_000  # tables up to this many rows name the keys of a mismatch
+    # how long a committed change may take to reach its topic: a landing read past its interval's end
+    # holds every change up to that end minus this (jobs.landed_reach)
+    capture_delay_s: float = parse_duration(DEFAULT_CAPTURE_DELAY)
     # per-table settings over the two above, (table pattern, value) in their order (jobs.table_rules)
     table_tolerances: tuple[tuple[str, Tolerance], ...] = ()
     table_key_rows_limits: tuple[tuple[str, int], ...] = ()
@@ -205,7 +209,8 @@ def _sql_checkpoints(url_text: str, state: dict[str, dict], run_id: str,
     source = f"{snap.dialect} {shown}"
     found_cps = [Checkpoint(t.table_id, snap.rows[t.table_id], snap.moment, source, run_id, table_id=t.table_id,
                             taken_at=snap.taken_at, keys=tuple(snap.keys[t.table_id]) if t.table_id in snap.keys
-                            else None, tolerance=options.tolerance_of(t.table_id) if snap.moment.assumed else None)
+                            else None, tolerance=options.tolerance_of(t.table_id) if snap.moment.assumed else None,
+                            committed_by=snap.committed_by)
                  for t in tables]
     return found_cps, snap.how
 
@@ -292,15 +297,19 @@ def _pick(id_part: str, names: list[str], what: str) -> str | None:
 
 # ---- judging -------------------------------------------------------------------------------------
 def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state: dict[str, dict],
-                  options: ReconcileOptions, keys_now: Callable[[str], list[str] | None] | None = None) -> list[dict]:
+                  options: ReconcileOptions, keys_now: Callable[[str], list[str] | None] | None = None,
+                  landing: LandedReach | None = None) -> list[dict]:
     """Judge this run's checkpoints and those earlier runs left pending; keep the still pending (and the
-    judged, for re-runs) in the lake; one row per table (state tables and source-only tables)."""
+    judged, for re-runs) in the lake; one row per table (state tables and source-only tables).
+    ``landing``: the run's landing's evidence of reach (jobs.landed_reach)."""
     from jobs.count_ledger import CHECKPOINTS, ArrowSteps, read_ledger
 
     stored_rel = f"{lake.counts_dir(pipeline)}/{CHECKPOINTS}"
     stored = cps.loads(lake.read_text(stored_rel)) if lake.exists(stored_rel) else []
     todo = cps.merge_pending(stored, new, run_id)
     ledger, steps = read_ledger(lake, pipeline, through_run=run_id), ArrowSteps(lake)
+    if landing is not None and landing.through is not None:
+        ledger = [replace(r, landed_time=landing.through) if r.run_id == run_id else r for r in ledger]
     as_of = options.as_of if options.as_of is not None else max((c.taken_at for c in new if c.taken_at), default=None)
     judged = []
     for cp in todo:

@@ -108,6 +108,7 @@ def render_report(pipeline: str, run_id: str, reconciliation: dict, validation: 
         "moment it was taken; <i>behind</i> means the lake has not reached that moment yet. A count that came "
         "without a moment is judged at an <i>assumed</i> one: when its file was written, or when the source was "
         "queried.</p>",
+        _landing(reconciliation.get("landing")),
         rows_chart(tables) if tables else "<p>No table.</p>",
         _table(["Table", "Status", "Lake rows now", "Source rows", "Pending", "Last verdict before this run"],
                [[_e(t["table"]), _badge(t["status"]), _e(t.get("state_rows")), _e(t.get("source_rows")),
@@ -134,6 +135,18 @@ def _titles(pipeline: str, run_id: str) -> tuple[str, str]:
     covered = f"[{iso(interval[0])}, {iso(interval[1])})"
     return (f"{_e(pipeline)} {covered}: CDC run {_e(run_id)}",
             f"Pipeline {_e(pipeline)}, interval {covered}<br><small>run {_e(run_id)}</small>")
+
+
+def _landing(landing: dict | None) -> str:
+    """What the run's landing showed of the lake's reach (jobs.landed_reach)."""
+    if not landing:
+        return ""
+    if landing.get("landed_through"):
+        return (f"<p>The landing read every partition past its interval's end ({_e(landing.get('interval_end'))}): "
+                f"the lake holds every change up to {_e(landing['landed_through'])} (a capture delay of "
+                f"{_e(landing.get('capture_delay_s'))} s), so a quiet source's counts before then are judged.</p>")
+    return (f"<p>The landing is no evidence that the lake reached past its last change: "
+            f"{_e(landing.get('why_not'))}.</p>")
 
 
 def _previous(verdict: dict | None) -> str:

@@ -51,6 +51,8 @@ class SourceSnapshot:
     moment: Moment | None = None
     taken_at: int | None = None  # the source clock at the snapshot (epoch microseconds)
     how: str = ""  # what the database offered for the moment, for the report
+    # the source clock read with the moment's high end: every change below it committed by then
+    committed_by: int | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def _postgresql(conn, tables: list[Table], fmt: str | None, limit: int) -> Sourc
     after = snap.exec_driver_sql(_PG_LSN).one()
     snap.commit()
     out.moment, kind = _bracket(fmt, before[0], after[0], (before[1], after[1]))
-    out.taken_at = _time_of(now)
+    out.taken_at, out.committed_by = _time_of(now), _time_of(after[1])
     out.how = (f"REPEATABLE READ snapshot, WAL position bracketed by pg_current_wal_lsn() [{before[0]}, {after[0]}]"
                if kind == "position" else "REPEATABLE READ snapshot, bracketed by the server clock")
     return out
@@ -154,7 +156,7 @@ def _mysql(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSnap
     conn.commit()
     after, clock_after = _binlog_status(conn), conn.exec_driver_sql("SELECT UTC_TIMESTAMP(6)").scalar_one()
     conn.commit()
-    out.taken_at = _time_of(now)
+    out.taken_at, out.committed_by = _time_of(now), _time_of(clock_after)
     exact = status.get("binlog_snapshot_file") and status.get("binlog_snapshot_position")
     if exact:  # MariaDB: the snapshot's own binlog position
         at = f"{status['binlog_snapshot_file']}:{status['binlog_snapshot_position']}"
@@ -196,7 +198,7 @@ def _mssql(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSnap
     snap.commit()
     out.moment, _kind = _bracket(fmt, _mssql_lsn(before[0]), _mssql_lsn(after[0]),
                                  (before[1], after[1]))
-    out.taken_at = _time_of(now)
+    out.taken_at, out.committed_by = _time_of(now), _time_of(after[1])
     out.how = "SNAPSHOT isolation, bracketed by sys.fn_cdc_get_max_lsn()"
     return out
 
@@ -215,7 +217,7 @@ def _oracle(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSna
         counting.count(t, out)
     conn.rollback()
     out.moment, _kind = _bracket(fmt, f"scn:{int(scn)}", f"scn:{int(scn)}", (now, now))
-    out.taken_at = _time_of(now)
+    out.taken_at = out.committed_by = _time_of(now)
     out.how = f"flashback query AS OF SCN {int(scn)} (exact)"
     return out
 

@@ -277,3 +277,34 @@ def test_previous_commit_counts_never_fall_inside_a_transaction():
     assert (quiet.verdict, quiet.lake_rows) == (MISMATCH, 3)  # never 1 or 2: inside a transaction
     busy = judge(Checkpoint("busy", 1, cut, "pg", "r", table_id="busy"), ledger, steps)
     assert (busy.verdict, busy.lake_rows) == (MATCH, [1, 2])
+
+
+# ---- a quiet source: the landing's evidence of reach ---------------------------------------------
+def test_a_quiet_source_lets_a_checkpoint_after_its_last_change_be_judged_by_the_landing():
+    """Only applied changes moved the lake's reach: a count as of just after the last change stayed
+    behind forever. A run whose landing consumed every partition through its interval's end holds every
+    change up to that end minus the capture delay (``landed_time``): the checkpoint is judged."""
+    quiet = Checkpoint("t", brute_count(91), time_moment("1970-01-01T00:00:00.000095Z"), "test", "rb", table_id="t")
+    assert judge(quiet, LEDGER, STEPS).verdict == BEHIND  # rb's last change is at 90
+    landed = [LEDGER[0], replace(LEDGER[1], landed_time=99)]
+    verdict = judge(quiet, landed, STEPS)
+    assert (verdict.verdict, verdict.lake_rows, verdict.judged_run) == (MATCH, brute_count(91), "rb")
+    assert judge(replace(quiet, rows=quiet.rows + 1), landed, STEPS).verdict == MISMATCH
+    # evidence short of the moment reaches nothing
+    assert judge(quiet, [LEDGER[0], replace(LEDGER[1], landed_time=94)], STEPS).verdict == BEHIND
+    # a transaction held back before the moment keeps it behind, evidence or not
+    held = [LEDGER[0], replace(LEDGER[1], landed_time=99, held_time=92)]
+    assert judge(quiet, held, STEPS).verdict == BEHIND
+
+
+def test_the_landing_reaches_a_position_through_the_time_its_count_was_read():
+    """A SQL source's position bracket is past its last change on a quiet source; the source's clock read
+    with the bracket's high end (``committed_by``) says every change below it committed by then: a
+    landing reaching that time reaches the position. A position without that time (a counts file's) is
+    reached only by a change at or past it."""
+    cp = replace(at(brute_count(91), 92, 96), committed_by=97)
+    assert judge(cp, LEDGER, STEPS).verdict == BEHIND  # rb's changes reach position 90
+    landed = [LEDGER[0], replace(LEDGER[1], landed_time=97)]
+    assert (judge(cp, landed, STEPS).verdict, judge(cp, landed, STEPS).lake_rows) == (MATCH, brute_count(91))
+    assert judge(replace(cp, committed_by=None), landed, STEPS).verdict == BEHIND
+    assert judge(cp, [LEDGER[0], replace(LEDGER[1], landed_time=96)], STEPS).verdict == BEHIND

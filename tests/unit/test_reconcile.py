@@ -387,3 +387,69 @@ def test_a_sql_source_that_names_no_moment_is_judged_as_of_when_it_was_queried(s
     assert cp.moment.assumed == "the time the source was queried" and "queried" in how
     assert before < cp.moment.low <= cp.moment.high <= after + 1  # a bracket of this machine's clock
     assert cp.tolerance == Tolerance(1, 0.0)
+
+
+def _landed(lake: Lake, topics: list[str], start: str, end: str, partition: dict) -> list[str]:
+    """Landed intervals of ``topics`` as the Kafka landing commits them (a manifest), two partitions
+    each: one stopped at a later message, the other as ``partition`` says."""
+    from jobs.intervals import interval_name, utc
+
+    folders = []
+    for topic in topics:
+        rel = lake.raw_dir("p", topic, interval_name(utc(start)), interval_name(utc(end)))
+        lake.write_json(f"{rel}/_manifest.json", {
+            "topic": topic, "source": {"kind": "kafka"}, "interval": {"start": start, "end": end},
+            "partitions": [{"partition": 0, "end_reason": "timestamp"}, {"partition": 1, **partition}]})
+        folders.append(lake.join(rel))
+    return folders
+
+
+def test_a_quiet_source_is_judged_through_the_landing_with_the_capture_delay(tmp_path):
+    """The reconcile stage: a count as of an hour after the source's last change stayed behind forever
+    (only applied changes move the lake's reach); the run whose Kafka landing read every partition
+    past its interval's end reaches that end minus the capture delay, and judges it."""
+    from jobs.stages import RunContext, run_reconcile
+
+    lake, day = Lake.at(str(tmp_path / "lake")), 86_400
+    ctx = RunContext(lake, "p", "20261102T000000Z_20261103T000000Z")
+    write_run(lake, "p", ctx.run_id, {"orders": (0, inserts("orders", day, 5))}, reach_time=T0 + (day + 4) * US)
+    counts = _counts_file(tmp_path, {"orders": {"rows": 5, "as_of": "2026-11-02T01:00:00Z"}})
+    read_after_end = {"end_reason": "high_watermark", "high_watermark_read_at": "2026-11-03T00:02:00Z"}
+    ctx.write_report("decode.json", {"raw": _landed(lake, ["orders"], "2026-11-02T00:00:00Z",
+                                                    "2026-11-03T00:00:00Z", read_after_end)})
+
+    [row] = run_reconcile(ctx, counts, ReconcileOptions(capture_delay_s=900))
+
+    assert (row["status"], row["checkpoints"][0]["lake_rows"]) == ("match", 5)
+    report = ctx.read_report("reconciliation.json")
+    assert report["landing"] == {"landed_through": "2026-11-02T23:44:59.999999Z", "interval_end":
+                                 "2026-11-03T00:00:00Z", "capture_delay_s": 900, "why_not": None}
+
+    # a landing that stopped at a high watermark read before the end is no evidence: behind, and why
+    read_early = {"end_reason": "high_watermark", "high_watermark_read_at": "2026-11-02T23:00:00Z"}
+    ctx.write_report("decode.json", {"raw": _landed(lake, ["orders"], "2026-11-02T00:00:00Z",
+                                                    "2026-11-03T00:00:00Z", read_early)})
+    [row] = run_reconcile(ctx, counts, ReconcileOptions(capture_delay_s=900))
+    assert row["status"] == "behind" and row["pending"][0]["lag"]["landed_through"] is None
+    assert "before the interval's end" in ctx.read_report("reconciliation.json")["landing"]["why_not"]
+
+
+def test_the_capture_delay_is_a_pipeline_setting_and_a_flag_with_a_default(tmp_path):
+    from jobs import airflow_tasks, cli
+    from jobs.pipeline_config import PipelineConfigError
+    from tests.support.pipelines import pipeline
+
+    def plan(cfg):
+        return airflow_tasks.RunPlan("r", "2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z", "/lake", "demo",
+                                     "debezium", (), (), 0)
+
+    cfg, _ = pipeline(tmp_path, reconcile={"capture_delay": "2m"})
+    assert airflow_tasks.reconcile_options(cfg, plan(cfg)).capture_delay_s == 120
+    cfg, _ = pipeline(tmp_path / "default")
+    assert airflow_tasks.reconcile_options(cfg, plan(cfg)).capture_delay_s == ReconcileOptions().capture_delay_s == 900
+    with pytest.raises(PipelineConfigError, match="reconcile.capture_delay: .*'soon' is not a duration"):
+        pipeline(tmp_path / "bad", reconcile={"capture_delay": "soon"})
+
+    argv = ["reconcile", "--lake", "/lake", "--pipeline", "p", "--run-id", "r"]
+    assert cli.reconcile_options(cli.build_parser().parse_args([*argv, "--capture-delay", "90s"])).capture_delay_s == 90
+    assert cli.reconcile_options(cli.build_parser().parse_args(argv)).capture_delay_s == 900

@@ -32,3 +32,13 @@ def test_an_assumed_moment_says_so():
                                   "checkpoints": [], "pending": [pending]}]}
     page = render_report("shop", "r1", reconciliation, {"suites": []}, {}, {})
     assert "2026-11-03T00:00:00Z<br><small>assumed: the counts file&#x27;s modification time</small>" in page
+
+
+def test_the_landings_evidence_of_reach_is_shown():
+    landed = {"landed_through": "2026-11-02T23:44:59.999999Z", "interval_end": "2026-11-03T00:00:00Z",
+              "capture_delay_s": 900, "why_not": None}
+    page = render_report("shop", "r1", {"tables": [], "landing": landed}, {"suites": []}, {}, {})
+    assert "every change up to 2026-11-02T23:44:59.999999Z (a capture delay of 900 s)" in page
+    not_shown = {**landed, "landed_through": None, "why_not": "orders[1] stopped at a <b>high</b> watermark"}
+    page = render_report("shop", "r1", {"tables": [], "landing": not_shown}, {"suites": []}, {}, {})
+    assert "no evidence that the lake reached past its last change: orders[1] stopped at a &lt;b&gt;high" in page
