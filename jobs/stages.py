@@ -254,6 +254,7 @@ def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str 
 def run_reconcile(ctx: RunContext, source_counts: str | None, options: ReconcileOptions | None = None) -> list[dict]:
     """This run's source checkpoints (a counts file or a SQL source) and the pending ones, judged against
     the lake's counts through time (jobs.reconcile); reconciliation.json says what each table got."""
+    from jobs.landed_reach import run_landing_reach
     from jobs.merge import state_summary
     from jobs.reconcile import reconcile_run, source_checkpoints
 
@@ -263,10 +264,13 @@ def run_reconcile(ctx: RunContext, source_counts: str | None, options: Reconcile
             options = replace(options, fmt=(ctx.read_report("decode.json") or {}).get("format"))
         state = state_summary(ctx.lake, ctx.pipeline)
         new, how = source_checkpoints(source_counts, state, ctx.run_id, options) if source_counts else ([], None)
+        landing = run_landing_reach(ctx.lake, ctx.pipeline, ctx.run_id, options.capture_delay_s)
         rows = reconcile_run(ctx.lake, ctx.pipeline, ctx.run_id, new, state, options,
-                             keys_now=lake_keys(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of))
+                             keys_now=lake_keys(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of),
+                             landing=landing)
         ctx.write_report("reconciliation.json", {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "source": how,
-                                                 "max_lag_s": options.max_lag_s, "tables": rows})
+                                                 "max_lag_s": options.max_lag_s, "landing": landing.as_dict(),
+                                                 "tables": rows})
     return rows
 
 
@@ -296,6 +300,7 @@ def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,
         result = send(
             ctx.pipeline, ctx.run_id, validation, reconciliation["tables"], decode, alert_to,
             page, quarantine_threshold, settings=settings, merge=ctx.read_report("merge.json"), sender=sender,
+            previous=ctx.read_report("alert.json"),
         )
         ctx.write_report("alert.json", result)
     return result
