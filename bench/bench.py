@@ -201,7 +201,11 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(CONTENDERS + OPTIONAL_CONTENDERS)}")
     parser.add_argument("--data", default=str(REPO / "bench/data"), help="where generated snapshots are kept")
     parser.add_argument("--results", default=str(REPO / "bench/results"))
-    parser.add_argument("--driver-memory", default="6g", help="the Spark driver heap of every Spark contender")
+    parser.add_argument("--driver-memory", default="auto",
+                        help="the Spark driver heap of every Spark contender (default: the pipeline's own default, "
+                             "jobs.spark.driver_memory, as a user gets it)")
+    parser.add_argument("--rows-per-file", type=int, default=1_000_000,
+                        help="messages per generated Parquet file (e.g. 10000000: one file per snapshot)")
     parser.add_argument("--warm", action="store_true",
                         help="run every contender twice in one process and measure the second run: a long-lived "
                              "engine's steady state, without the fresh JVM's warm-up (bench/warm.py)")
@@ -209,13 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     formats = [f for f in args.formats.split(",") if f]
     contenders = [c for c in args.contenders.split(",") if c]
+    from jobs.spark import driver_memory
+
+    # every contender gets the heap the pipeline's command line starts its JVM with (or the one asked for)
     env = {**os.environ, "PYTHONPATH": str(REPO), "CDC_SPARK_MASTER": os.environ.get("CDC_SPARK_MASTER", "local[*]"),
-           "PYSPARK_SUBMIT_ARGS": f"--driver-memory {args.driver_memory} pyspark-shell"}
+           "PYSPARK_SUBMIT_ARGS": f"--driver-memory {driver_memory(args.driver_memory)} pyspark-shell"}
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="cdc-bench-") as tmp:
         for n in sizes:
             for fmt in formats:
-                raw, stats = ensure_snapshot(fmt, n, Path(args.data))
+                raw, stats = ensure_snapshot(fmt, n, Path(args.data), args.rows_per_file)
                 mb = stats["value_bytes"] / 2**20
                 results = {}
                 for contender in contenders:

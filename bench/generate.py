@@ -260,9 +260,10 @@ def write_snapshot(fmt: str, n: int, out: Path, seed: int = 7, batch_rows: int =
     return stats
 
 
-def ensure_snapshot(fmt: str, n: int, root: Path) -> tuple[Path, dict]:
-    """The snapshot for (fmt, n) under ``root``, generated once and reused."""
-    out = root / f"{fmt}-{n}"
+def ensure_snapshot(fmt: str, n: int, root: Path, rows_per_file: int = 1_000_000) -> tuple[Path, dict]:
+    """The snapshot for (fmt, n) under ``root``, generated once and reused (files of ``rows_per_file``
+    messages: a larger value makes one large file of the interval, as some landers write)."""
+    out = root / (f"{fmt}-{n}" if rows_per_file == 1_000_000 else f"{fmt}-{n}-files-of-{rows_per_file}")
     marker = out / "_bench.json"
     if marker.exists():
         stats = json.loads(marker.read_text())
@@ -270,7 +271,7 @@ def ensure_snapshot(fmt: str, n: int, root: Path) -> tuple[Path, dict]:
             return out, stats
     for f in out.glob("*.parquet"):
         f.unlink()
-    return out, write_snapshot(fmt, n, out)
+    return out, write_snapshot(fmt, n, out, rows_per_file=rows_per_file)
 
 
 if __name__ == "__main__":  # a quick look: python -m bench.generate debezium 1000 /tmp/x

@@ -277,6 +277,7 @@ def reconcile_options(cfg: PipelineConfig, plan: RunPlan):
         fmt=plan.fmt, tolerance=parse_tolerance(settings.count_tolerance),
         max_lag_s=parse_duration(settings.max_lag) if settings.max_lag else None,
         as_of=parse_time(plan.end), key_rows_limit=settings.key_rows_limit,
+        capture_delay_s=parse_duration(settings.capture_delay),
         table_tolerances=tuple((p, parse_tolerance(t)) for p, t in cfg.per_table("count_tolerance")),
         table_key_rows_limits=cfg.per_table("key_rows_limit"),
     )
@@ -304,12 +305,17 @@ def smtp_sender(conn_id: str, from_email: str | None) -> Callable[[list[str], st
     connection says); the sender defaults to the connection's ``from_email``, then Airflow's."""
     from airflow.providers.smtp.hooks.smtp import SmtpHook
 
-    from jobs.alert import airflow_from_email
+    from jobs.alert import airflow_from_email, alert_message
 
-    def send(to: list[str], subject: str, html: str, _text: str | None) -> None:
-        with SmtpHook(smtp_conn_id=conn_id) as hook:
+    def send(to: list[str], subject: str, html: str, text: str | None) -> None:
+        with SmtpHook(smtp_conn_id=conn_id) as hook:  # connected and logged in as the connection says
             sender = from_email or hook.from_email or airflow_from_email()
-            hook.send_email_smtp(to=to, subject=subject, html_content=html, from_email=sender)
+            if not sender:
+                raise ValueError(f"no sender: set from_email in the extra of connection {conn_id} or alert.from_email")
+            # send_email_smtp (provider 3.2) builds an HTML-only message: the hook's client sends the
+            # command line's text + HTML one instead
+            message, recipients = alert_message(sender, to, subject, html, text)
+            hook._smtp_client.send_message(message, from_addr=sender, to_addrs=recipients)
     return send
 
 

@@ -9,6 +9,7 @@ names, observed values) is HTML-escaped; the password is never logged nor shown 
 """
 from __future__ import annotations
 
+import hashlib
 import html as html_lib
 import json
 import logging
@@ -18,6 +19,7 @@ import smtplib
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
@@ -127,14 +129,30 @@ def _one_line(text: str) -> str:
     return re.sub(r"[\x00-\x1f\x7f]+", " ", text).strip()
 
 
+def _readable(value) -> str:
+    """A cell as a person reads it, never raw JSON: a mapping as ``name: value`` lines (counts, such as
+    the quarantine's by reason, the largest first), a list comma-separated; cut short."""
+    if isinstance(value, dict):
+        counts = all(isinstance(v, int) for v in value.values())
+        items = sorted(value.items(), key=lambda kv: (-kv[1], str(kv[0])) if counts else str(kv[0]))
+        text = "\n".join(f"{k}: {_inline(v)}" for k, v in items)
+    elif isinstance(value, list):
+        text = ", ".join(_inline(v) for v in value)
+    else:
+        text = _inline(value)
+    return text if len(text) <= _OBSERVED_MAX_CHARS else text[:_OBSERVED_MAX_CHARS] + "…"
+
+
+def _inline(value) -> str:
+    if value is None:
+        return "-"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
 def _esc(value) -> str:
     if value is None:
         return "&ndash;"
-    if not isinstance(value, str):
-        value = json.dumps(value, sort_keys=True, default=str)
-    if len(value) > _OBSERVED_MAX_CHARS:
-        value = value[:_OBSERVED_MAX_CHARS] + "…"
-    return html_lib.escape(value, quote=True)
+    return html_lib.escape(_readable(value), quote=True).replace("\n", "<br>")
 
 
 _SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
@@ -194,11 +212,8 @@ def render_alert_text(pipeline: str, run_id: str, reasons: list[dict], report_lo
         if rows:
             lines.append(f"{title}:")
             for row in rows:
-                cells = []
-                for key, label in columns:
-                    value = row.get(key)
-                    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-                    cells.append(f"{label}: {_one_line(text)[:_OBSERVED_MAX_CHARS]}")
+                cells = [f"{label}: {_one_line(_readable(row.get(key)).replace(chr(10), '; '))}"
+                         for key, label in columns]
                 lines.append("  - " + "; ".join(cells))
             lines.append("")
     return "\n".join(lines)
@@ -319,20 +334,27 @@ def settings_from_connection(conn) -> SmtpSettings:
 
 
 # ---- sending -------------------------------------------------------------------------------------
-def send_alert(settings: SmtpSettings, to: list[str], subject: str, html: str, text: str | None = None) -> None:
-    """Send one multipart/alternative (text + HTML) email; raises smtplib/OSError errors."""
+def alert_message(from_addr: str, to: list[str], subject: str, html: str,
+                  text: str | None = None) -> tuple[EmailMessage, list[str]]:
+    """The email both senders send (smtplib here, the smtp provider's hook in the DAG): multipart/
+    alternative, the plain text first and the HTML preferred; and its recipients."""
     recipients = [_one_line(addr) for addr in to if addr and addr.strip()]
     if not recipients:
         raise ValueError("no recipients")
     msg = EmailMessage()
     msg["Subject"] = _one_line(subject)
-    msg["From"] = _one_line(settings.from_addr)
+    msg["From"] = _one_line(from_addr)
     msg["To"] = ", ".join(recipients)
     msg["Date"] = formatdate(localtime=True)
     msg["Message-ID"] = make_msgid(domain="cdc-data-quality")
     msg.set_content(text if text is not None else _html_to_text(html))
     msg.add_alternative(html, subtype="html")
+    return msg, recipients
 
+
+def send_alert(settings: SmtpSettings, to: list[str], subject: str, html: str, text: str | None = None) -> None:
+    """Send one multipart/alternative (text + HTML) email; raises smtplib/OSError errors."""
+    msg, recipients = alert_message(settings.from_addr, to, subject, html, text)
     context = ssl.create_default_context()
     if not settings.verify_certificates:
         context.check_hostname = False
@@ -367,15 +389,19 @@ def run_alert(
     settings: SmtpSettings | None = None,
     merge: dict | None = None,
     sender: Sender | None = None,
+    previous: dict | None = None,
 ) -> dict:
-    """Compute the reasons and send at most one email; failures are reported, never raised.
+    """Compute the reasons and send at most one email per run and problems; failures are reported, never
+    raised.
 
     ``sender`` sends it (under Airflow: the smtp provider's hook), else smtplib with ``settings``, which
-    default to :func:`smtp_settings` (environment); ``merge`` is the run's merge.json."""
+    default to :func:`smtp_settings` (environment); ``merge`` is the run's merge.json; ``previous`` the
+    run's alert.json of an earlier attempt, whose ``emails`` say what was sent already."""
     reasons = alert_reasons(validation, reconciliation, decode, quarantine_threshold, merge)
     recipients = [addr.strip() for addr in alert_to or [] if addr and addr.strip()]
     result: dict = {
         "sent": False, "reasons": reasons, "recipients": recipients, "error": None, "skipped": None, "subject": None,
+        "digest": problems_digest(reasons), "emails": list((previous or {}).get("emails") or []),
     }
     if not reasons:
         result["skipped"] = "no problems"
@@ -384,6 +410,10 @@ def run_alert(
     result["subject"] = subject
     if not recipients:
         result["skipped"] = "no recipients"
+        return result
+    done = next((e for e in result["emails"] if e.get("digest") == result["digest"]), None)
+    if done is not None:  # a re-run of the run id: these problems were mailed already
+        result["skipped"] = f"already sent at {done.get('sent_at')} for the same problems"
         return result
     text_body = render_alert_text(pipeline, run_id, reasons, report_location)
     if sender is not None:
@@ -406,7 +436,24 @@ def run_alert(
         result["error"] = _one_line(f"SMTP {settings.where}: {type(exc).__name__}: {detail}")
         log.warning("data-quality alert not sent: %s", result["error"])
         return result
+    return _record_sent(result)
+
+
+# what identifies a problem, not how long it has lasted: a re-run measures the wait again
+_MEASURES = ("waiting_seconds", "lag_seconds")
+
+
+def problems_digest(reasons: list[dict]) -> str:
+    """The identity of a set of problems: the same run with the same problems is mailed once."""
+    identity = [{k: v for k, v in r.items() if k not in _MEASURES} for r in reasons]
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _record_sent(result: dict) -> dict:
     result["sent"] = True
+    sent_at = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    result["emails"].append({"digest": result["digest"], "sent_at": sent_at, "recipients": result["recipients"],
+                             "subject": result["subject"]})
     return result
 
 
@@ -422,5 +469,4 @@ def _sent_by(sender: Sender, result: dict, recipients: list[str], subject: str, 
         result["error"] = _one_line(f"SMTP: {type(exc).__name__}: {exc}")
         log.warning("data-quality alert not sent: %s", result["error"])
         return result
-    result["sent"] = True
-    return result
+    return _record_sent(result)

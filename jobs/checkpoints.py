@@ -3,7 +3,8 @@
 A checkpoint is ``rows`` of one source table counted at a **moment**: a source position (a cut among
 the format's positions, jobs.positions) or a source time (the commit clock every format's records
 carry as ``event_time``), exact or a bracket ``[low, high]`` that the true cut lies in. A count
-without a moment is compared with the lake at the run's end, within a tolerance.
+without a moment was true when it was read: its moment is assumed to be then (the counts file's
+modification time, the time a SQL source was queried), and it is judged within its tolerance.
 
 The lake's count at a moment is exact: the runs' ledger (jobs.count_ledger) keeps, per run, how far
 its changes reach and, per table, the count before it and every applied change that moved the count
@@ -70,6 +71,7 @@ class Moment:
     high: str | int
     text: str
     previous_commit: bool = False
+    assumed: str | None = None  # why, for a count that came without a moment (judged within its tolerance)
 
     def reached_by(self, cut: str | int) -> str | int:
         """The lowest reach of the lake that shows every change before ``cut`` arrived."""
@@ -86,7 +88,7 @@ class Moment:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Moment:
-        return cls(d["kind"], d["low"], d["high"], d["text"], bool(d.get("previous_commit")))
+        return cls(d["kind"], d["low"], d["high"], d["text"], bool(d.get("previous_commit")), d.get("assumed"))
 
 
 def position_moment(fmt: str | None, low: str, high: str | None = None) -> Moment:
@@ -105,6 +107,17 @@ def time_moment(low: str, high: str | None = None) -> Moment:
     return Moment(TIME, lo + 1, hi + 1, text)
 
 
+FILE_WRITTEN = "the counts file's modification time"
+SOURCE_QUERIED = "the time the source was queried"
+
+
+def assumed_moment(low: int, high: int, why: str) -> Moment:
+    """The moment of a count that came without one: a time (epoch microseconds), or a bracket of the times
+    its reading began and ended; ``why`` says what time it is."""
+    text = format_time(low) if low == high else f"[{format_time(low)}, {format_time(high)}]"
+    return Moment(TIME, low + 1, high + 1, text, assumed=why)
+
+
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -118,7 +131,7 @@ def parse_duration(text: str) -> float:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """How far a count without a moment may be from the lake's at the run's end and still match."""
+    """How far a count without a moment may be from the lake's at its assumed moment and still match."""
 
     rows: int = 0
     percent: float = 0.0
@@ -160,6 +173,10 @@ class Checkpoint:
     tolerance: Tolerance | None = None
     judged_in: str | None = None
     verdict: dict[str, Any] | None = None
+    # a position moment's source time: every change below its high end had committed by then (a SQL
+    # source reads its clock with the bracket's high end), so a lake holding every change up to it in
+    # time (a landing's evidence) has reached the position
+    committed_by: int | None = None
 
     @property
     def same_count(self) -> tuple:
@@ -181,15 +198,20 @@ class Checkpoint:
         return cls(d["table"], int(d["rows"]), Moment.from_dict(d["moment"]) if d.get("moment") else None,
                    d["source"], d["taken_in"], d.get("table_id"), d.get("taken_at"),
                    tuple(d["keys"]) if d.get("keys") is not None else None,
-                   Tolerance(**d["tolerance"]) if d.get("tolerance") else None, d.get("judged_in"), d.get("verdict"))
+                   Tolerance(**d["tolerance"]) if d.get("tolerance") else None, d.get("judged_in"), d.get("verdict"),
+                   d.get("committed_by"))
 
 
 # ---- counts files --------------------------------------------------------------------------------
 def read_counts_file(listed: Any, path: str, fmt: str | None, run_id: str,
-                     default_tolerance: Tolerance | None = None) -> list[Checkpoint]:
-    """The checkpoints of a counts file: ``{table: N}`` (no moment), ``{table: {"rows": N, "as_of":
-    ISO-8601}}``, ``{table: {"rows": N, "position": "..."}}`` (either as ``[low, high]`` for a bracket),
-    or a list of such objects per table."""
+                     default_tolerance: Tolerance | None = None, place_positions: bool = True,
+                     modified_at: int | None = None) -> list[Checkpoint]:
+    """The checkpoints of a counts file: ``{table: N}`` (no moment: true when the file was written, at
+    ``modified_at``, epoch microseconds), ``{table: {"rows": N, "as_of": ISO-8601}}``, ``{table: {"rows": N,
+    "position": "..."}}`` (either as ``[low, high]`` for a bracket), or a list of such objects per table.
+    ``place_positions`` False (a check before the format is known): a position is read as text, not
+    placed among the format's."""
+    written = None if modified_at is None else assumed_moment(modified_at, modified_at, FILE_WRITTEN)
     if not isinstance(listed, dict):
         raise CheckpointError(f"source counts {path}: expected a JSON object {{table: count or checkpoint}}")
     out = []
@@ -199,11 +221,15 @@ def read_counts_file(listed: Any, path: str, fmt: str | None, run_id: str,
             if entry is None:  # listed without a count: unknown
                 continue
             where = f"source counts {path}: {table!r}" + (f"[{i}]" if isinstance(value, list) else "")
-            out.append(_entry(entry, table, where, fmt, run_id, default_tolerance))
+            cp = _entry(entry, table, where, fmt if place_positions else _UNPLACED, run_id, default_tolerance)
+            out.append(cp if cp.moment is not None else replace(cp, moment=written))
     return out
 
 
-def _entry(entry: Any, table: str, where: str, fmt: str | None, run_id: str,
+_UNPLACED = object()  # the format is not known yet: positions are read as text only
+
+
+def _entry(entry: Any, table: str, where: str, fmt: Any, run_id: str,
            default_tolerance: Tolerance | None) -> Checkpoint:
     source = "file"
     if _is_count(entry):
@@ -223,7 +249,9 @@ def _entry(entry: Any, table: str, where: str, fmt: str | None, run_id: str,
         if "as_of" in entry:
             moment = time_moment(*_bracket(entry["as_of"], where, "as_of"))
         elif "position" in entry:
-            moment = position_moment(fmt, *_bracket(entry["position"], where, "position"))
+            low, high = _bracket(entry["position"], where, "position")
+            moment = (Moment(POSITION, low, high or low, entry["position"]) if fmt is _UNPLACED
+                      else position_moment(fmt, low, high))
         else:
             moment = None
     except CheckpointError as exc:
@@ -265,23 +293,33 @@ class RunCounts:
     held_position: str | None = None  # the first position of a transaction the run holds back
     held_time: int | None = None
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the landing's evidence (jobs.landed_reach): the lake holds every change of source time at or before
+    # this, whether or not one came; set by reconcile for the run it reconciles
+    landed_time: int | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunCounts:
         return cls(d["run_id"], d.get("reach_position"), d.get("reach_time"), d.get("held_position"),
-                   d.get("held_time"), d.get("tables") or {})
+                   d.get("held_time"), d.get("tables") or {}, d.get("landed_time"))
 
 
-def _first_reaching(kind: str, cut: str | int, runs: Sequence[RunCounts], moment: Moment) -> int | None:
+def _first_reaching(kind: str, cut: str | int, runs: Sequence[RunCounts], moment: Moment,
+                    committed_by: int | None = None) -> int | None:
     """The index of the first run after which the lake holds every change before ``cut`` (its records
-    reach past it, and no transaction before it is held back), or None."""
-    need, reach = moment.reached_by(cut), None
+    reach past it, or its landing reaches its time: the cut's own for a time, ``committed_by`` for a
+    position; and no transaction before it is held back), or None."""
+    need, reach, landed = moment.reached_by(cut), None, None
+    need_time = need if kind == TIME else committed_by
     for i, run in enumerate(runs):
         mine = run.reach_position if kind == POSITION else run.reach_time
         held = run.held_position if kind == POSITION else run.held_time
         if mine is not None and (reach is None or mine > reach):
             reach = mine
-        if reach is not None and reach >= need and (held is None or held >= cut):
+        if run.landed_time is not None and (landed is None or run.landed_time > landed):
+            landed = run.landed_time
+        reached = (reach is not None and reach >= need) or (
+            landed is not None and need_time is not None and landed >= need_time)
+        if reached and (held is None or held >= cut):
             return i
     return None
 
@@ -302,22 +340,33 @@ def judge(cp: Checkpoint, ledger: Sequence[RunCounts], steps: StepSource, max_la
     ``keys_now``: the lake's keys of a table now (None: too large), for the keys of a mismatch."""
     m, table = cp.moment, cp.table_id or cp.table
     assert m is not None
-    i = _first_reaching(m.kind, m.high, ledger, m)
+    i = _first_reaching(m.kind, m.high, ledger, m, cp.committed_by)
     if i is not None:
         verdict = _counted(cp, table, ledger[: i + 1], steps)
         if verdict.verdict == MISMATCH and cp.keys is not None and keys_now is not None:
             verdict.key_diff = _key_diff(cp, table, ledger, steps, keys_now)
-        return verdict
-    return Judgement(BEHIND, reason="the lake has not reached the checkpoint's moment",
-                     lag=_lag(cp, ledger, max_lag_s, judged_at))
+    else:
+        verdict = Judgement(BEHIND, reason="the lake has not reached the checkpoint's moment",
+                            lag=_lag(cp, ledger, max_lag_s, judged_at))
+    if m.assumed:
+        verdict.reason = "; ".join(filter(None, [_assumed(cp), verdict.reason]))
+    return verdict
+
+
+def _assumed(cp: Checkpoint) -> str:
+    tolerance = cp.tolerance or Tolerance()
+    return (f"a count without a moment, judged as of {cp.moment.assumed} ({cp.moment.text}) within a tolerance "
+            f"of {tolerance.rows} rows, {tolerance.percent}% (give as_of or position to say when it was true)")
 
 
 def _lag(cp: Checkpoint, ledger: Sequence[RunCounts], max_lag_s: float | None, judged_at: int | None) -> dict:
     reach_position = max((r.reach_position for r in ledger if r.reach_position is not None), default=None)
-    reach_time = max((r.reach_time for r in ledger if r.reach_time is not None), default=None)
+    landed = max((r.landed_time for r in ledger if r.landed_time is not None), default=None)
+    reach_time = max((t for r in ledger for t in (r.reach_time, r.landed_time) if t is not None), default=None)
     moment_time = (cp.moment.high - 1) if cp.moment.kind == TIME else cp.taken_at
     lag: dict[str, Any] = {"checkpoint": cp.moment.text, "lake_position": reach_position,
-                           "lake_time": format_time(reach_time), "seconds": None, "overdue": False}
+                           "lake_time": format_time(reach_time), "landed_through": format_time(landed),
+                           "seconds": None, "overdue": False}
     if moment_time is not None and reach_time is not None:
         lag["seconds"] = round(max(moment_time - reach_time, 0) / 1e6, 6)
     if max_lag_s is not None and moment_time is not None and judged_at is not None:
@@ -330,11 +379,14 @@ def _lag(cp: Checkpoint, ledger: Sequence[RunCounts], max_lag_s: float | None, j
 def _counted(cp: Checkpoint, table: str, runs: Sequence[RunCounts], steps: StepSource) -> Judgement:
     judged_run = runs[-1].run_id
     try:
-        counts = _counts_across(table, runs, steps, cp.moment)
+        counts = _counts_across(table, runs, steps, cp.moment, cp.committed_by)
     except _NotExact as exc:
         return Judgement(UNKNOWN, reason=str(exc), judged_run=judged_run)
     lake_rows: int | list[int] = counts[0] if len(counts) == 1 else counts
-    return Judgement(MATCH if cp.rows in counts else MISMATCH, lake_rows, judged_run=judged_run)
+    # a count of an assumed moment was taken some time before it: its tolerance absorbs that
+    tolerance = (cp.tolerance or Tolerance()) if cp.moment.assumed else Tolerance()
+    held = any(tolerance.allows(cp.rows, count) for count in counts)
+    return Judgement(MATCH if held else MISMATCH, lake_rows, judged_run=judged_run)
 
 
 class _NotExact(Exception):
@@ -375,12 +427,15 @@ def _checked(entry: dict[str, Any], run: RunCounts, table: str, steps: StepSourc
     return rel
 
 
-def _counts_across(table: str, runs: Sequence[RunCounts], steps: StepSource, m: Moment) -> list[int]:
+def _counts_across(table: str, runs: Sequence[RunCounts], steps: StepSource, m: Moment,
+                   committed_by: int | None = None) -> list[int]:
     """Every count the table held at a cut inside the moment's bracket, in order, without repeats: the
     count at its low end (in the first run that reaches it), then the count after each step below its
     high end, through the runs up to the one that reaches it."""
     low = _group_start(runs, steps, m) if m.previous_commit else m.low
-    first = _first_reaching(m.kind, low, runs, m)  # the high end is reached, so the low end is too
+    # the high end is reached, so the low end is too (a landing that reached the high end's time reached
+    # every change below the low end: counting from that run is exact)
+    first = _first_reaching(m.kind, low, runs, m, committed_by)
     counts, total = [], None
     for k in range(first, len(runs)):
         run, entry = runs[k], runs[k].tables.get(table)
@@ -426,14 +481,6 @@ def _key_diff(cp: Checkpoint, table: str, ledger: Sequence[RunCounts], steps: St
     source = set(cp.keys or ())
     return {"missing_in_lake": sorted(source - lake)[:KEY_DIFF_LIMIT],
             "extra_in_lake": sorted(lake - source)[:KEY_DIFF_LIMIT]}
-
-
-# ---- counts without a moment ---------------------------------------------------------------------
-def compare_at_end(cp: Checkpoint, lake_rows: int) -> Judgement:
-    tolerance = cp.tolerance or Tolerance()
-    verdict = MATCH if tolerance.allows(cp.rows, lake_rows) else MISMATCH
-    return Judgement(verdict, lake_rows, reason="a count without a moment, compared with the lake at the run's end"
-                     + (f" (tolerance {tolerance.rows} rows, {tolerance.percent}%)" if cp.tolerance else ""))
 
 
 # ---- the persisted checkpoints -------------------------------------------------------------------

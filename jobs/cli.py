@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 from jobs import storage
 from jobs.canonical import table_id_forms
@@ -25,7 +24,7 @@ from jobs.decoders import MESSAGE_SHAPES, DecodeOptions, available_formats
 from jobs.errors import failure_line, mask
 from jobs.lake import Lake, LakeError, check_name
 from jobs.progress import to_stderr
-from jobs.raw import RawInputError, expand, raw_inputs
+from jobs.raw import RawInputError, expand, input_files
 from jobs.table_rules import is_glob
 
 
@@ -148,9 +147,15 @@ def _reconcile_args(p: argparse.ArgumentParser) -> None:
                    help="the time checkpoints' waits are measured at (the DAG passes its interval's end; "
                         "default: the time the SQL source was counted)")
     p.add_argument("--count-tolerance", type=_tolerance, metavar="ROWS[,PCT%]",
-                   help="how far a count without a moment may be from the lake's at the run's end (e.g. 10,0.5%%)")
+                   help="how far a count without a moment may be from the lake's at the time it was read (the counts "
+                        "file's modification time, the SQL query's time), e.g. 10,0.5%%")
     p.add_argument("--key-rows-limit", type=_count, default=10_000, metavar="N",
                    help="name the differing keys of a mismatching table of at most N rows (default 10000)")
+    from jobs.landed_reach import DEFAULT_CAPTURE_DELAY
+
+    p.add_argument("--capture-delay", type=_duration, metavar="DURATION",
+                   help="how long a committed source change may take to reach its topic: a landing read past its "
+                        f"interval's end reaches that end minus this (default {DEFAULT_CAPTURE_DELAY})")
 
 
 def _duration(text: str) -> float:
@@ -176,9 +181,11 @@ def reconcile_options(args: argparse.Namespace):
     from jobs.reconcile import ReconcileOptions
 
     checked_at = getattr(args, "checked_at", None)
+    delay = {} if args.capture_delay is None else {"capture_delay_s": args.capture_delay}
     return ReconcileOptions(
         fmt=getattr(args, "format", None), tolerance=args.count_tolerance, max_lag_s=args.max_lag,
-        as_of=parse_time(checked_at.isoformat()) if checked_at else None, key_rows_limit=args.key_rows_limit)
+        as_of=parse_time(checked_at.isoformat()) if checked_at else None, key_rows_limit=args.key_rows_limit,
+        **delay)
 
 
 def _alert_args(p: argparse.ArgumentParser) -> None:
@@ -252,10 +259,12 @@ def _check(args: argparse.Namespace) -> Lake:
         raise UsageError(f"unknown format {args.format!r}; known: {', '.join(available_formats())}")
     for raw in getattr(args, "raw", None) or []:
         for path in expand(raw):
-            raw_inputs(path)  # something to read, landings complete: before Spark starts
-    counts = getattr(args, "source_counts", None)
-    if counts and "://" not in counts and not Path(counts).is_file():
-        raise UsageError(f"--source-counts {counts}: neither a SQLAlchemy URL nor an existing JSON file")
+            input_files(path)  # something to read, landings complete: before Spark starts
+    if getattr(args, "source_counts", None):  # read now: a bad file must not wait until after publishing
+        from jobs.reconcile import check_source_counts
+
+        fmt = getattr(args, "format", None)
+        check_source_counts(args.source_counts, None if fmt in (None, "auto") else fmt)
     lake = Lake.at(args.lake)
     if lake.is_s3 and args.command != "decode" and not os.environ.get("CDC_ICEBERG_CATALOG"):
         # before any stage writes: the embedded SQLite catalog cannot live on S3

@@ -57,6 +57,16 @@ def run_id_for(start: datetime, end: datetime) -> str:
     return f"{interval_name(start)}_{interval_name(end)}"
 
 
+def interval_of(run_id: str) -> tuple[datetime, datetime] | None:
+    """The interval an interval run's id (``run_id_for``) names; None for any other run id."""
+    start, sep, end = run_id.partition("_")
+    try:
+        bounds = parse_interval_name(start), parse_interval_name(end)
+    except ValueError:
+        return None
+    return bounds if sep and bounds[0] < bounds[1] else None
+
+
 def iso(moment: datetime) -> str:
     """ISO-8601 with ``Z`` (how reports and manifests write times)."""
     return utc(moment).isoformat().replace("+00:00", "Z")

@@ -30,6 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from jobs.errors import CREDENTIALS_FIX, mask, uri_credentials
+from jobs.landed_reach import DEFAULT_CAPTURE_DELAY
 from jobs.names import pipeline_name_problem
 from jobs.table_rules import setting_for
 
@@ -202,6 +203,7 @@ class ReconcileBlock(_Block):
     max_lag: str | None = "6h"
     count_tolerance: str = "0"
     key_rows_limit: int = Field(10_000, ge=0)
+    capture_delay: str = DEFAULT_CAPTURE_DELAY  # a landing read past its end reaches it minus this
 
     @model_validator(mode="after")
     def _one_source(self) -> ReconcileBlock:
@@ -226,6 +228,8 @@ class ReconcileBlock(_Block):
     @classmethod
     def _tolerance(cls, value: str) -> str:
         return _checked_tolerance(value)
+
+    _capture_delay = field_validator("capture_delay")(_duration_field)
 
 
 def _checked_tolerance(value: Any) -> str:

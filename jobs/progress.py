@@ -26,12 +26,21 @@ def _decode(r: dict) -> str:
             f"{len(r.get('tables') or {})} tables")
 
 
+def _tables(n: int) -> str:
+    return f"{_n(n)} table{'' if n == 1 else 's'}"
+
+
 def _merge(r: dict) -> str:
     tables = r.get("tables") or {}
     rows = sum(t.get("state_rows") or 0 for t in tables.values())
     failed = sorted(name for name, t in tables.items() if t.get("error"))
+    # a re-run of a published run id commits nothing for the tables that run already committed
+    unchanged = sum(1 for t in tables.values() if t.get("already_published"))
+    committed = len(tables) - len(failed) - unchanged
+    done = ([f"{_tables(committed)} committed"] if committed or not unchanged else []) + (
+        [f"{_tables(unchanged)} unchanged (already published by this run)"] if unchanged else [])
     held = (r.get("held") or {}).get("records") or 0
-    return (f"{len(tables)} tables committed, {_n(rows)} rows in their state"
+    return (", ".join(done) + f", {_n(rows)} rows in their state"
             + (f", {_n(held)} records held for the next run" if held else "")
             + (f"; not published: {', '.join(failed)}" if failed else ""))
 

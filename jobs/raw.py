@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import glob
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -62,13 +64,97 @@ def _has_parquet(path: Path) -> bool:
     return any(p.suffix == ".parquet" for p in path.rglob("*.parquet"))
 
 
-def read_raw(spark: SparkSession, raws: str | list[str]) -> DataFrame:
-    """A DataFrame in Spark's Kafka source schema, whatever form the snapshots were landed in."""
-    paths = [p for raw in ([raws] if isinstance(raws, str) else raws) for p in expand(raw)]
-    frames = [_read_one(spark, raw) for raw in paths]
+# What one task of the decode holds at most: a run's memory is bounded by its tasks, never by the
+# interval's size (a 2M-message snapshot in one file was two tasks of a million messages each, which a
+# 1 GB heap could not hold).
+MESSAGES_PER_TASK = 100_000
+# a text line's bytes, for a count of the messages of text files, which are not counted before reading
+_TEXT_BYTES_PER_MESSAGE = 256
+
+
+@dataclass(frozen=True)
+class RawSize:
+    """How large a run's input is, from the Parquet files' footers and the text files' sizes (nothing read
+    but metadata): what the decode's tasks are cut by (:func:`task_split`)."""
+
+    messages: int = 0  # Parquet rows, with text files' lines estimated from their bytes
+    parquet_bytes: int = 0
+    largest_row_group: int = 0  # Spark never splits a row group: one task reads it whole
+    text_bytes: int = 0
+
+    def __add__(self, other: RawSize) -> RawSize:
+        return RawSize(self.messages + other.messages, self.parquet_bytes + other.parquet_bytes,
+                       max(self.largest_row_group, other.largest_row_group), self.text_bytes + other.text_bytes)
+
+
+@dataclass(frozen=True)
+class TaskSplit:
+    """How the decode cuts its input: Parquet splits of about ``max_split_bytes`` (None: Spark's own), or a
+    repartition into ``partitions`` after the read where splits cannot be small enough (row groups larger
+    than a task, text files: a gzip file is one split)."""
+
+    max_split_bytes: int | None = None
+    partitions: int | None = None
+    tasks: int = 1  # how many tasks the input makes: the least number of partitions a shuffle of it needs
+
+
+def task_split(size: RawSize, per_task: int = MESSAGES_PER_TASK) -> TaskSplit:
+    """Splits of at most ``per_task`` messages each (pure: tests and docs reason on it without Spark)."""
+    if size.messages <= per_task:
+        return TaskSplit()
+    tasks = math.ceil(size.messages / per_task)
+    if size.text_bytes or size.largest_row_group > per_task:
+        return TaskSplit(partitions=tasks, tasks=tasks)
+    return TaskSplit(max_split_bytes=max(1, size.parquet_bytes // tasks), tasks=tasks)
+
+
+def raw_size(raws: str | list[str]) -> RawSize:
+    """The size of the raw snapshots ``read_raw`` reads (the Parquet footers and the text files' sizes)."""
+    total = RawSize()
+    for raw in _paths(raws):
+        parquet, texts = input_files(raw)
+        total += _parquet_size(parquet) + RawSize(messages=0, text_bytes=sum(_bytes(t) for t in texts))
+    if total.text_bytes:
+        total += RawSize(messages=total.text_bytes // _TEXT_BYTES_PER_MESSAGE)
+    return total
+
+
+def _parquet_size(files: list[str]) -> RawSize:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    total = RawSize()
+    for uri in files:
+        filesystem, path = storage.file_system(uri)
+        with filesystem.open_input_file(path) as stream:
+            try:
+                meta = pq.read_metadata(stream)
+            except pa.ArrowInvalid as exc:  # pyarrow's message names no file
+                raise RawInputError(f"--raw {uri} is not a Parquet file that can be read: {exc}") from None
+            largest = max((meta.row_group(i).num_rows for i in range(meta.num_row_groups)), default=0)
+            total += RawSize(meta.num_rows, stream.size(), largest)
+    return total
+
+
+def _bytes(location: str) -> int:
+    filesystem, path = storage.file_system(location)
+    return filesystem.get_file_info(path).size or 0
+
+
+def _paths(raws: str | list[str]) -> list[str]:
+    return [p for raw in ([raws] if isinstance(raws, str) else raws) for p in expand(raw)]
+
+
+def read_raw(spark: SparkSession, raws: str | list[str], split: TaskSplit | None = None) -> DataFrame:
+    """A DataFrame in Spark's Kafka source schema, whatever form the snapshots were landed in; with
+    ``split``, repartitioned where it says (its Parquet split size is the session's, set by the caller
+    around the queries that read it: Spark cuts files when a query runs, not when it is defined)."""
+    frames = [_read_one(spark, raw) for raw in _paths(raws)]
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)
+    if split is not None and split.partitions:
+        out = out.repartition(split.partitions)
     return out
 
 
@@ -82,24 +168,24 @@ def expand(raw: str) -> list[str]:
     return matches
 
 
-def raw_inputs(raw: str) -> tuple[list[str], list[str]]:
-    """The Parquet files (as Spark reads them) and the text files ``raw`` stands for, listed without
-    Spark; RawInputError when it holds neither (jobs.cli refuses such a --raw before any stage starts)."""
+def input_files(raw: str) -> tuple[list[str], list[str]]:
+    """The Parquet files (URIs) and text files (local paths) of one ``--raw`` path, listed without Spark;
+    RawInputError when it holds neither (jobs.cli refuses such a --raw before any stage starts)."""
     if raw.startswith(("s3://", "s3a://")):
         files = parquet_files("s3://" + raw.split("://", 1)[1])
         if not files:
             raise RawInputError(f"--raw {raw}: no Parquet files found")
-        return ["s3a://" + f.split("://", 1)[1] for f in files], []
+        return files, []
     path = Path(raw.removeprefix("file://"))
     if not path.exists():
         raise RawInputError(f"--raw {raw}: no such file or directory")
     parquet: list[str] = []
     if path.is_file() and path.suffix == ".parquet":
-        parquet = [str(path)]
+        parquet = [storage.uri(str(path.resolve()))]
     elif _has_parquet(path):
-        parquet = [f.removeprefix("file://") for f in parquet_files(str(path.resolve()))]
+        parquet = parquet_files(str(path.resolve()))
     texts = _text_files(path)
-    if not parquet and not texts:
+    if not (parquet or texts):
         raise RawInputError(
             f"--raw {raw}: no Parquet (Kafka source schema) or text files ({', '.join(TEXT_SUFFIXES)}) found"
         )
@@ -107,14 +193,23 @@ def raw_inputs(raw: str) -> tuple[list[str], list[str]]:
 
 
 def _read_one(spark: SparkSession, raw: str) -> DataFrame:
-    parquet, texts = raw_inputs(raw)
-    frames = [read_kafka_parquet(spark, parquet)] if parquet else []
+    parquet, texts = input_files(raw)
+    frames: list[DataFrame] = []
+    if parquet:
+        frames.append(read_kafka_parquet(spark, [_spark_path(f) for f in parquet]))
     if texts:
         frames.append(read_text_messages(spark, texts))
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)
     return out
+
+
+def _spark_path(uri: str) -> str:
+    """A file's URI as Spark reads it: s3a:// for S3, a plain path for a local file."""
+    if storage.is_s3(uri):
+        return "s3a://" + uri.split("://", 1)[1]
+    return uri.removeprefix("file://")
 
 
 def parquet_files(folder: str) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -20,7 +21,8 @@ from typing import Any
 
 from jobs import checkpoints as cps
 from jobs.canonical import MAX_PART_CHARS, MISSING_PART, NAME_HASH_DIGITS, safe_part, table_id_forms
-from jobs.checkpoints import BEHIND, MATCH, MISMATCH, UNKNOWN, Checkpoint, Judgement, Tolerance
+from jobs.checkpoints import BEHIND, MATCH, MISMATCH, UNKNOWN, Checkpoint, Judgement, Tolerance, parse_duration
+from jobs.landed_reach import DEFAULT_CAPTURE_DELAY, LandedReach
 from jobs.table_rules import setting_for
 
 log = logging.getLogger(__name__)
@@ -39,10 +41,13 @@ class SourceCountsError(ValueError):
 @dataclass(frozen=True)
 class ReconcileOptions:
     fmt: str | None = None  # the pipeline's format: what a checkpoint's position means
-    tolerance: Tolerance | None = None  # for counts without a moment
+    tolerance: Tolerance | None = None  # for counts without a moment (judged at an assumed one)
     max_lag_s: float | None = None  # a pending checkpoint older than this (at ``as_of``) alerts
     as_of: int | None = None  # when the wait is measured (epoch microseconds); default: the capture's time
     key_rows_limit: int = 10_000  # tables up to this many rows name the keys of a mismatch
+    # how long a committed change may take to reach its topic: a landing read past its interval's end
+    # holds every change up to that end minus this (jobs.landed_reach)
+    capture_delay_s: float = parse_duration(DEFAULT_CAPTURE_DELAY)
     # per-table settings over the two above, (table pattern, value) in their order (jobs.table_rules)
     table_tolerances: tuple[tuple[str, Tolerance], ...] = ()
     table_key_rows_limits: tuple[tuple[str, int], ...] = ()
@@ -68,13 +73,41 @@ def _looks_like_url(spec: str) -> bool:
     return "://" in spec and not Path(spec).is_file()
 
 
-def _file_checkpoints(path: str, table_ids: list[str], run_id: str, options: ReconcileOptions) -> list[Checkpoint]:
+def check_source_counts(spec: str, fmt: str | None) -> None:
+    """Before any work (the command's argument check): a counts file that cannot be read or holds an entry
+    that cannot be used, or a URL that does not parse, raises SourceCountsError in one line naming the
+    file, the table and the field. The database of a URL is reached only at reconcile; a position is
+    placed among the format's only when ``fmt`` is known."""
+    if _looks_like_url(spec):
+        _url(spec)
+        return
+    if not Path(spec).is_file():
+        raise SourceCountsError(f"--source-counts {spec}: neither a SQLAlchemy URL nor an existing JSON file")
     try:
-        listed = json.loads(Path(path).read_text(encoding="utf-8"))
+        cps.read_counts_file(_read_counts(spec)[0], spec, fmt, "check", place_positions=fmt is not None)
+    except cps.CheckpointError as exc:
+        raise SourceCountsError(str(exc)) from None
+
+
+def _read_counts(path: str) -> tuple[Any, int]:
+    """A counts file's JSON and when it was written (epoch microseconds): what a count without a moment
+    was true at (the time taken after the read, so that it is never before what was read)."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read()
+            modified = os.fstat(fh.fileno()).st_mtime_ns // 1000
+        return json.loads(text.decode("utf-8")), modified
+    except RecursionError:  # json's decoder recurses per level: a hostile file must not end in a traceback
+        raise SourceCountsError(f"source counts {path}: nested too deeply to be a counts file (a JSON object "
+                                "{table: count or checkpoint})") from None
     except (OSError, ValueError) as exc:
         raise SourceCountsError(f"source counts {path}: cannot read a JSON object ({type(exc).__name__})") from None
+
+
+def _file_checkpoints(path: str, table_ids: list[str], run_id: str, options: ReconcileOptions) -> list[Checkpoint]:
+    listed, modified_at = _read_counts(path)
     try:
-        found = cps.read_counts_file(listed, path, options.fmt, run_id)
+        found = cps.read_counts_file(listed, path, options.fmt, run_id, modified_at=modified_at)
     except cps.CheckpointError as exc:
         raise SourceCountsError(str(exc)) from None
     tables_of = _table_ids_of(listed, table_ids)
@@ -176,7 +209,8 @@ def _sql_checkpoints(url_text: str, state: dict[str, dict], run_id: str,
     source = f"{snap.dialect} {shown}"
     found_cps = [Checkpoint(t.table_id, snap.rows[t.table_id], snap.moment, source, run_id, table_id=t.table_id,
                             taken_at=snap.taken_at, keys=tuple(snap.keys[t.table_id]) if t.table_id in snap.keys
-                            else None, tolerance=None if snap.moment else options.tolerance_of(t.table_id))
+                            else None, tolerance=options.tolerance_of(t.table_id) if snap.moment.assumed else None,
+                            committed_by=snap.committed_by)
                  for t in tables]
     return found_cps, snap.how
 
@@ -263,21 +297,24 @@ def _pick(id_part: str, names: list[str], what: str) -> str | None:
 
 # ---- judging -------------------------------------------------------------------------------------
 def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state: dict[str, dict],
-                  options: ReconcileOptions, keys_now: Callable[[str], list[str] | None] | None = None) -> list[dict]:
+                  options: ReconcileOptions, keys_now: Callable[[str], list[str] | None] | None = None,
+                  landing: LandedReach | None = None) -> list[dict]:
     """Judge this run's checkpoints and those earlier runs left pending; keep the still pending (and the
-    judged, for re-runs) in the lake; one row per table (state tables and source-only tables)."""
+    judged, for re-runs) in the lake; one row per table (state tables and source-only tables).
+    ``landing``: the run's landing's evidence of reach (jobs.landed_reach)."""
     from jobs.count_ledger import CHECKPOINTS, ArrowSteps, read_ledger
 
     stored_rel = f"{lake.counts_dir(pipeline)}/{CHECKPOINTS}"
     stored = cps.loads(lake.read_text(stored_rel)) if lake.exists(stored_rel) else []
     todo = cps.merge_pending(stored, new, run_id)
     ledger, steps = read_ledger(lake, pipeline, through_run=run_id), ArrowSteps(lake)
+    if landing is not None and landing.through is not None:
+        ledger = [replace(r, landed_time=landing.through) if r.run_id == run_id else r for r in ledger]
     as_of = options.as_of if options.as_of is not None else max((c.taken_at for c in new if c.taken_at), default=None)
     judged = []
     for cp in todo:
-        table = cp.table_id or cp.table
-        if cp.moment is None:
-            verdict = cps.compare_at_end(cp, int((state.get(table) or {}).get("state_rows") or 0))
+        if cp.moment is None:  # no moment, and no time it was read at
+            verdict = Judgement(UNKNOWN, reason="a count without a moment or a time it was read at")
         else:
             verdict = cps.judge(cp, ledger, steps, options.max_lag_s, as_of, keys_now)
         judged.append((cp, verdict))
@@ -305,7 +342,7 @@ def _store(lake, rel: str, stored: list[Checkpoint], judged: list[tuple[Checkpoi
     for cp, verdict in judged:
         if verdict.verdict == BEHIND:
             kept.append(replace(cp, judged_in=None, verdict=None))
-        elif cp.moment is not None:  # a count without a moment is judged once, by its own run
+        elif cp.moment is not None:  # judged: kept for re-runs and the previous verdict
             kept.append(replace(cp, judged_in=run_id, verdict=_verdict_dict(cp, verdict)))
     pending = [c for c in kept if c.judged_in is None]
     done = [c for c in kept if c.judged_in is not None][-KEEP_JUDGED:]
@@ -314,8 +351,9 @@ def _store(lake, rel: str, stored: list[Checkpoint], judged: list[tuple[Checkpoi
 
 def _verdict_dict(cp: Checkpoint, v: Judgement) -> dict[str, Any]:
     lake_rows = v.lake_rows
-    out = {"table": cp.table_id or cp.table, "verdict": v.verdict, "moment": cp.moment.text if cp.moment else "run end",
+    out = {"table": cp.table_id or cp.table, "verdict": v.verdict, "moment": cp.moment.text if cp.moment else None,
            "moment_kind": cp.moment.kind if cp.moment else None, "exact": bool(cp.moment and cp.moment.exact),
+           "moment_assumed": cp.moment.assumed if cp.moment else None,
            "source_rows": cp.rows, "lake_rows": lake_rows, "source": cp.source, "taken_in": cp.taken_in,
            "taken_at": cps.format_time(cp.taken_at)}
     if isinstance(lake_rows, int):

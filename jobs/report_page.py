@@ -12,6 +12,8 @@ import html
 import json
 from typing import Any
 
+from jobs.intervals import interval_of, iso
+
 EXAMPLES_PER_REASON = 3
 _EXAMPLE_CHARS = 300
 _COLOURS = {"match": "#2e7d32", "mismatch": "#c62828", "behind": "#ef6c00", "unknown": "#616161"}
@@ -68,8 +70,9 @@ def _checkpoint_rows(tables: list[dict]) -> list[list[str]]:
     for t in tables:
         for c in (t.get("checkpoints") or []) + (t.get("pending") or []):
             keys = c.get("key_diff") or {}
+            assumed = f"<br><small>assumed: {_e(c['moment_assumed'])}</small>" if c.get("moment_assumed") else ""
             rows.append([
-                _e(t["table"]), _badge(c["verdict"]), _e(c.get("moment")), _e(c.get("source_rows")),
+                _e(t["table"]), _badge(c["verdict"]), _e(c.get("moment")) + assumed, _e(c.get("source_rows")),
                 _e(c.get("lake_rows")), _e(c.get("difference")), _e(_lag_text(c.get("lag") or {})),
                 _e(c.get("reason")),
                 _keys_text(keys) if keys else "&ndash;",
@@ -93,15 +96,19 @@ def render_report(pipeline: str, run_id: str, reconciliation: dict, validation: 
     """The page (a whole HTML document) from the run's reports."""
     tables = reconciliation.get("tables") or []
     total = (decode or {}).get("total") or {}
+    title, heading = _titles(pipeline, run_id)
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-        f"<title>CDC run {_e(run_id)} of {_e(pipeline)}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>Pipeline {_e(pipeline)}, run {_e(run_id)}</h1>",
+        f"<title>{title}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{heading}</h1>",
         "<p>Messages: " + ", ".join(f"{k} <b>{_e(total.get(k))}</b>" for k in ("landed", "decoded", "quarantined",
                                                                                "ignored")) + "</p>",
         "<h2>Source rows against the lake's</h2>",
         f"<p>Source counts from: {_e(reconciliation.get('source'))}. A count is compared with the lake's at the "
-        "moment it was taken; <i>behind</i> means the lake has not reached that moment yet.</p>",
+        "moment it was taken; <i>behind</i> means the lake has not reached that moment yet. A count that came "
+        "without a moment is judged at an <i>assumed</i> one: when its file was written, or when the source was "
+        "queried.</p>",
+        _landing(reconciliation.get("landing")),
         rows_chart(tables) if tables else "<p>No table.</p>",
         _table(["Table", "Status", "Lake rows now", "Source rows", "Pending", "Last verdict before this run"],
                [[_e(t["table"]), _badge(t["status"]), _e(t.get("state_rows")), _e(t.get("source_rows")),
@@ -117,6 +124,29 @@ def render_report(pipeline: str, run_id: str, reconciliation: dict, validation: 
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def _titles(pipeline: str, run_id: str) -> tuple[str, str]:
+    """The page's title and heading: the interval an interval run covers, so that a run of another day
+    than the one meant cannot pass unnoticed; a free-form run id names none."""
+    interval = interval_of(run_id)
+    if interval is None:
+        return f"CDC run {_e(run_id)} of {_e(pipeline)}", f"Pipeline {_e(pipeline)}, run {_e(run_id)}"
+    covered = f"[{iso(interval[0])}, {iso(interval[1])})"
+    return (f"{_e(pipeline)} {covered}: CDC run {_e(run_id)}",
+            f"Pipeline {_e(pipeline)}, interval {covered}<br><small>run {_e(run_id)}</small>")
+
+
+def _landing(landing: dict | None) -> str:
+    """What the run's landing showed of the lake's reach (jobs.landed_reach)."""
+    if not landing:
+        return ""
+    if landing.get("landed_through"):
+        return (f"<p>The landing read every partition past its interval's end ({_e(landing.get('interval_end'))}): "
+                f"the lake holds every change up to {_e(landing['landed_through'])} (a capture delay of "
+                f"{_e(landing.get('capture_delay_s'))} s), so a quiet source's counts before then are judged.</p>")
+    return (f"<p>The landing is no evidence that the lake reached past its last change: "
+            f"{_e(landing.get('why_not'))}.</p>")
 
 
 def _previous(verdict: dict | None) -> str:

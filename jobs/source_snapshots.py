@@ -12,7 +12,8 @@ counts and checkpoints"):
   read before and after brackets it.
 - SQL Server: ``SNAPSHOT`` isolation, bracketed by ``sys.fn_cdc_get_max_lsn()`` before and after.
 - Oracle: ``CURRENT_SCN`` of ``V$DATABASE``, then every count ``AS OF SCN`` that SCN: exact.
-- Otherwise (SQLite, ...) the counts have no moment and are compared at the run's end.
+- Otherwise (SQLite, ...) the database names no moment: the counts were true when they were queried, a
+  bracket of this machine's clock before and after (an assumed moment, judged within the tolerance).
 
 When the pipeline's format cannot place the database's log position (its messages carry other
 positions), the database's clock read before and after brackets the snapshot in source time instead.
@@ -22,11 +23,20 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.checkpoints import CheckpointError, Moment, parse_time, position_moment, time_moment
+from jobs.checkpoints import (
+    SOURCE_QUERIED,
+    CheckpointError,
+    Moment,
+    assumed_moment,
+    parse_time,
+    position_moment,
+    time_moment,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +51,8 @@ class SourceSnapshot:
     moment: Moment | None = None
     taken_at: int | None = None  # the source clock at the snapshot (epoch microseconds)
     how: str = ""  # what the database offered for the moment, for the report
+    # the source clock read with the moment's high end: every change below it committed by then
+    committed_by: int | None = None
 
 
 @dataclass(frozen=True)
@@ -122,7 +134,7 @@ def _postgresql(conn, tables: list[Table], fmt: str | None, limit: int) -> Sourc
     after = snap.exec_driver_sql(_PG_LSN).one()
     snap.commit()
     out.moment, kind = _bracket(fmt, before[0], after[0], (before[1], after[1]))
-    out.taken_at = _time_of(now)
+    out.taken_at, out.committed_by = _time_of(now), _time_of(after[1])
     out.how = (f"REPEATABLE READ snapshot, WAL position bracketed by pg_current_wal_lsn() [{before[0]}, {after[0]}]"
                if kind == "position" else "REPEATABLE READ snapshot, bracketed by the server clock")
     return out
@@ -144,7 +156,7 @@ def _mysql(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSnap
     conn.commit()
     after, clock_after = _binlog_status(conn), conn.exec_driver_sql("SELECT UTC_TIMESTAMP(6)").scalar_one()
     conn.commit()
-    out.taken_at = _time_of(now)
+    out.taken_at, out.committed_by = _time_of(now), _time_of(clock_after)
     exact = status.get("binlog_snapshot_file") and status.get("binlog_snapshot_position")
     if exact:  # MariaDB: the snapshot's own binlog position
         at = f"{status['binlog_snapshot_file']}:{status['binlog_snapshot_position']}"
@@ -186,7 +198,7 @@ def _mssql(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSnap
     snap.commit()
     out.moment, _kind = _bracket(fmt, _mssql_lsn(before[0]), _mssql_lsn(after[0]),
                                  (before[1], after[1]))
-    out.taken_at = _time_of(now)
+    out.taken_at, out.committed_by = _time_of(now), _time_of(after[1])
     out.how = "SNAPSHOT isolation, bracketed by sys.fn_cdc_get_max_lsn()"
     return out
 
@@ -205,17 +217,22 @@ def _oracle(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSna
         counting.count(t, out)
     conn.rollback()
     out.moment, _kind = _bracket(fmt, f"scn:{int(scn)}", f"scn:{int(scn)}", (now, now))
-    out.taken_at = _time_of(now)
+    out.taken_at = out.committed_by = _time_of(now)
     out.how = f"flashback query AS OF SCN {int(scn)} (exact)"
     return out
 
 
 def _no_moment(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSnapshot:
-    out = SourceSnapshot(conn.dialect.name, how="no log position or commit clock: counts compared at the run's end")
+    """A database without a way to name its snapshot's moment: the counts were true when they were
+    queried, between this machine's clock before and after."""
+    out = SourceSnapshot(conn.dialect.name, how="no log position or commit clock: the counts are judged as of the "
+                         "time they were queried (this machine's clock)")
+    before = time.time_ns() // 1000
     counting = _Snapshot(conn, limit)
     for t in tables:
         counting.count(t, out)
     conn.rollback()
+    out.moment, out.taken_at = assumed_moment(before, time.time_ns() // 1000, SOURCE_QUERIED), before
     return out
 
 

@@ -136,11 +136,43 @@ def session_settings(env: Mapping[str, str] | None = None,
     packages = (env.get("CDC_SPARK_PACKAGES") or "").strip()
     if packages:
         conf["spark.jars.packages"] = packages
+    # the JVM this process starts (PYSPARK_SUBMIT_ARGS' --driver-memory, where given, wins over it)
+    conf["spark.driver.memory"] = driver_memory()
     conf.update(user_conf(env))
     jars = with_jar(conf.get("spark.jars"))  # the JVM-side decoders (jobs.jvm)
     if jars:
         conf["spark.jars"] = jars
     return conf
+
+
+# The driver's heap when the pipeline starts the JVM (the command line) or spark-submits it (the DAG), unless
+# given: a quarter of the machine's memory, as the JVM's own default heap is, within these bounds (Spark's
+# own default, 1 GB, leaves most of a worker's memory unused; a run's memory is bounded by its tasks,
+# jobs.raw.MESSAGES_PER_TASK, so a larger heap buys speed, not the ability to finish).
+DRIVER_MEMORY_BOUNDS_MB = (1024, 8192)
+
+
+def machine_memory_mb() -> int:
+    """This machine's memory in MB, or the container's limit where one is set (cgroup v2 or v1)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = open(limit_file).read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total // (1 << 20)
+
+
+def driver_memory(setting: str | None = None, machine_mb: int | None = None) -> str:
+    """The driver's heap: ``setting`` (Spark's syntax, e.g. ``4g``) unless empty or ``auto``, else a quarter
+    of the machine's memory within DRIVER_MEMORY_BOUNDS_MB."""
+    if setting and setting.strip().lower() != "auto":
+        return setting.strip()
+    low, high = DRIVER_MEMORY_BOUNDS_MB
+    quarter = (machine_memory_mb() if machine_mb is None else machine_mb) // 4
+    return f"{max(low, min(high, quarter))}m"
 
 
 def build_spark(app_name: str = "cdc-pipeline", master: str | None = None) -> SparkSession:

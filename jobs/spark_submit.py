@@ -117,16 +117,19 @@ def user_conf(conf: Mapping[str, Any] | None = None) -> dict[str, str]:
 def submit_conf(env: Mapping[str, str] | None = None, executor_python: str | None = None,
                 driver_python: str | None = None, conf: Mapping[str, Any] | None = None) -> dict[str, str]:
     """``--conf`` of spark-submit: the driver's and executors' JVM options of jobs.spark (with
-    ``CDC_JIT``'s; the driver's cannot be set from inside the job), with ``executor_python``
+    ``CDC_JIT``'s; the driver's cannot be set from inside the job) and the driver's heap
+    (jobs.spark.driver_memory), with ``executor_python``
     ``spark.pyspark.python`` (the executors' interpreter) and ``spark.pyspark.driver.python`` (the
     driver's, ``driver_python`` or this one: without it spark-submit would start the driver with the
     executors' interpreter), then the user's settings (:func:`user_conf`), which win (no secrets: S3A reads
     credentials such as AWS_ACCESS_KEY_ID itself). ``spark.jars`` never: see :func:`submit_jars`."""
-    from jobs.spark import jvm_options
+    from jobs.spark import driver_memory, jvm_options
 
     env = os.environ if env is None else env
     options = jvm_options(env)
-    merged = {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options}
+    # the driver runs where spark-submit is called (client mode): its heap fits that machine
+    merged = {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options,
+              "spark.driver.memory": driver_memory()}
     if executor_python:
         merged["spark.pyspark.python"] = executor_python
         merged["spark.pyspark.driver.python"] = driver_python or sys.executable

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -25,7 +25,7 @@ from jobs.decode import Decoded, decode_counts, decode_messages, release
 from jobs.decoders import QUARANTINED, DecodeOptions
 from jobs.lake import Lake
 from jobs.progress import STAGE_REPORTS, stage_done
-from jobs.raw import read_raw
+from jobs.raw import TaskSplit, raw_size, read_raw, task_split
 from jobs.reconcile import ReconcileOptions
 from jobs.spark import session_conf
 from jobs.validate import profile_changes
@@ -95,14 +95,17 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
     ``keep_changes`` asks for an audit copy. The caller releases them (DecodedRun.release)."""
     with ctx.timed("decode"):
         memory, shapes = load_memory(ctx)
-        decoded = decode_messages(read_raw(spark, raw_path), fmt, replace(options, memory=memory, topic_shapes=shapes))
-        changes = decoded.changes.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            report = _decode_outputs(ctx, fmt, raw_path, decoded, changes, keep_changes)
-        except BaseException:
-            changes.unpersist()
-            raise
-    return DecodedRun(changes, report)
+        split = task_split(raw_size(raw_path))
+        with input_tasks(spark, split):
+            raw = read_raw(spark, raw_path, split)
+            decoded = decode_messages(raw, fmt, replace(options, memory=memory, topic_shapes=shapes))
+            changes = decoded.changes.persist(StorageLevel.MEMORY_AND_DISK)
+            try:
+                report = _decode_outputs(ctx, fmt, raw_path, decoded, changes, keep_changes)
+            except BaseException:
+                changes.unpersist()
+                raise
+    return DecodedRun(changes, report, split)
 
 
 def _decode_outputs(ctx: RunContext, fmt: str, raw_path: str | list[str], decoded: Decoded, changes: DataFrame,
@@ -140,6 +143,7 @@ class DecodedRun:
 
     changes: DataFrame
     report: dict
+    split: TaskSplit = TaskSplit()  # how the input was cut into tasks: the fold's shuffles keep as many
 
     def release(self) -> None:
         self.changes.unpersist()
@@ -158,6 +162,20 @@ def load_memory(ctx: RunContext) -> tuple[tuple[str, ...], dict[str, str]]:
         for topic, shape in memory.get("topic_shapes", {}).items():
             shapes.setdefault(topic, shape)
     return tuple(sorted(docs)), shapes
+
+
+@contextmanager
+def input_tasks(spark: SparkSession, split: TaskSplit) -> Iterator[None]:
+    """The decode's queries cut the raw Parquet into splits of ``split.max_split_bytes`` (jobs.raw.task_split:
+    a bounded number of messages per task), and shuffle into at least as many partitions as the input
+    makes tasks."""
+    with ExitStack() as stack:
+        if split.max_split_bytes:
+            stack.enter_context(session_conf(spark, "spark.sql.files.maxPartitionBytes", str(split.max_split_bytes)))
+        shuffle = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        if split.tasks > shuffle:
+            stack.enter_context(session_conf(spark, "spark.sql.shuffle.partitions", str(split.tasks)))
+        yield
 
 
 @contextmanager
@@ -226,7 +244,8 @@ def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str 
     decode to the fold in memory. Idempotent for a run id, as each stage is: a retry redoes all of it."""
     decoded = run_decode(spark, ctx, fmt, raw_path, options, keep_changes)
     try:
-        run_merge(spark, ctx, decoded.changes, history=history, buckets=buckets)
+        with input_tasks(spark, replace(decoded.split, max_split_bytes=None)):
+            run_merge(spark, ctx, decoded.changes, history=history, buckets=buckets)
     finally:
         decoded.release()
     run_validate(spark, ctx, decoded.report)
@@ -235,6 +254,7 @@ def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str 
 def run_reconcile(ctx: RunContext, source_counts: str | None, options: ReconcileOptions | None = None) -> list[dict]:
     """This run's source checkpoints (a counts file or a SQL source) and the pending ones, judged against
     the lake's counts through time (jobs.reconcile); reconciliation.json says what each table got."""
+    from jobs.landed_reach import run_landing_reach
     from jobs.merge import state_summary
     from jobs.reconcile import reconcile_run, source_checkpoints
 
@@ -244,10 +264,13 @@ def run_reconcile(ctx: RunContext, source_counts: str | None, options: Reconcile
             options = replace(options, fmt=(ctx.read_report("decode.json") or {}).get("format"))
         state = state_summary(ctx.lake, ctx.pipeline)
         new, how = source_checkpoints(source_counts, state, ctx.run_id, options) if source_counts else ([], None)
+        landing = run_landing_reach(ctx.lake, ctx.pipeline, ctx.run_id, options.capture_delay_s)
         rows = reconcile_run(ctx.lake, ctx.pipeline, ctx.run_id, new, state, options,
-                             keys_now=lake_keys(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of))
+                             keys_now=lake_keys(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of),
+                             landing=landing)
         ctx.write_report("reconciliation.json", {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "source": how,
-                                                 "max_lag_s": options.max_lag_s, "tables": rows})
+                                                 "max_lag_s": options.max_lag_s, "landing": landing.as_dict(),
+                                                 "tables": rows})
     return rows
 
 
@@ -277,6 +300,7 @@ def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,
         result = send(
             ctx.pipeline, ctx.run_id, validation, reconciliation["tables"], decode, alert_to,
             page, quarantine_threshold, settings=settings, merge=ctx.read_report("merge.json"), sender=sender,
+            previous=ctx.read_report("alert.json"),
         )
         ctx.write_report("alert.json", result)
     return result

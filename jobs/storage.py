@@ -62,6 +62,12 @@ def _resolve(location: str) -> tuple[pafs.FileSystem, str]:
     return (_s3() if is_s3(location) else pafs.LocalFileSystem()), _path(location)
 
 
+def file_system(location: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's file system of ``location`` and the path on it (for readers of file metadata, such as
+    Parquet footers)."""
+    return _resolve(location)
+
+
 def _s3() -> pafs.S3FileSystem:
     # the process id too: the AWS SDK's connections must not be shared with a forked child
     return _s3_for(os.getpid(), tuple(os.environ.get(name) for name in _S3_ENV))

@@ -69,6 +69,7 @@ class _PartitionPlan:
     end_reason_at_cap: str
     previous_interval: str | None = None
     lost_to_retention: int = 0
+    high_read_at: datetime | None = None  # when ``high`` was asked for: every message before is below it
     # filled while reading
     first_offset: int | None = None
     end: int | None = None
@@ -81,6 +82,7 @@ class _PartitionPlan:
 
     def manifest_entry(self) -> dict[str, Any]:
         return _partition_entry(self, low_watermark=self.low, high_watermark=self.high,
+                                high_watermark_read_at=iso(self.high_read_at) if self.high_read_at else None,
                                 skipped_before_start=self.skipped_before_start,
                                 lost_to_retention=self.lost_to_retention,
                                 min_timestamp=_ms_iso(self.min_ts), max_timestamp=_ms_iso(self.max_ts))
@@ -156,6 +158,8 @@ def _plan_partitions(consumer, lake: Lake, pipeline: str, topic: str, start: dat
     hints = _offset_hints(consumer, topic, start, [p for p in partitions if chain.previous(p) is None], timeout)
     plans = []
     for p in partitions:
+        # a high watermark read after the interval's end shows the partition read past it (jobs.landed_reach)
+        read_at = datetime.now(UTC).replace(microsecond=0)
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
         prev = chain.previous(p)
         ending = _plan_end(chain.next(p), high, end)
@@ -163,7 +167,7 @@ def _plan_partitions(consumer, lake: Lake, pipeline: str, topic: str, start: dat
             plan = _chained_plan(topic, p, low, high, prev, start, ending)
         else:
             plan = _scanning_plan(p, low, high, hints.get(p), ending)
-        plan.start = min(plan.start, plan.cap)
+        plan.start, plan.high_read_at = min(plan.start, plan.cap), read_at
         plans.append(plan)
     return plans
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import email
 import json
 import logging
+import re
 from email import policy
 
 import pytest
@@ -288,3 +289,74 @@ def test_cli_exits_3_when_an_owed_alert_is_not_sent_and_refuses_a_threshold_outs
     with pytest.raises(SystemExit) as usage:
         cli.main([*argv, "--quarantine-threshold", "-5"])
     assert usage.value.code == 2 and "not a fraction between 0 and 1" in capsys.readouterr().err
+
+
+def test_the_quarantine_by_reason_cell_reads_as_reasons_with_counts_not_json(smtp_server, monkeypatch):
+    controller, inbox = smtp_server
+    monkeypatch.setenv("SMTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("SMTP_PORT", str(controller.port))
+    hostile = "<b>no source table</b>"
+    decode = {"total": {"landed": 20, "decoded": 7, "quarantined": 13, "ignored": 0}, "tables": {},
+              "quarantine_reasons": {"malformed JSON": 3, hostile: 10}}
+
+    result = run_alert("shop", "r1", {}, [], decode, RECIPIENTS, "/lake")
+
+    assert result["sent"] is True
+    html_body, text_body, _ = _html_and_text(inbox.envelopes[0])
+    cell = re.search(r"<tr><td>13</td>.*?</tr>", html_body, re.S).group(0)
+    # one reason a line, the most frequent first, every name escaped; no JSON braces or quotes
+    assert "<td>&lt;b&gt;no source table&lt;/b&gt;: 10<br>malformed JSON: 3</td>" in cell
+    assert "{" not in cell and "&quot;" not in cell and "<b>" not in html_body
+    assert "By reason: <b>no source table</b>: 10; malformed JSON: 3" in text_body
+
+
+def test_alert_through_the_dags_smtp_hook_is_text_and_html(smtp_server_with_login, monkeypatch, tmp_path):
+    """The DAG's path (the smtp provider's SmtpHook on the connection, jobs.airflow_tasks.smtp_sender) sends
+    the same multipart/alternative email as the command line's, logged in as the connection says."""
+    from jobs.airflow_tasks import smtp_sender
+
+    controller, inbox, credentials = smtp_server_with_login
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
+    monkeypatch.setenv("AIRFLOW_CONN_SMTP_DEFAULT", json.dumps(
+        {"conn_type": "smtp", "host": "127.0.0.1", "port": controller.port, "login": "dq-user",
+         "password": "pa55-word-xyz", "extra": {"disable_tls": True, "disable_ssl": True}}))
+
+    result = run_alert("shop", "2026-11-01T00:00:00+00:00", *_failing_reports(), RECIPIENTS,
+                       "/lake/reports/shop/run=x", sender=smtp_sender("smtp_default", SENDER))
+
+    _assert_one_escaped_alert(inbox, result, SENDER)  # text and HTML, as the command line's
+    assert credentials.attempts == 1
+    _html, text_body, msg = _html_and_text(inbox.envelopes[0])
+    assert "Report: /lake/reports/shop/run=x" in text_body and "Lake - source: -;" in text_body
+    assert msg["Message-ID"] and msg["Date"]
+
+
+def test_a_rerun_alerts_once_for_the_same_problems_and_again_for_a_new_one(smtp_server, monkeypatch, tmp_path):
+    """Re-running a published run id runs its alert again: the email already sent for the same problems
+    is not sent twice (alert.json keeps what was sent); a new problem sends."""
+    from jobs.lake import Lake
+    from jobs.stages import RunContext
+    from jobs.stages import run_alert as alert_stage
+
+    controller, inbox = smtp_server
+    monkeypatch.setenv("SMTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("SMTP_PORT", str(controller.port))
+    ctx = RunContext(Lake.at(str(tmp_path / "lake")), "shop", "20261101T000000Z_20261102T000000Z")
+    validation, reconciliation, decode = _failing_reports()
+    ctx.write_report("validation.json", validation)
+    ctx.write_report("reconciliation.json", {"tables": reconciliation})
+    ctx.write_report("decode.json", decode)
+
+    first = alert_stage(ctx, RECIPIENTS, 0.0)
+    again = alert_stage(ctx, RECIPIENTS, 0.0)
+
+    assert first["sent"] is True and len(inbox.envelopes) == 1
+    assert again["sent"] is False and again["error"] is None and len(inbox.envelopes) == 1
+    assert again["skipped"].startswith("already sent") and again["reasons"] == first["reasons"]
+    assert ctx.read_report("alert.json")["emails"] == first["emails"]  # what was sent, kept
+
+    reconciliation[1] = {**reconciliation[1], "source_rows": 3, "status": "mismatch"}  # a new problem
+    ctx.write_report("reconciliation.json", {"tables": reconciliation})
+    new = alert_stage(ctx, RECIPIENTS, 0.0)
+    assert new["sent"] is True and len(inbox.envelopes) == 2 and len(new["emails"]) == 2
+    assert alert_stage(ctx, RECIPIENTS, 0.0)["sent"] is False and len(inbox.envelopes) == 2

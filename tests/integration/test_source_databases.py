@@ -118,6 +118,8 @@ def _run(url: str, table_ids: dict[str, str], read_changes, tmp_path):
 
 
 def _assert_verdicts(captured, after_delete, verdicts, vault_id: str) -> None:
+    # the source clock read with each bracket's high end: what a landing's reach in time is held to
+    assert all(c.committed_by is not None and c.committed_by >= c.taken_at for c in captured)
     first, second = verdicts
     assert len(first) == len(captured)
     assert {v["verdict"] for v in first} <= {MATCH, BEHIND}

@@ -2,6 +2,8 @@
 checked against a brute-force count of the same steps (no Spark)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from jobs import positions
@@ -14,7 +16,6 @@ from jobs.checkpoints import (
     CheckpointError,
     RunCounts,
     Tolerance,
-    compare_at_end,
     judge,
     merge_pending,
     parse_duration,
@@ -205,12 +206,31 @@ def test_positions_per_format(fmt, text, cut):
     assert positions.bound(fmt, text).at == cut
 
 
-def test_counts_without_a_moment_use_the_tolerance():
-    cp = Checkpoint("t", 100, None, "file", "r", tolerance=parse_tolerance("2,1%"))
-    assert compare_at_end(cp, 102).verdict == MATCH
-    assert compare_at_end(cp, 103).verdict == MISMATCH
-    assert compare_at_end(Checkpoint("t", 1000, None, "file", "r", tolerance=Tolerance(0, 1.0)), 1010).verdict == MATCH
-    assert compare_at_end(Checkpoint("t", 5, None, "file", "r"), 6).verdict == MISMATCH
+def test_a_count_without_a_moment_is_judged_when_its_file_was_written_never_by_a_run_before_it():
+    """A count taken at the end of the data was compared with the first of two runs' end: a false
+    mismatch. It was true when it was read: a checkpoint at the counts file's modification time."""
+    [cp] = read_counts_file({"t": brute_count(61)}, "counts.json", None, "ra", modified_at=60)
+    assert (cp.moment.kind, cp.moment.assumed) == ("time", "the counts file's modification time")
+    early = judge(cp, LEDGER[:1], STEPS)  # run a reaches 55
+    assert early.verdict == BEHIND and "modification time" in early.reason
+    later = judge(cp, LEDGER, STEPS)
+    assert (later.verdict, later.lake_rows, later.judged_run) == (MATCH, brute_count(61), "rb")
+    assert "modification time" in later.reason
+    assert judge(replace(cp, rows=cp.rows + 1), LEDGER, STEPS).verdict == MISMATCH
+
+
+def test_counts_without_a_moment_keep_their_tolerance():
+    # the count was taken some time before the file was written: the tolerance absorbs what changed since
+    truth = brute_count(61)
+    [cp] = read_counts_file({"t": truth + 2}, "counts.json", None, "ra", modified_at=60,
+                            default_tolerance=parse_tolerance("2,1%"))
+    assert judge(cp, LEDGER, STEPS).verdict == MATCH
+    assert judge(replace(cp, rows=truth + 3), LEDGER, STEPS).verdict == MISMATCH
+    [own] = read_counts_file({"t": {"rows": truth + 1, "tolerance": "1"}}, "c.json", None, "ra", modified_at=60)
+    assert judge(own, LEDGER, STEPS).verdict == MATCH
+    # a count with a moment of its own is exact, whatever the tolerance
+    exact = replace(at(truth + 1, 60), tolerance=Tolerance(5, 0.0))
+    assert judge(exact, LEDGER, STEPS).verdict == MISMATCH
 
 
 def test_durations():
@@ -257,3 +277,34 @@ def test_previous_commit_counts_never_fall_inside_a_transaction():
     assert (quiet.verdict, quiet.lake_rows) == (MISMATCH, 3)  # never 1 or 2: inside a transaction
     busy = judge(Checkpoint("busy", 1, cut, "pg", "r", table_id="busy"), ledger, steps)
     assert (busy.verdict, busy.lake_rows) == (MATCH, [1, 2])
+
+
+# ---- a quiet source: the landing's evidence of reach ---------------------------------------------
+def test_a_quiet_source_lets_a_checkpoint_after_its_last_change_be_judged_by_the_landing():
+    """Only applied changes moved the lake's reach: a count as of just after the last change stayed
+    behind forever. A run whose landing consumed every partition through its interval's end holds every
+    change up to that end minus the capture delay (``landed_time``): the checkpoint is judged."""
+    quiet = Checkpoint("t", brute_count(91), time_moment("1970-01-01T00:00:00.000095Z"), "test", "rb", table_id="t")
+    assert judge(quiet, LEDGER, STEPS).verdict == BEHIND  # rb's last change is at 90
+    landed = [LEDGER[0], replace(LEDGER[1], landed_time=99)]
+    verdict = judge(quiet, landed, STEPS)
+    assert (verdict.verdict, verdict.lake_rows, verdict.judged_run) == (MATCH, brute_count(91), "rb")
+    assert judge(replace(quiet, rows=quiet.rows + 1), landed, STEPS).verdict == MISMATCH
+    # evidence short of the moment reaches nothing
+    assert judge(quiet, [LEDGER[0], replace(LEDGER[1], landed_time=94)], STEPS).verdict == BEHIND
+    # a transaction held back before the moment keeps it behind, evidence or not
+    held = [LEDGER[0], replace(LEDGER[1], landed_time=99, held_time=92)]
+    assert judge(quiet, held, STEPS).verdict == BEHIND
+
+
+def test_the_landing_reaches_a_position_through_the_time_its_count_was_read():
+    """A SQL source's position bracket is past its last change on a quiet source; the source's clock read
+    with the bracket's high end (``committed_by``) says every change below it committed by then: a
+    landing reaching that time reaches the position. A position without that time (a counts file's) is
+    reached only by a change at or past it."""
+    cp = replace(at(brute_count(91), 92, 96), committed_by=97)
+    assert judge(cp, LEDGER, STEPS).verdict == BEHIND  # rb's changes reach position 90
+    landed = [LEDGER[0], replace(LEDGER[1], landed_time=97)]
+    assert (judge(cp, landed, STEPS).verdict, judge(cp, landed, STEPS).lake_rows) == (MATCH, brute_count(91))
+    assert judge(replace(cp, committed_by=None), landed, STEPS).verdict == BEHIND
+    assert judge(cp, [LEDGER[0], replace(LEDGER[1], landed_time=96)], STEPS).verdict == BEHIND

@@ -9,7 +9,7 @@ def test_each_stage_says_what_it_did():
     merge = {"tables": {"a": {"state_rows": 1000}, "b": {"state_rows": 24}, "c": {"error": "plan", "records": 2}},
              "held": {"records": 7}}
     assert stage_done("fold_publish", 3, merge) == (
-        "fold_publish: 3 tables committed, 1,024 rows in their state, 7 records held for the next run; "
+        "fold_publish: 2 tables committed, 1,024 rows in their state, 7 records held for the next run; "
         "not published: c (3.0 s)")
     recon = {"tables": [{"status": "match"}, {"status": "behind"}, {"status": "match"}]}
     assert stage_done("reconcile", 1, recon) == "reconcile: 3 tables: 1 behind, 2 match (1.0 s)"
@@ -20,3 +20,17 @@ def test_each_stage_says_what_it_did():
 
 def test_every_stage_with_a_report_has_a_summary():
     assert set(STAGE_REPORTS) == set(SUMMARIES)
+
+
+def test_a_rerun_of_a_published_run_says_its_tables_are_unchanged_not_committed():
+    """merge.json of a re-run marks the tables the run had already committed ``already_published``: nothing
+    was committed again, and the closing line says so."""
+    rerun = {"tables": {t: {"already_published": True, "snapshot_id": 1, "state_rows": 10} for t in "abc"}}
+    assert stage_done("fold_publish", 1, rerun) == (
+        "fold_publish: 3 tables unchanged (already published by this run), 30 rows in their state (1.0 s)")
+    # a re-run that finished what a killed attempt left: one table committed now, two unchanged
+    partly = {"tables": {"a": {"state_rows": 5}, "b": {"already_published": True, "state_rows": 1},
+                         "c": {"already_published": True, "state_rows": 1}}}
+    assert stage_done("fold_publish", 1, partly) == (
+        "fold_publish: 1 table committed, 2 tables unchanged (already published by this run), "
+        "7 rows in their state (1.0 s)")

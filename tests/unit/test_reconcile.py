@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import time
 
 import pytest
 
@@ -21,11 +23,16 @@ def load_source_counts(spec: str, table_ids: list[str]) -> dict[str, int | None]
 
 
 def reconcile_counts(state: dict[str, dict], counts: dict[str, int | None], tmp_path) -> list[dict]:
-    """reconcile_run of counts without a moment (compared at the run's end) in a fresh lake."""
-    from jobs.checkpoints import Checkpoint
+    """reconcile_run of counts true at one moment, in a fresh lake whose one run took each table to its
+    state rows before that moment."""
+    from jobs.checkpoints import Checkpoint, format_time, time_moment
 
-    new = [Checkpoint(t, n, None, "file", "r1", table_id=t) for t, n in counts.items() if n is not None]
-    rows = reconcile_run(Lake.at(str(tmp_path / "lake")), "p", "r1", new, state, ReconcileOptions())
+    lake = Lake.at(str(tmp_path / "lake"))
+    write_run(lake, "p", "r1", {t: (0, inserts(t, 0, info["state_rows"])) for t, info in state.items()},
+              reach_time=T0 + 3600 * US)
+    moment = time_moment(format_time(T0 + 1800 * US))
+    new = [Checkpoint(t, n, moment, "file", "r1", table_id=t) for t, n in counts.items() if n is not None]
+    rows = reconcile_run(lake, "p", "r1", new, state, ReconcileOptions())
     return [{k: r[k] for k in ("table", "state_rows", "source_rows", "status", "snapshot_id", "in_state")} for r in rows]
 
 
@@ -264,3 +271,185 @@ def test_a_run_without_a_count_of_a_table_shows_the_last_verdict_beside_unknown(
     # the run that judged it shows it as its own verdict, not as a previous one
     [again, _] = reconcile_run(lake, "p", "r1", [], state, ReconcileOptions())
     assert again["previous"] is None
+
+
+@pytest.mark.parametrize("command, content, says", [
+    ("run", '{"orders": {"rows": -1, "as_of": "2026-11-01T00:00:00Z"}}', "'orders': \"rows\" must be a row count"),
+    ("reconcile", '{"orders": [3, {"rows": 1, "as_of": "noon"}]}', "'orders'[1]: 'noon' is not an ISO-8601 time"),
+    ("run", '{"orders": {"rows": 3, "position": "mysql-bin.000003"}}', "'orders': 'mysql-bin.000003' is not"),
+    ("run", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("reconcile", "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("run", '{"orders": 3', "cannot read a JSON object"),
+])
+def test_a_bad_counts_file_is_refused_before_any_work_in_one_line(tmp_path, capsys, content, says, command):
+    """Read only at reconcile, a bad counts file failed after the run had published (and one nested
+    100,000 deep with a RecursionError naming no file): the command's argument check reads it first and
+    exits 2 with one line naming the file and what is wrong. (A position is placed among the format's
+    positions where the format is known: ``run --format`` other than auto.)"""
+    from jobs import cli
+
+    counts = tmp_path / "counts.json"
+    counts.write_text(content)
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "m.jsonl").write_text("{}\n")
+    argv = [command, "--lake", str(tmp_path / "lake"), "--pipeline", "p", "--run-id", "r1",
+            "--source-counts", str(counts)]
+    if command == "run":
+        argv += ["--format", "maxwell", "--raw", str(tmp_path / "raw")]
+
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(counts) in err and says in err, err
+    assert not (tmp_path / "lake").exists()  # nothing was done
+
+
+def test_the_early_check_places_positions_only_where_the_format_is_known(tmp_path):
+    from jobs.reconcile import check_source_counts
+
+    spec = _counts_file(tmp_path, {"orders": {"rows": 3, "position": "0/1A97EC8"}})
+    check_source_counts(spec, "debezium")
+    check_source_counts(spec, None)  # --format auto: the format is decided at decode
+    with pytest.raises(SourceCountsError, match="'orders': format 'canal' has no source position"):
+        check_source_counts(spec, "canal")
+    check_source_counts("postgresql://reader:pw@127.0.0.1:9/shop", None)  # parsed, not connected
+    with pytest.raises(SourceCountsError, match="no such SQLite database file"):
+        check_source_counts(f"sqlite:///{tmp_path / 'typo.db'}", None)
+
+
+# ---- the lake's counts through time, written as merge writes them (ledger.json and Parquet steps) ----
+US = 1_000_000
+T0 = 1_793_491_200 * US  # 2026-11-01T00:00:00Z
+
+
+def write_run(lake: Lake, pipeline: str, run_id: str, tables: dict[str, tuple[int, list[tuple]]],
+              reach_time: int | None = None, reach_position: str | None = None) -> None:
+    """A run in the ledger: per table its rows before and its steps (key, position, time, delta)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jobs import count_ledger
+
+    entries = {}
+    for table, (before, steps) in tables.items():
+        rel = count_ledger.steps_dir(pipeline, run_id, table)
+        lake.make_dirs(rel)
+        columns = list(zip(*steps)) if steps else [[], [], [], []]
+        pq.write_table(pa.table({"key": pa.array(columns[0], pa.string()), "position": pa.array(columns[1], pa.string()),
+                                 "event_time_us": pa.array(columns[2], pa.int64()),
+                                 "delta": pa.array(columns[3], pa.int64())}), lake.join(f"{rel}/part-0.parquet"))
+        entries[table] = {"rows_before": before, "rows_after": before + sum(s[3] for s in steps), "steps": rel}
+    count_ledger.record_run(lake, pipeline, {"run_id": run_id, "reach_time": reach_time,
+                                             "reach_position": reach_position, "tables": entries})
+
+
+def inserts(table: str, first_second: int, n: int) -> list[tuple]:
+    return [(f'{{"id":"{table}{i}"}}', None, T0 + (first_second + i) * US, 1) for i in range(n)]
+
+
+def test_a_count_taken_at_the_end_of_the_data_is_behind_for_the_first_interval_not_a_mismatch(tmp_path):
+    """The issue's case: counts without a moment, taken when all the data was in (the file written then),
+    reconciled by the first of two daily intervals emailed three false mismatches."""
+    lake, day = Lake.at(str(tmp_path / "lake")), 86_400
+    tables = ("customers", "orders", "lines")
+    counts = _counts_file(tmp_path, {t: 10 for t in tables})
+    os.utime(counts, (T0 / US + 2 * day, T0 / US + 2 * day))  # written at the end of the second day
+
+    write_run(lake, "p", "day1", {t: (0, inserts(t, 0, 4)) for t in tables}, reach_time=T0 + 3 * US)
+    state = {t: {"state_rows": 4, "snapshot_id": 1} for t in tables}
+    new, _how = source_checkpoints(counts, state, "day1", ReconcileOptions())
+    first = reconcile_run(lake, "p", "day1", new, state, ReconcileOptions())
+    assert [r["status"] for r in first] == ["behind"] * 3
+    [pending] = first[0]["pending"]
+    assert pending["moment_assumed"] == "the counts file's modification time"
+    assert pending["moment"] == "2026-11-03T00:00:00Z"
+
+    write_run(lake, "p", "day2", {t: (4, inserts(t, day, 6)) for t in tables}, reach_time=T0 + (day + 5) * US)
+    state = {t: {"state_rows": 10, "snapshot_id": 2} for t in tables}
+    new, _how = source_checkpoints(counts, state, "day2", ReconcileOptions())  # the same file: the same count
+    assert reconcile_run(lake, "p", "day2", new, state, ReconcileOptions())[0]["status"] == "behind"
+    # a third run whose changes pass the moment judges it: every table holds its 10 rows there
+    write_run(lake, "p", "day3", {t: (10, inserts(t, 2 * day + 1, 1)) for t in tables},
+              reach_time=T0 + (2 * day + 1) * US)
+    state = {t: {"state_rows": 11, "snapshot_id": 3} for t in tables}
+    third = reconcile_run(lake, "p", "day3", [], state, ReconcileOptions())
+    assert [(r["status"], r["source_rows"]) for r in third] == [("match", 10)] * 3
+    assert third[0]["checkpoints"][0]["lake_rows"] == 10 and third[0]["checkpoints"][0]["taken_in"] == "day1"
+
+
+def test_a_sql_source_that_names_no_moment_is_judged_as_of_when_it_was_queried(source_db):
+    from jobs.checkpoints import Tolerance, parse_tolerance
+
+    state = {"shop._.customers": {"state_rows": 7, "snapshot_id": 1}}
+    before = time.time_ns() // 1000
+    [cp], how = source_checkpoints(f"sqlite:///{source_db}", state, "r1",
+                                   ReconcileOptions(tolerance=parse_tolerance("1")))
+    after = time.time_ns() // 1000
+    assert cp.moment.assumed == "the time the source was queried" and "queried" in how
+    assert before < cp.moment.low <= cp.moment.high <= after + 1  # a bracket of this machine's clock
+    assert cp.tolerance == Tolerance(1, 0.0)
+
+
+def _landed(lake: Lake, topics: list[str], start: str, end: str, partition: dict) -> list[str]:
+    """Landed intervals of ``topics`` as the Kafka landing commits them (a manifest), two partitions
+    each: one stopped at a later message, the other as ``partition`` says."""
+    from jobs.intervals import interval_name, utc
+
+    folders = []
+    for topic in topics:
+        rel = lake.raw_dir("p", topic, interval_name(utc(start)), interval_name(utc(end)))
+        lake.write_json(f"{rel}/_manifest.json", {
+            "topic": topic, "source": {"kind": "kafka"}, "interval": {"start": start, "end": end},
+            "partitions": [{"partition": 0, "end_reason": "timestamp"}, {"partition": 1, **partition}]})
+        folders.append(lake.join(rel))
+    return folders
+
+
+def test_a_quiet_source_is_judged_through_the_landing_with_the_capture_delay(tmp_path):
+    """The reconcile stage: a count as of an hour after the source's last change stayed behind forever
+    (only applied changes move the lake's reach); the run whose Kafka landing read every partition
+    past its interval's end reaches that end minus the capture delay, and judges it."""
+    from jobs.stages import RunContext, run_reconcile
+
+    lake, day = Lake.at(str(tmp_path / "lake")), 86_400
+    ctx = RunContext(lake, "p", "20261102T000000Z_20261103T000000Z")
+    write_run(lake, "p", ctx.run_id, {"orders": (0, inserts("orders", day, 5))}, reach_time=T0 + (day + 4) * US)
+    counts = _counts_file(tmp_path, {"orders": {"rows": 5, "as_of": "2026-11-02T01:00:00Z"}})
+    read_after_end = {"end_reason": "high_watermark", "high_watermark_read_at": "2026-11-03T00:02:00Z"}
+    ctx.write_report("decode.json", {"raw": _landed(lake, ["orders"], "2026-11-02T00:00:00Z",
+                                                    "2026-11-03T00:00:00Z", read_after_end)})
+
+    [row] = run_reconcile(ctx, counts, ReconcileOptions(capture_delay_s=900))
+
+    assert (row["status"], row["checkpoints"][0]["lake_rows"]) == ("match", 5)
+    report = ctx.read_report("reconciliation.json")
+    assert report["landing"] == {"landed_through": "2026-11-02T23:44:59.999999Z", "interval_end":
+                                 "2026-11-03T00:00:00Z", "capture_delay_s": 900, "why_not": None}
+
+    # a landing that stopped at a high watermark read before the end is no evidence: behind, and why
+    read_early = {"end_reason": "high_watermark", "high_watermark_read_at": "2026-11-02T23:00:00Z"}
+    ctx.write_report("decode.json", {"raw": _landed(lake, ["orders"], "2026-11-02T00:00:00Z",
+                                                    "2026-11-03T00:00:00Z", read_early)})
+    [row] = run_reconcile(ctx, counts, ReconcileOptions(capture_delay_s=900))
+    assert row["status"] == "behind" and row["pending"][0]["lag"]["landed_through"] is None
+    assert "before the interval's end" in ctx.read_report("reconciliation.json")["landing"]["why_not"]
+
+
+def test_the_capture_delay_is_a_pipeline_setting_and_a_flag_with_a_default(tmp_path):
+    from jobs import airflow_tasks, cli
+    from jobs.pipeline_config import PipelineConfigError
+    from tests.support.pipelines import pipeline
+
+    def plan(cfg):
+        return airflow_tasks.RunPlan("r", "2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z", "/lake", "demo",
+                                     "debezium", (), (), 0)
+
+    cfg, _ = pipeline(tmp_path, reconcile={"capture_delay": "2m"})
+    assert airflow_tasks.reconcile_options(cfg, plan(cfg)).capture_delay_s == 120
+    cfg, _ = pipeline(tmp_path / "default")
+    assert airflow_tasks.reconcile_options(cfg, plan(cfg)).capture_delay_s == ReconcileOptions().capture_delay_s == 900
+    with pytest.raises(PipelineConfigError, match="reconcile.capture_delay: .*'soon' is not a duration"):
+        pipeline(tmp_path / "bad", reconcile={"capture_delay": "soon"})
+
+    argv = ["reconcile", "--lake", "/lake", "--pipeline", "p", "--run-id", "r"]
+    assert cli.reconcile_options(cli.build_parser().parse_args([*argv, "--capture-delay", "90s"])).capture_delay_s == 90
+    assert cli.reconcile_options(cli.build_parser().parse_args(argv)).capture_delay_s == 900

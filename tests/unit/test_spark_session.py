@@ -99,3 +99,24 @@ def test_s3a_settings_name_no_credentials_and_what_was_given_wins() -> None:
     submitted = session_settings(env, launched={"spark.hadoop.fs.s3a.endpoint": "http://given:3", "spark.jars": "y"})
     assert "spark.hadoop.fs.s3a.endpoint" not in submitted and "spark.jars" not in submitted
     assert submitted["spark.hadoop.fs.s3a.connection.timeout"] == S3A_DURATIONS["fs.s3a.connection.timeout"]
+
+
+def test_the_driver_heap_is_a_quarter_of_the_machine_within_bounds_unless_given():
+    from jobs.spark import DRIVER_MEMORY_BOUNDS_MB, driver_memory
+
+    low, high = DRIVER_MEMORY_BOUNDS_MB
+    assert driver_memory(machine_mb=24 * 1024) == "6144m"
+    assert driver_memory(machine_mb=2 * 1024) == f"{low}m"  # a small machine still gets Spark's least
+    assert driver_memory(machine_mb=256 * 1024) == f"{high}m"
+    assert driver_memory("3g", machine_mb=24 * 1024) == "3g"
+    assert driver_memory(" auto ", machine_mb=24 * 1024) == "6144m"
+
+
+def test_a_fresh_jvm_gets_the_default_driver_heap_unless_the_user_sets_one():
+    from jobs.spark import driver_memory, session_settings
+
+    assert session_settings(env={})["spark.driver.memory"] == driver_memory()
+    given = session_settings(env={"CDC_SPARK_CONF": '{"spark.driver.memory": "2g"}'})
+    assert given["spark.driver.memory"] == "2g"
+    # a driver spark-submit started keeps the heap it was given
+    assert "spark.driver.memory" not in session_settings(env={}, launched={"spark.driver.memory": "5g"})

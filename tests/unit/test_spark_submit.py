@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 from jobs import spark_submit as ss
-from jobs.spark import jvm_options
+from jobs.spark import driver_memory, jvm_options
 
 REPO = Path(__file__).resolve().parents[2]
 NO_ENV: dict[str, str] = {}
@@ -105,7 +105,9 @@ def test_archives_go_to_the_users_cache_unless_told():
 def test_conf_has_the_jvm_options_and_the_users_settings_win():
     conf = ss.submit_conf(NO_ENV)
     assert conf == {"spark.driver.extraJavaOptions": jvm_options(NO_ENV),
-                    "spark.executor.extraJavaOptions": jvm_options(NO_ENV)}
+                    "spark.executor.extraJavaOptions": jvm_options(NO_ENV),
+                    "spark.driver.memory": driver_memory()}
+    assert ss.submit_conf(NO_ENV, conf={"spark.driver.memory": "3g"})["spark.driver.memory"] == "3g"
     quick = ss.submit_conf({"CDC_JIT": "c1"})
     assert quick["spark.executor.extraJavaOptions"].endswith("-XX:TieredStopAtLevel=1")
     users = {"spark.hadoop.fs.s3a.path.style.access": True, "spark.driver.extraJavaOptions": "-Xss4m",
