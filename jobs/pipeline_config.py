@@ -22,6 +22,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Iterable
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -351,9 +352,9 @@ def expand_env(value: Any, env: dict[str, str], where: list[str],
                                   f"fix: set it, or give a default as ${{{m.group(1)}:-value}}")
     expanded = _ENV_REF.sub(one, value)
     if hidden is not None:
-        shown = _ENV_REF.sub(lambda m: one(m, shown=True), value)
-        if shown != expanded:
-            hidden[tuple(where)] = (expanded, shown)
+        as_shown = _ENV_REF.sub(lambda m: one(m, shown=True), value)
+        if as_shown != expanded:
+            hidden[tuple(where)] = (expanded, as_shown)
     return expanded
 
 
@@ -378,7 +379,7 @@ def load_pipeline(path: str | Path, env: dict[str, str] | None = None) -> Pipeli
     return resolve_paths(config, Path(env.get("CDC_HOME") or REPO), path)
 
 
-def _shown_line(line: str, hidden: Any) -> str:
+def _shown_line(line: str, hidden: Iterable[tuple[str, str]]) -> str:
     """An error line as it may be shown: a value read from a hidden variable as its reference, masked."""
     for expanded, shown in sorted(hidden, key=lambda pair: -len(pair[0])):
         if expanded:
@@ -403,17 +404,16 @@ def read_document(path: Path) -> Any:
     try:
         with path.open("rb") as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
-        text = data.decode("utf-8")
     except OSError as exc:
         raise PipelineConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        if len(data) <= MAX_FILE_BYTES:
-            raise PipelineConfigError(f"{path}: not UTF-8 text (byte {exc.start}); fix: save it as UTF-8") from None
-        text = ""
     if len(data) > MAX_FILE_BYTES:
         raise PipelineConfigError(f"{path}: {path.stat().st_size:,} bytes, more than a pipeline file's "
                                   f"{MAX_FILE_BYTES >> 10} KiB; fix: keep only the pipeline's settings in it "
                                   "(a pipeline file is a few kilobytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PipelineConfigError(f"{path}: not UTF-8 text (byte {exc.start}); fix: save it as UTF-8") from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()

@@ -137,6 +137,10 @@ def test_a_file_too_large_or_too_deep_is_refused_with_its_size_and_fix(tmp_path)
         assert line.startswith(("values nested more than 50 deep; fix: ",
                                 "not valid YAML at line 2, column 1014: exceeded maximum nesting depth")), line
     assert _errors(tmp_path, "a: &a [*a]\n")[0].startswith("a YAML alias refers to a value holding itself")
+    latin1 = tmp_path / "p.yaml"
+    latin1.write_bytes("pipeline: {description: caf\u00e9}\n".encode("latin-1"))
+    with pytest.raises(PipelineConfigError, match=r"p.yaml: not UTF-8 text \(byte 27\); fix: save it as UTF-8$"):
+        load_pipeline(latin1, env={})
 
 
 def test_a_bomb_beside_good_files_leaves_their_dags_loading_at_once(tmp_path):
