@@ -52,10 +52,10 @@ def mask(text: str) -> str:
 
 
 def uri_credentials(uri: str) -> str | None:
-    """What credentials ``uri`` holds ("user info", "a secret parameter"), or None."""
+    """What credentials ``uri`` holds ("user info", "a secret parameter or token"), or None."""
     if mask(uri) == uri:
         return None
-    return "user info" if "@" in urlsplit(uri.strip()).netloc else "a secret parameter"
+    return "user info" if "@" in urlsplit(uri.strip()).netloc else "a secret parameter or token"
 
 
 def _is_connection(exc: BaseException) -> bool:
