@@ -98,11 +98,33 @@ def root_cause(exc: BaseException) -> tuple[str, str]:
     return type(exc).__name__, _first_line(str(exc))
 
 
+# the stages that run Spark work: a connection lost there is the Spark JVM's
+_SPARK_STAGES = ("decode", "fold_publish", "validate", "transform")
+_JVM_GONE_WORDS = ("answer from java side is empty", "error while receiving", "error while sending",
+                   "java gateway process exited")
+_MEMORY_HINT = "the Spark driver's heap: give it more (a pipeline file's spark.conf spark.driver.memory, " \
+               "CDC_SPARK_CONF='{\"spark.driver.memory\": \"8g\"}' for the command line; the default is a quarter " \
+               "of the machine's memory), or find the OutOfMemoryError above for what filled it"
+
+
+def jvm_gone(stage: str | None, exc: BaseException) -> bool:
+    """Whether ``exc`` is Python losing the Spark JVM in the middle of a stage (the JVM exits on an
+    OutOfMemoryError, or was killed): py4j then reports only a refused or broken connection."""
+    if stage not in _SPARK_STAGES:
+        return False
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    text = str(exc).lower()
+    return bool(names & {"Py4JNetworkError", "ConnectionRefusedError", "ConnectionResetError", "BrokenPipeError"}) \
+        or any(word in text for word in _JVM_GONE_WORDS)
+
+
 def what_to_check(stage: str | None, exc: BaseException, catalog_file: str | None = None) -> str | None:
     """The hint for a failure of ``stage`` (decode, fold_publish, validate, reconcile, alert, expire);
     ``catalog_file``: the embedded catalog's SQLite file, when the run uses it."""
     causes = java_causes(exc)
     said = " ".join([str(exc)[:2000], *(f"{name}: {message}" for name, message in causes)])
+    if jvm_gone(stage, exc) or "OutOfMemoryError" in said or "GC overhead limit exceeded" in said:
+        return _MEMORY_HINT
     if getattr(exc, "errno", None) in (28, 122) or "No space left on device" in said or "Disk quota exceeded" in said:
         return "free space where the run writes: the lake's file system, and Spark's local folders for its " \
                "shuffle and spill files (spark.local.dir, SPARK_LOCAL_DIRS; default /tmp)"
@@ -145,6 +167,9 @@ def failure_line(command: str, stage: str | None, exc: BaseException, catalog_fi
         return mask(f"error: {command} failed{where}: setup problem: {_first_line(str(exc))} "
                     "(--debug shows the traceback)")
     kind, first = root_cause(exc)
+    if jvm_gone(stage, exc):  # what py4j says (a refused connection) is not what happened
+        kind, first = "SparkJvmExited", "the Spark JVM stopped in the middle of the stage (an OutOfMemoryError " \
+                                        "in the log above means its heap was too small)"
     hint = what_to_check(stage, exc, catalog_file)
     line = f"error: {command} failed{where}: {kind}: {first}"[:600]
     return mask(line + (f"; check {hint}" if hint else "") + " (--debug shows the traceback)")

@@ -49,3 +49,26 @@ def test_an_unreachable_source_database_is_one_line_exit_1_and_debug_shows_the_t
     with pytest.raises(Exception) as raised:  # noqa: B017
         jobs_run("debezium", small_raw, tmp_path / "lake", "p", "r1", "--source-counts", DOWN_DB, "--debug")
     assert not isinstance(raised.value, SystemExit)
+
+
+def test_a_spark_jvm_gone_mid_stage_says_so_and_names_the_heap(tmp_path):
+    """The JVM exits on an OutOfMemoryError (or is killed): py4j then says only 'Connection refused',
+    which named a service to check where the heap was the problem. A real JVM, killed under a query."""
+    script = tmp_path / "gone.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "from jobs.errors import failure_line\n"
+        "spark = SparkSession.builder.master('local[1]').getOrCreate()\n"
+        "os.kill(spark.sparkContext._gateway.proc.pid, signal.SIGKILL)\n"
+        "spark.sparkContext._gateway.proc.wait()\n"
+        "try:\n"
+        "    spark.range(10).count()\n"
+        "except Exception as exc:\n"
+        "    print(failure_line('run', 'decode', exc))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    line = done.stdout.strip().splitlines()[-1]
+    assert line.startswith("error: run failed in decode: SparkJvmExited: the Spark JVM stopped"), line
+    assert "spark.driver.memory" in line and "Connection refused" not in line

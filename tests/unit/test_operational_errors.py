@@ -194,3 +194,13 @@ def test_an_empty_raw_folder_is_refused_before_any_stage_starts(tmp_path, capsys
     [line] = capsys.readouterr().err.strip().splitlines()  # no stage's progress line: none started
     assert line == f"error: --raw {empty}: no Parquet (Kafka source schema) or text files (.jsonl, .json, .txt, " \
                    ".jsonl.gz, .json.gz, .txt.gz) found"
+
+
+def test_an_out_of_memory_task_points_at_the_drivers_heap():
+    from jobs.errors import failure_line
+
+    exc = RuntimeError("Job aborted due to stage failure: java.lang.OutOfMemoryError: Java heap space")
+    line = failure_line("run", "decode", exc)
+    assert "spark.driver.memory" in line and "OutOfMemoryError" in line
+    # outside Spark's stages a refused connection is a service's, not the JVM's
+    assert "spark.driver.memory" not in failure_line("run", "reconcile", ConnectionRefusedError(111, "refused"))
