@@ -34,6 +34,7 @@ from jobs.lake import Lake
 from jobs.lease import Attempt, attempt_folder, new_attempt_id
 
 RUN_ID_PROP = "cdc.run-id"
+ATTEMPT_PROP = "cdc.attempt"  # the attempt of the run that committed the snapshot (jobs.lease)
 # the committing run's report of the table, in its snapshot's summary (JSON)
 REPORT_PROP = "cdc.report"
 TABLE_ID_PROP = "cdc.table-id"
@@ -546,8 +547,9 @@ def publish_state(
     if written.tombstones_dir is not None:
         properties = {**properties, TOMBSTONES_PROP: written.tombstones_dir}
     _stage_metadata(txn, table, schema, bucketing, properties)
-    published = _stage_snapshot(txn, table_id, f"{pipeline}.{name}", {RUN_ID_PROP: run_id, "cdc.pipeline": pipeline},
-                                tasks, written, bucketing, replaced is not None, report)
+    summary = {RUN_ID_PROP: run_id, "cdc.pipeline": pipeline, ATTEMPT_PROP: attempt.id}
+    published = _stage_snapshot(txn, table_id, f"{pipeline}.{name}", summary, tasks, written, bucketing,
+                                replaced is not None, report)
     # last before the commit: this attempt still holds the lease, and every file it names is there
     failpoints.reached("publish.files-written")
     attempt.check()
