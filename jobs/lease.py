@@ -37,7 +37,20 @@ from jobs.lake import Lake, check_name
 
 log = logging.getLogger(__name__)
 
-LEASE_SECONDS = float(os.environ.get("CDC_LEASE_SECONDS", "300"))
+DEFAULT_LEASE_SECONDS = 300.0
+
+
+def lease_seconds() -> float:
+    """How long a lease lives unrenewed: ``CDC_LEASE_SECONDS``, default 300."""
+    text = os.environ.get("CDC_LEASE_SECONDS", "").strip()
+    try:
+        seconds = float(text) if text else DEFAULT_LEASE_SECONDS
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"CDC_LEASE_SECONDS={text!r} is not a number of seconds above 0: unset it (300) or give "
+                         "one such as 600")
+    return seconds
 _GENERATION = re.compile(r"^(\d{12})\.json$")
 
 
@@ -123,9 +136,10 @@ class Lease:
     """The pipeline's lease for one attempt of a run. ``acquire`` takes it or raises LeaseHeld;
     ``check`` raises LeaseLost once another attempt took it over; ``release`` gives it back."""
 
-    def __init__(self, lake: Lake, pipeline: str, run_id: str, attempt: str, ttl: float = LEASE_SECONDS) -> None:
+    def __init__(self, lake: Lake, pipeline: str, run_id: str, attempt: str, ttl: float | None = None) -> None:
         self.folder = lake.join(Lake.lease_dir(pipeline))
-        self.pipeline, self.run_id, self.attempt, self.ttl = pipeline, run_id, attempt, ttl
+        self.pipeline, self.run_id, self.attempt = pipeline, run_id, attempt
+        self.ttl = lease_seconds() if ttl is None else ttl
         self.generation: int | None = None
         self._since = ""
         self._lost: Holder | None = None

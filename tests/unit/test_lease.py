@@ -168,3 +168,14 @@ def test_an_attempt_id_names_a_folder_and_each_attempt_its_own() -> None:
     assert all(attempt_folder(i) == f"attempt={i}" for i in ids)
     with pytest.raises(ValueError):
         attempt_folder("../x")
+
+
+def test_the_lease_time_comes_from_the_environment_and_a_bad_one_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    lake = Lake.at(str(tmp_path / "lake"))
+    assert Lease(lake, PIPELINE, "r1", "a").ttl == 300
+    monkeypatch.setenv("CDC_LEASE_SECONDS", "45")
+    assert Lease(lake, PIPELINE, "r1", "a").ttl == 45
+    for bad in ("soon", "0", "-5", "inf", "nan"):
+        monkeypatch.setenv("CDC_LEASE_SECONDS", bad)
+        with pytest.raises(ValueError, match=rf"^CDC_LEASE_SECONDS='{bad}' is not a number of seconds above 0"):
+            Lease(lake, PIPELINE, "r1", "a")
