@@ -128,7 +128,14 @@ def _same_file(path: str) -> str:
     return f"{parsed.netloc}{parsed.path}" if parsed.scheme not in ("", "file") else parsed.path
 
 
-_TOMBSTONES_RUN = re.compile(r"^(.*/tombstones/run=([^/]+))/")
+# a tombstones folder: <table>/tombstones/run=<id>/attempt=<attempt>/ (or run=<id>/ of earlier versions)
+_TOMBSTONES_RUN = re.compile(r"^(.*/tombstones/run=([^/]+)(?:/attempt=[^/]+)?)/")
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it."""
+    path, folder = _same_file(path.rstrip("/")), _same_file(folder.rstrip("/"))
+    return path == folder or path.startswith(folder + "/")
 
 
 def find_orphans(table, reached: set[str], before: datetime) -> tuple[dict[str, int], dict[str, int]]:
@@ -150,12 +157,12 @@ def find_orphans(table, reached: set[str], before: datetime) -> tuple[dict[str, 
             if mtime < cutoff and _same_file(path) not in live:
                 files[path] = size
     runs = set(_run_ids(table.metadata, [s.snapshot_id for s in table.metadata.snapshots]))
-    current = _same_file(table.properties.get(TOMBSTONES_PROP, "").rstrip("/"))
+    current = table.properties.get(TOMBSTONES_PROP, "")
     newest: dict[str, float] = {}
     held: dict[str, int] = {}
     for path, mtime, _ in list_file_info(f"{location}/tombstones"):
         match = _TOMBSTONES_RUN.match(path)
-        if match and match.group(2) not in runs and _same_file(match.group(1)) != current:
+        if match and match.group(2) not in runs and not _inside(current, match.group(1)):
             newest[match.group(1)] = max(newest.get(match.group(1), 0.0), mtime)
             held[match.group(1)] = held.get(match.group(1), 0) + 1
     return files, {folder: held[folder] for folder, mtime in sorted(newest.items()) if mtime < cutoff}
@@ -179,13 +186,16 @@ def _delete_tree(io, uri: str) -> int:
     return len(files)
 
 
-# a run's folder of data or delete files: <table>/data/run=<id>/..., <table>/deletes/run=<id>/...
-_RUN_FOLDER = re.compile(r"^(.*/(?:data|deletes)/run=[^/]+)/")
+# a run's folder of data or delete files, and an attempt's in it: <table>/data/run=<id>/attempt=<a>/...,
+# <table>/deletes/run=<id>/attempt=<a>/... (earlier versions wrote no attempt folder)
+_RUN_FOLDER = re.compile(r"^((.*/(?:data|deletes)/run=[^/]+)(?:/attempt=[^/]+)?)/")
 
 
 def _emptied_run_folders(deleted: list[str]) -> list[str]:
-    """The run folders of ``deleted`` files that hold no Parquet file any more (only Spark's markers)."""
-    folders = sorted({m.group(1) for m in map(_RUN_FOLDER.match, deleted) if m})
+    """The attempt and run folders of ``deleted`` files that hold no Parquet file any more (only Spark's
+    markers)."""
+    matches = [m for m in map(_RUN_FOLDER.match, deleted) if m]
+    folders = sorted({m.group(1) for m in matches} | {m.group(2) for m in matches})
     return [f for f in folders if not list_files(f, ".parquet")]
 
 
@@ -221,7 +231,7 @@ def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = 
         report.bytes_deleted += size
     current_tombstones = table.properties.get(TOMBSTONES_PROP, "")
     tombstones = [f"{table.location()}/tombstones/run={run}" for run in report.runs_expired]
-    tombstones = [t for t in tombstones if t.rstrip("/") != current_tombstones.rstrip("/")]
+    tombstones = [t for t in tombstones if not _inside(current_tombstones, t)]
     if dry_run:
         return report
     table.maintenance.expire_snapshots().by_ids(expired).commit()

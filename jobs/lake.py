@@ -113,6 +113,11 @@ class Lake:
         return f"counts/{check_name('pipeline', pipeline)}"
 
     @staticmethod
+    def lease_dir(pipeline: str) -> str:
+        """The pipeline's lease: which attempt may transform it now (jobs.lease)."""
+        return f"leases/{check_name('pipeline', pipeline)}"
+
+    @staticmethod
     def memory_dir(pipeline: str) -> str:
         """Documents decoders need across runs (Qlik metadata messages), one file per run that found some."""
         return f"decoder-memory/{check_name('pipeline', pipeline)}"

@@ -15,6 +15,7 @@ from jobs.fold.history import HISTORY_META, close_history
 from jobs.fold.types import META_COLUMNS
 from jobs.fold.values import unconverted_values
 from jobs.lake import Lake, check_name
+from jobs.lease import Attempt, attempt_folder, new_attempt_id
 from jobs.table_rules import setting_for
 
 
@@ -63,21 +64,26 @@ def _record_held(lake: Lake, pipeline: str, run_id: str, held: str | None, consu
 
 
 def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
-                  history: tuple[tuple[str, bool], ...] = (), buckets: int | None = None) -> dict:
+                  history: tuple[tuple[str, bool], ...] = (), buckets: int | None = None,
+                  attempt: Attempt | None = None) -> dict:
     """Fold each table's changes over its published state and commit the result; returns the report.
 
     Records of transactions still open at the end of the run's snapshot are held back (written under
-    ``held/<pipeline>/run=<run_id>``) and applied by the run that completes them. ``buckets`` is the
-    key-hash bucket count of a table laid out by this run (None: publish.DEFAULT_BUCKETS; an existing
+    ``held/<pipeline>/run=<run_id>/attempt=<attempt>``) and applied by the run that completes them.
+    ``buckets`` is the key-hash bucket count of a table laid out by this run (None: publish.DEFAULT_BUCKETS; an existing
     layout keeps its own; 0 leaves a table without one unbucketed: one unpartitioned file set,
     rewritten whole by every run). ``history``: which tables also keep an SCD2 history table, as
-    (table pattern, on) rules (jobs.table_rules; ``(("*", True),)``: every table).
+    (table pattern, on) rules (jobs.table_rules; ``(("*", True),)``: every table). ``attempt``: this
+    attempt of the run (jobs.lease): the folder its files go to, and the lease checked before each commit
+    and each rewrite of the pipeline's logs (None: a new attempt id, no lease).
     """
+    attempt = attempt or Attempt(new_attempt_id())
     buckets = publish.DEFAULT_BUCKETS if buckets is None else buckets
     catalog = publish.open_catalog(lake)
     publish.ensure_namespace(catalog, pipeline)
     consumed = held_input(lake, pipeline, run_id)
-    changes, held, ended_through = _hold_open_transactions(spark, lake, pipeline, run_id, changes, consumed)
+    changes, held, ended_through = _hold_open_transactions(spark, lake, pipeline, run_id, changes, consumed,
+                                                           attempt.id)
     failpoints.reached("merge.held-written")
     reach = _reach(changes, held)
     tables: dict[str, dict] = {}
@@ -99,9 +105,10 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
             continue
         table_changes = changes.where(F.col("table_id") == info.table_id)
         tables[info.table_id] = _fold_and_publish(spark, catalog, lake, pipeline, run_id, table, table_plan,
-                                                  table_changes, setting_for(history, info.table_id, False))
+                                                  table_changes, setting_for(history, info.table_id, False), attempt)
         failpoints.reached("merge.table-committed")
     # after every table's commit: the next run starts from this run's held records
+    attempt.check()
     _record_held(lake, pipeline, run_id, held["path"], consumed, ended_through)
     count_ledger.record_run(lake, pipeline, _ledger_entry(run_id, reach, tables))
     return {"pipeline": pipeline, "run_id": run_id, "tables": tables, "held": held, "reach": reach}
@@ -122,7 +129,7 @@ def _ledger_entry(run_id: str, reach: dict, tables: dict[str, dict]) -> dict:
 
 
 def _hold_open_transactions(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
-                            consumed: str | None) -> tuple[DataFrame, dict, str | None]:
+                            consumed: str | None, attempt: str) -> tuple[DataFrame, dict, str | None]:
     """The records this run applies (with those an earlier run held), and the report of what it holds
     back, written under ``held/``; and the highest position of a transaction the run ends."""
     if consumed:
@@ -133,9 +140,10 @@ def _hold_open_transactions(spark: SparkSession, lake: Lake, pipeline: str, run_
     counts = held.agg(F.count(F.lit(1)).alias("records"), F.countDistinct("held_transaction").alias("tx"),
                       F.min("position").alias("from_position"),
                       F.min(F.unix_micros("event_time")).alias("from_time")).first()
-    held_rel = f"{Lake.held_dir(pipeline)}/run={check_name('run id', run_id)}" if counts["records"] else None
+    held_rel = (f"{Lake.held_dir(pipeline)}/run={check_name('run id', run_id)}/{attempt_folder(attempt)}"
+                if counts["records"] else None)
     if held_rel:
-        held.drop("held_transaction").write.mode("overwrite").parquet(lake.spark_path(held_rel))
+        held.drop("held_transaction").write.parquet(lake.spark_path(held_rel))
     held.unpersist()
     report = {"transactions": counts["tx"], "records": counts["records"], "path": held_rel, "released_from": consumed,
               "from_position": counts["from_position"], "from_time": counts["from_time"]}
@@ -166,7 +174,7 @@ def _published(table) -> plan.PublishedTable:
 
 
 def _fold_and_publish(spark: SparkSession, catalog, lake: Lake, pipeline: str, run_id: str, table,
-                      p: plan.TablePlan, table_changes: DataFrame, history: bool) -> dict:
+                      p: plan.TablePlan, table_changes: DataFrame, history: bool, attempt: Attempt) -> dict:
     """The Spark work the plan asks for: fold the table's changes over the rows they touch, commit the
     new state (a delta of position deletes where it fits, see jobs.publish), and report it."""
     key_columns, key_types = list(p.key_columns), p.key_types
@@ -186,14 +194,14 @@ def _fold_and_publish(spark: SparkSession, catalog, lake: Lake, pipeline: str, r
         # before the publish, which then reads the folded rows from the cache this fills
         report = {**p.report(),
                   "unconverted_values": unconverted_values(F.col("_cdc_s.row"), dict(p.columns), folded.folded)}
-        report["counts"] = _write_steps(spark, lake, pipeline, run_id, table, p, folded, table_changes)
+        report["counts"] = _write_steps(spark, lake, pipeline, run_id, table, p, folded, table_changes, attempt.id)
         if history:
             report["history"] = _publish_history(spark, catalog, pipeline, p.table_id, run_id, folded,
-                                                 dict(p.columns), key_columns)
+                                                 dict(p.columns), key_columns, attempt)
         result = publish.publish_state(
             catalog, pipeline, p.table_id, folded.changed if delta else folded.state,
             {**p.columns, **META_COLUMNS}, run_id, dict(p.properties), tombstones=folded.tombstones,
-            bucketing=bucketing, replaced=folded.replaced if delta else None, report=report,
+            bucketing=bucketing, replaced=folded.replaced if delta else None, report=report, attempt=attempt,
         )
     finally:
         folded.release()
@@ -201,7 +209,7 @@ def _fold_and_publish(spark: SparkSession, catalog, lake: Lake, pipeline: str, r
 
 
 def _write_steps(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, table, p: plan.TablePlan,
-                 folded: core.FoldResult, table_changes: DataFrame) -> dict:
+                 folded: core.FoldResult, table_changes: DataFrame, attempt: str) -> dict:
     """The run's row-count steps of the table into the lake (jobs.count_ledger), before its commit (a
     re-run writes them again); with the rows it removes without an event of their key."""
     rows_before = publish.snapshot_record_count(table)
@@ -212,10 +220,11 @@ def _write_steps(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, ta
         steps = steps.unionByName(_removal_steps(spark, table_changes, exact_from, C.TRUNCATE, rows=rows_before))
     if folded.removed is not None:
         steps = steps.unionByName(_removal_steps(spark, table_changes, p.replace_before, keys=folded.removed))
-    rel = count_ledger.steps_dir(pipeline, run_id, p.table_id)
+    # the attempt's own folder below the table's (which jobs.count_ledger.drop_steps deletes whole)
+    rel = f"{count_ledger.steps_dir(pipeline, run_id, p.table_id)}/{attempt_folder(attempt)}"
     # as many files as the fold has partitions: a coalesce would run the fold in one task, when this write
     # is the job that fills the fold's cache (a table of strings checks no conversions first)
-    steps.write.mode("overwrite").parquet(lake.spark_path(rel))
+    steps.write.parquet(lake.spark_path(rel))
     return {"rows_before": rows_before, "steps": rel, "exact_from": exact_from}
 
 
@@ -253,7 +262,8 @@ def _bucketing(table_changes: DataFrame, p: plan.TablePlan) -> publish.Bucketing
 
 
 def _publish_history(spark: SparkSession, catalog, pipeline: str, table_id: str, run_id: str,
-                     result_of_fold: core.FoldResult, data_columns: dict[str, str], key_columns: list[str]) -> dict:
+                     result_of_fold: core.FoldResult, data_columns: dict[str, str], key_columns: list[str],
+                     attempt: Attempt) -> dict:
     """The table's SCD2 history after this run, committed as one snapshot of its history table (first,
     so that a state published by this run always has its history)."""
     history_id = publish.history_table_id(table_id)
@@ -267,7 +277,7 @@ def _publish_history(spark: SparkSession, catalog, pipeline: str, table_id: str,
                               result_of_fold.removals)
     result = publish.publish_state(catalog, pipeline, history_id, rows, {**columns, **HISTORY_META}, run_id,
                                    {publish.HISTORY_OF_PROP: table_id,
-                                    plan.KEY_COLUMNS_PROP: json.dumps(key_columns)})
+                                    plan.KEY_COLUMNS_PROP: json.dumps(key_columns)}, attempt=attempt)
     return result.as_dict()
 
 

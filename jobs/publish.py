@@ -27,12 +27,14 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import storage
+from jobs import failpoints, storage
 from jobs.canonical import hashed_table_name, iceberg_table_name, joined_table_name
 from jobs.fold.plan import KEY_COLUMNS_PROP
 from jobs.lake import Lake
+from jobs.lease import Attempt, attempt_folder, new_attempt_id
 
 RUN_ID_PROP = "cdc.run-id"
+ATTEMPT_PROP = "cdc.attempt"  # the attempt of the run that committed the snapshot (jobs.lease)
 # the committing run's report of the table, in its snapshot's summary (JSON)
 REPORT_PROP = "cdc.report"
 TABLE_ID_PROP = "cdc.table-id"
@@ -359,6 +361,153 @@ def parquet_codec(table) -> str:
     return codec.lower()
 
 
+class CommitConflict(RuntimeError):
+    """Another writer committed to the table between this attempt's read of it and its commit."""
+
+
+class MissingFiles(RuntimeError):
+    """Files this commit would reference are no longer where the attempt wrote them."""
+
+
+@dataclass
+class _Written:
+    """The files an attempt wrote for one commit, by folder (each folder its own: see jobs.lease)."""
+
+    data: list[str]
+    deletes: list[str]
+    tombstones_dir: str | None
+    folders: dict[str, list[str]]  # folder -> the Parquet files written there
+
+
+def _bucketed(state: DataFrame, bucketing: Bucketing) -> DataFrame:
+    # one shuffle puts each bucket in one task: one file per bucket, in a folder of its own (named
+    # by a copy of the column, as Spark drops a partition column from the files and Iceberg needs it);
+    # sorted by it, a task writes its buckets one after the other (one open Parquet writer, whose
+    # row groups need not shrink to share a small heap)
+    return (state.withColumn(BUCKET_COLUMN, bucketing.bucket).repartition(BUCKET_COLUMN)
+            .withColumn(_BUCKET_DIR, F.col(BUCKET_COLUMN)).sortWithinPartitions(_BUCKET_DIR))
+
+
+def _write_files(state: DataFrame, tombstones: DataFrame | None, replaced: DataFrame | None, tasks: list,
+                 folder_of, bucketed: bool, codec: str) -> _Written:
+    """Spark writes the state's data files, the position deletes of ``replaced`` and the tombstones, each
+    into a folder of this attempt's that is new (``folder_of(kind)``): nothing another attempt wrote is
+    overwritten, nor taken for this one's."""
+    data_dir = folder_of("data")
+    writer = state.write.option("compression", codec)
+    (writer.partitionBy(_BUCKET_DIR) if bucketed else writer).parquet(_spark_uri(data_dir))
+    folders = {data_dir: _list_parquet(data_dir)}
+    if replaced is not None:
+        deletes_dir = folder_of("deletes")
+        _write_position_deletes(replaced, tasks, deletes_dir, codec)
+        folders[deletes_dir] = _list_parquet(deletes_dir)
+    tombstones_dir = None
+    if tombstones is not None:
+        tombstones_dir = folder_of("tombstones")
+        tombstones.coalesce(1).write.option("compression", codec).parquet(_spark_uri(tombstones_dir))
+        folders[tombstones_dir] = _list_parquet(tombstones_dir)
+    return _Written(folders[data_dir], folders[deletes_dir] if replaced is not None else [], tombstones_dir, folders)
+
+
+def check_written(table_id: str, run_id: str, written: dict[str, list[str]]) -> None:
+    """Every folder a commit references holds exactly the files the attempt wrote there (a reader reads a
+    tombstones folder whole): raises MissingFiles otherwise, before anything is committed."""
+    for folder, paths in written.items():
+        present = set(list_files(folder, ".parquet"))
+        gone, extra = sorted(set(paths) - present), sorted(present - set(paths))
+        if gone or extra:
+            what = f"{len(gone)} of its files are gone (first: {gone[0]})" if gone else \
+                f"{len(extra)} files appeared that it did not write (first: {extra[0]})"
+            raise MissingFiles(f"{table_id}: nothing committed, as {folder} changed after this attempt wrote it: "
+                               f"{what}; another process wrote or deleted there: re-run run {run_id}")
+
+
+def _commit(txn, table_id: str, run_id: str, pipeline: str):
+    """Commit the transaction; losing a race to another writer of the table is a CommitConflict saying so."""
+    from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError, ValidationException
+
+    try:
+        return txn.commit_transaction()
+    except (CommitFailedException, ValidationException, TableAlreadyExistsError) as exc:
+        raise commit_conflict(table_id, run_id, pipeline, exc) from exc
+
+
+def commit_conflict(table_id: str, run_id: str, pipeline: str, exc: Exception) -> CommitConflict:
+    cause = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return CommitConflict(
+        f"{table_id}: another attempt or run of pipeline {pipeline} committed to the table first ({cause[:160]}); "
+        f"nothing of this attempt is published: once no other attempt runs, re-run run {run_id}, which "
+        "leaves what is published alone and commits the rest")
+
+
+def _open_transaction(catalog, pipeline: str, table_id: str, run_id: str, table, schema: pa.Schema):
+    """(transaction, table name, location): a new table's creation, or a transaction on ``table``."""
+    from pyiceberg.exceptions import TableAlreadyExistsError
+
+    if table is not None:
+        return table.transaction(), table.name()[-1], table.location()
+    name = _free_table_name(catalog, pipeline, table_id)
+    try:
+        txn = catalog.create_table_transaction((pipeline, name), schema=schema,
+                                               properties={TABLE_ID_PROP: table_id, CODEC_PROP: DEFAULT_CODEC,
+                                                           **METADATA_CLEANUP})
+    except TableAlreadyExistsError as exc:
+        raise commit_conflict(table_id, run_id, pipeline, exc) from exc
+    return txn, name, txn.table_metadata.location
+
+
+def _stage_metadata(txn, table, schema: pa.Schema, bucketing: Bucketing | None, properties: dict[str, str]) -> None:
+    """The schema, partition spec and properties the commit brings, staged in ``txn``."""
+    if table is not None:
+        with txn.update_schema() as update:
+            update.union_by_name(schema)
+    if bucketing is not None and not is_bucketed(table):
+        # a new table, or one of an earlier layout (then every file is replaced in this commit)
+        with txn.update_spec() as spec:
+            spec.add_identity(BUCKET_COLUMN)
+    txn.set_properties(**properties)
+    txn.set_properties(
+        **{"schema.name-mapping.default": txn.table_metadata.schema().name_mapping.model_dump_json()}
+    )
+
+
+def _stage_snapshot(txn, table_id: str, iceberg_table: str, summary: dict[str, str], tasks: list, written: _Written,
+                    bucketing: Bucketing | None, delta: bool, report: dict | None) -> Published:
+    """Stage the snapshot that replaces the touched buckets' files (or the whole table's) with the
+    written ones, or, as a ``delta``, adds the written data and position deletes; what it does."""
+    from pyiceberg.table import _parquet_files_to_data_files
+
+    from jobs.row_delta import RowDelta
+
+    touched = bucketing.touched if bucketing is not None else None
+    new_files = list(_parquet_files_to_data_files(txn.table_metadata, written.data, txn._table.io))
+    delete_files = [_position_delete_file(txn, path) for path in written.deletes]
+    # a delta removes nothing; a rewrite removes the data files it replaces and the deletes of them
+    old_data = [] if delta else [t.file for t in tasks]
+    old_deletes = [] if delta else _delete_files(tasks)
+    published = Published(table_id, iceberg_table, None, 0, len(new_files), len(old_data),
+                          sum(f.file_size_in_bytes for f in new_files + delete_files),
+                          sum(f.file_size_in_bytes for f in old_data + old_deletes),
+                          buckets=bucketing.buckets if bucketing else None,
+                          buckets_rewritten=(0 if delta else len(touched) if touched is not None
+                                             else bucketing.buckets) if bucketing else None,
+                          mode="delta" if delta else "rewrite",
+                          position_deletes=sum(f.record_count for f in delete_files),
+                          delete_files_added=len(delete_files), delete_files_removed=len(old_deletes))
+    if report is not None:
+        summary = {**summary, REPORT_PROP: json.dumps({**published.as_dict(), **report}, sort_keys=True, default=str)}
+    # pyiceberg's own overwrite when no delete file is added or removed; its producer writes data
+    # manifests only, so RowDelta (the same with manifests of delete files) otherwise
+    producer = (RowDelta(txn, summary) if delete_files or old_deletes
+                else txn.update_snapshot(snapshot_properties=summary).overwrite())
+    with producer as overwrite:
+        for data_file in old_data + old_deletes:
+            overwrite.delete_data_file(data_file)
+        for data_file in new_files + delete_files:
+            overwrite.append_data_file(data_file)
+    return published
+
+
 def publish_state(
     catalog,
     pipeline: str,
@@ -371,6 +520,7 @@ def publish_state(
     bucketing: Bucketing | None = None,
     replaced: DataFrame | None = None,
     report: dict | None = None,
+    attempt: Attempt | None = None,
 ) -> Published:
     """Write the new state with Spark, then commit it as one Iceberg snapshot of the table.
 
@@ -379,14 +529,12 @@ def publish_state(
     of the keys this run changed, read with their positions), ``state`` holds the changed rows only:
     they are appended, and the replaced rows deleted by position; no file is rewritten. ``report``
     (the run's report of the table) is kept in the snapshot's summary with what this commit did
-    (REPORT_PROP), so that a re-run of the run reports what the run did (published_report)."""
-    from pyiceberg.table import _parquet_files_to_data_files
-
-    from jobs.row_delta import RowDelta
-
+    (REPORT_PROP), so that a re-run of the run reports what the run did (published_report). The files
+    go to this ``attempt``'s folders (``<kind>/run=<run_id>/attempt=<id>/``); right before the commit,
+    its lease is checked and every file the commit names is checked to be there (MissingFiles)."""
+    attempt = attempt or Attempt(new_attempt_id())
     ensure_namespace(catalog, pipeline)
     table = load_table(catalog, pipeline, table_id)
-    name = table.name()[-1] if table is not None else _free_table_name(catalog, pipeline, table_id)
     touched = bucketing.touched if bucketing is not None else None
     if touched is not None and not is_bucketed(table):
         raise ValueError(f"{table_id}: a state of some buckets only, for a table that is not bucketed")
@@ -395,80 +543,26 @@ def publish_state(
     if bucketing is not None:
         columns = {**columns, BUCKET_COLUMN: "int"}
         properties = {**properties, BUCKETS_PROP: str(bucketing.buckets)}
-        # one shuffle puts each bucket in one task: one file per bucket, in a folder of its own (named
-        # by a copy of the column, as Spark drops a partition column from the files and Iceberg needs it);
-        # sorted by it, a task writes its buckets one after the other (one open Parquet writer, whose
-        # row groups need not shrink to share a small heap)
-        state = (state.withColumn(BUCKET_COLUMN, bucketing.bucket).repartition(BUCKET_COLUMN)
-                 .withColumn(_BUCKET_DIR, F.col(BUCKET_COLUMN)).sortWithinPartitions(_BUCKET_DIR))
+        state = _bucketed(state, bucketing)
     schema = arrow_schema(columns)
-    tasks = []
-    if table is None:
-        txn = catalog.create_table_transaction((pipeline, name), schema=schema,
-                                               properties={TABLE_ID_PROP: table_id, CODEC_PROP: DEFAULT_CODEC,
-                                                           **METADATA_CLEANUP})
-        location = txn.table_metadata.location
-    else:
-        txn = table.transaction()
-        location = table.location()
-        tasks = _scan_tasks(table, touched)
-        # tables created before the cleanup was set get it on their next commit
+    txn, name, location = _open_transaction(catalog, pipeline, table_id, run_id, table, schema)
+    tasks = _scan_tasks(table, touched) if table is not None else []
+    if table is not None:  # tables created before the cleanup was set get it on their next commit
         properties = {**{k: v for k, v in METADATA_CLEANUP.items() if k not in table.properties}, **properties}
-    # a delta removes nothing; a rewrite removes the data files it replaces and the deletes of them
-    old_data = [] if replaced is not None else [t.file for t in tasks]
-    old_deletes = [] if replaced is not None else _delete_files(tasks)
-
-    data_dir = f"{location}/data/run={run_id}"
-    # overwrite: only an uncommitted attempt of this same run can have left files here
-    codec = parquet_codec(table)
-    writer = state.write.mode("overwrite").option("compression", codec)
-    (writer.partitionBy(_BUCKET_DIR) if bucketing is not None else writer).parquet(_spark_uri(data_dir))
-    new_paths = _list_parquet(data_dir)
-    delete_paths = []
-    if replaced is not None:
-        deletes_dir = f"{location}/deletes/run={run_id}"
-        _write_position_deletes(replaced, tasks, deletes_dir, codec)
-        delete_paths = _list_parquet(deletes_dir)
-    if tombstones is not None:
-        tombstones_dir = f"{location}/tombstones/run={run_id}"
-        tombstones.coalesce(1).write.mode("overwrite").option("compression", codec).parquet(_spark_uri(tombstones_dir))
-        properties = {**properties, TOMBSTONES_PROP: tombstones_dir}
-
-    if table is not None:
-        with txn.update_schema() as update:
-            update.union_by_name(schema)
-    if bucketing is not None and not is_bucketed(table):
-        # a new table, or one of an earlier layout (then every file is replaced in this commit)
-        with txn.update_spec() as spec:
-            spec.add_identity(BUCKET_COLUMN)
-    txn.set_properties(**properties)
-    txn.set_properties(
-        **{"schema.name-mapping.default": txn.table_metadata.schema().name_mapping.model_dump_json()}
-    )
-    summary = {RUN_ID_PROP: run_id, "cdc.pipeline": pipeline}
-    new_files = list(_parquet_files_to_data_files(txn.table_metadata, new_paths, txn._table.io))
-    delete_files = [_position_delete_file(txn, path) for path in delete_paths]
-    published = Published(table_id, f"{pipeline}.{name}", None, 0, len(new_paths), len(old_data),
-                          sum(f.file_size_in_bytes for f in new_files + delete_files),
-                          sum(f.file_size_in_bytes for f in old_data + old_deletes),
-                          buckets=bucketing.buckets if bucketing else None,
-                          buckets_rewritten=(0 if replaced is not None else len(touched) if touched is not None
-                                             else bucketing.buckets) if bucketing else None,
-                          mode="delta" if replaced is not None else "rewrite",
-                          position_deletes=sum(f.record_count for f in delete_files),
-                          delete_files_added=len(delete_files), delete_files_removed=len(old_deletes))
-    if report is not None:
-        summary[REPORT_PROP] = json.dumps({**published.as_dict(), **report}, sort_keys=True, default=str)
-    # pyiceberg's own overwrite when no delete file is added or removed; its producer writes data
-    # manifests only, so RowDelta (the same with manifests of delete files) otherwise
-    producer = (RowDelta(txn, summary) if delete_files or old_deletes
-                else txn.update_snapshot(snapshot_properties=summary).overwrite())
-    with producer as overwrite:
-        for data_file in old_data + old_deletes:
-            overwrite.delete_data_file(data_file)
-        for data_file in new_files + delete_files:
-            overwrite.append_data_file(data_file)
-    committed = txn.commit_transaction()
+    written = _write_files(state, tombstones, replaced, tasks,
+                           lambda kind: f"{location}/{kind}/run={run_id}/{attempt_folder(attempt.id)}",
+                           bucketing is not None, parquet_codec(table))
+    if written.tombstones_dir is not None:
+        properties = {**properties, TOMBSTONES_PROP: written.tombstones_dir}
+    _stage_metadata(txn, table, schema, bucketing, properties)
+    summary = {RUN_ID_PROP: run_id, "cdc.pipeline": pipeline, ATTEMPT_PROP: attempt.id}
+    published = _stage_snapshot(txn, table_id, f"{pipeline}.{name}", summary, tasks, written, bucketing,
+                                replaced is not None, report)
+    # last before the commit: this attempt still holds the lease, and every file it names is there
+    failpoints.reached("publish.files-written")
+    attempt.check()
+    check_written(table_id, run_id, written.folders)
+    committed = _commit(txn, table_id, run_id, pipeline)
     snapshot = committed.current_snapshot()
     return replace(published, snapshot_id=snapshot.snapshot_id if snapshot else None,
                    state_rows=_live_records(snapshot))
@@ -501,7 +595,7 @@ def _write_position_deletes(replaced: DataFrame, tasks: list, deletes_dir: str, 
     )
     # the spec wants each file sorted by (file_path, pos)
     (positions.repartition(_BUCKET_DIR).sortWithinPartitions(_BUCKET_DIR, "file_path", "pos")
-     .write.mode("overwrite").option("compression", codec).partitionBy(_BUCKET_DIR).parquet(_spark_uri(deletes_dir)))
+     .write.option("compression", codec).partitionBy(_BUCKET_DIR).parquet(_spark_uri(deletes_dir)))
 
 
 def _position_delete_file(txn, path: str):

@@ -24,6 +24,7 @@ from jobs.canonical import CHANGE_RECORD_SCHEMA
 from jobs.decode import Decoded, decode_counts, decode_messages, release
 from jobs.decoders import QUARANTINED, DecodeOptions
 from jobs.lake import Lake
+from jobs.lease import Attempt, Lease, new_attempt_id
 from jobs.progress import STAGE_REPORTS, stage_done
 from jobs.raw import TaskSplit, raw_size, read_raw, task_split
 from jobs.reconcile import ReconcileOptions
@@ -39,6 +40,25 @@ class RunContext:
     timings: dict[str, float] = field(default_factory=dict)
     stage: str | None = None  # the stage running (or the last one run): what a failure names
     progress: Callable[[str], None] | None = None  # told when each stage starts and ends (jobs.progress)
+    # this attempt of the run: the id its files are written under, and the pipeline's lease while held
+    attempt: Attempt = field(default_factory=lambda: Attempt(new_attempt_id()))
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """The pipeline's lease held inside (jobs.lease): taken here unless this attempt holds it already,
+        then checked (an attempt whose lease was taken over stops at its next stage)."""
+        if self.attempt.lease is not None:
+            self.attempt.check()
+            yield
+            return
+        lease = Lease(self.lake, self.pipeline, self.run_id, self.attempt.id)
+        lease.acquire()
+        self.attempt = replace(self.attempt, lease=lease)
+        try:
+            yield
+        finally:
+            self.attempt = replace(self.attempt, lease=None)
+            lease.release()
 
     @property
     def report_dir(self) -> str:
@@ -93,7 +113,7 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
     columnar store (a fold's query reads only the columns it needs, as from Parquet, without the
     write and the read back; bench/README.md, "The fold") and written to changes/ only when
     ``keep_changes`` asks for an audit copy. The caller releases them (DecodedRun.release)."""
-    with ctx.timed("decode"):
+    with ctx.exclusive(), ctx.timed("decode"):
         memory, shapes = load_memory(ctx)
         split = task_split(raw_size(raw_path))
         with input_tasks(spark, split):
@@ -203,8 +223,9 @@ def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame, history:
               buckets: int | None = None) -> dict:
     from jobs.merge import merge_changes
 
-    with ctx.timed("fold_publish"), lake_scans(spark):
-        report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, changes, history=history, buckets=buckets)
+    with ctx.exclusive(), ctx.timed("fold_publish"), lake_scans(spark):
+        report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, changes, history=history, buckets=buckets,
+                               attempt=ctx.attempt)
         ctx.write_report("merge.json", report)
     return report
 
@@ -215,7 +236,7 @@ def run_validate(spark: SparkSession, ctx: RunContext, decode_report: dict | Non
     from jobs import publish
     from jobs.validate import check_changes, render_data_docs, validate_state, validation_report
 
-    with ctx.timed("validate"), lake_scans(spark):
+    with ctx.exclusive(), ctx.timed("validate"), lake_scans(spark):
         decode_report = decode_report or ctx.read_report("decode.json")
         if decode_report is None or "record_profile" not in decode_report:
             raise FileNotFoundError(f"no record profile of run {ctx.run_id} in its decode.json (not decoded yet, or by "
@@ -241,14 +262,17 @@ def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str 
                   options: DecodeOptions, history: tuple[tuple[str, bool], ...] = (), buckets: int | None = None,
                   keep_changes: bool = False) -> None:
     """decode -> fold + publish -> validate in this one Spark application: the change records go from the
-    decode to the fold in memory. Idempotent for a run id, as each stage is: a retry redoes all of it."""
-    decoded = run_decode(spark, ctx, fmt, raw_path, options, keep_changes)
-    try:
-        with input_tasks(spark, replace(decoded.split, max_split_bytes=None)):
-            run_merge(spark, ctx, decoded.changes, history=history, buckets=buckets)
-    finally:
-        decoded.release()
-    run_validate(spark, ctx, decoded.report)
+    decode to the fold in memory. Idempotent for a run id, as each stage is: a retry redoes all of it.
+    Under the pipeline's lease from start to end (jobs.lease): the decode's quarantine and reports are
+    the run's, not the attempt's, and a second attempt is refused before it spends a decode."""
+    with ctx.exclusive():
+        decoded = run_decode(spark, ctx, fmt, raw_path, options, keep_changes)
+        try:
+            with input_tasks(spark, replace(decoded.split, max_split_bytes=None)):
+                run_merge(spark, ctx, decoded.changes, history=history, buckets=buckets)
+        finally:
+            decoded.release()
+        run_validate(spark, ctx, decoded.report)
 
 
 def run_reconcile(ctx: RunContext, source_counts: str | None, options: ReconcileOptions | None = None) -> list[dict]:

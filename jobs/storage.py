@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -112,6 +113,52 @@ def write_bytes(location: str, data: bytes) -> None:
 
 def write_text(location: str, text: str) -> None:
     write_bytes(location, text.encode("utf-8"))
+
+
+def create_exclusive(location: str, data: bytes) -> bool:
+    """Create a whole file only where none is: True when this call created it, False when a file was
+    there (or another writer's create of it was under way). One of any number of concurrent callers
+    succeeds: locally a hard link of a written temporary file (atomic, and never half written); on S3 a
+    conditional PUT (``If-None-Match: *``), through boto3 as pyarrow has no conditional write."""
+    if is_s3(location):
+        return _s3_create_exclusive(location, data)
+    path = _path(location)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
+    with open(tmp, "wb") as out:
+        out.write(data)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+def _s3_create_exclusive(location: str, data: bytes) -> bool:
+    from botocore.exceptions import ClientError
+
+    bucket, _, key = _path(location).partition("/")
+    try:
+        _boto3_s3(os.getpid(), tuple(os.environ.get(name) for name in _S3_ENV)).put_object(
+            Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        return True
+    except ClientError as exc:
+        # 412: the object exists; 409: a concurrent conditional write of the same key is under way
+        if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+            return False
+        raise
+
+
+@functools.lru_cache(maxsize=4)
+def _boto3_s3(pid: int, env: tuple[str | None, ...]):
+    import boto3
+
+    settings = dict(zip(_S3_ENV, env))
+    return boto3.session.Session().client(
+        "s3", endpoint_url=settings["AWS_ENDPOINT_URL_S3"] or settings["AWS_ENDPOINT_URL"],
+        verify=settings["AWS_CA_BUNDLE"] or None)
 
 
 # ---- what is there -------------------------------------------------------------------------------

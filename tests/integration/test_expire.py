@@ -80,15 +80,15 @@ def test_expiry_drops_old_snapshots_and_only_their_files(spark, tmp_path, monkey
     assert on_disk == reached
     gone = data_before - on_disk
     # a run's folder stays while it holds a file a kept snapshot reaches, else it went whole (Spark's
-    # _SUCCESS markers too)
+    # _SUCCESS markers too); its files are in a folder of the attempt that wrote them
     left = [d for k in ("data", "deletes") for d in _run_dirs(table, k)]
-    assert sorted(left) == sorted({p.split("/_cdc_b=")[0] for p in reached})
+    assert sorted(left) == sorted({p.split("/attempt=")[0] for p in reached})
     assert len(left) < len(data_dirs_before)
     assert gone and sum(report["files_deleted"].get(k, 0) for k in ("data", "delete")) == len(gone)
     assert report["bytes_deleted"] == sum(sizes[p] for p in gone)
     # the tombstones of the expired runs went; the kept runs' stayed, the table's current among them
     tombstones = {os.path.dirname(p) for p in _on_disk(table, "tombstones")}
-    assert {os.path.basename(t) for t in tombstones} == {"run=r3", "run=r4"}
+    assert {os.path.basename(os.path.dirname(t)) for t in tombstones} == {"run=r3", "run=r4"}
     assert urlparse(table.properties[publish.TOMBSTONES_PROP]).path.rstrip("/") in tombstones
     # and so did their count steps (the lake's counts at moments of expired runs are then unknown)
     assert report["count_steps_deleted"] == 3
@@ -188,7 +188,7 @@ def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, mo
     orphan_manifests = _on_disk(table, "metadata", ".avro") - metadata_before
     orphan_metadata = _on_disk(table, "metadata", ".metadata.json") - metadata_json_before
     assert all(orphans.values()) and orphan_manifests and orphan_metadata  # each kind was left behind
-    assert {os.path.basename(os.path.dirname(p)) for p in orphans["tombstones"]} == {"run=o3"}
+    assert {p.split("/tombstones/")[1].split("/")[0] for p in orphans["tombstones"]} == {"run=o3"}
 
     written = max(os.path.getmtime(p) for p in set().union(*orphans.values()))
     lake_args = ["expire", "--lake", str(runs.lake.root), "--pipeline", "buckets", "--retain-days", "0",

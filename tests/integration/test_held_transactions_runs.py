@@ -42,13 +42,14 @@ def test_open_transaction_is_held_until_the_run_that_completes_it(spark, tmp_pat
     assert report["held"]["transactions"] == 1 and report["held"]["records"] == 1
     assert balances(tmp_path) == {1: 100, 2: 50}  # no half transfer is visible
 
-    # re-running r1 reproduces the same state and the same held set
+    # re-running r1 reproduces the same state and the same held set (in the folder of its own attempt)
     again = run(spark, tmp_path, "r1", first)
-    assert again["held"] == report["held"]
+    assert {**again["held"], "path": None} == {**report["held"], "path": None}
+    assert again["held"]["path"].startswith("held/bank/run=r1/attempt=") and again["held"]["path"] != report["held"]["path"]
     assert balances(tmp_path) == {1: 100, 2: 50}
 
     report = run(spark, tmp_path, "r2", second)
-    assert report["held"]["transactions"] == 0 and report["held"]["released_from"] == "held/bank/run=r1"
+    assert report["held"]["transactions"] == 0 and report["held"]["released_from"] == again["held"]["path"]
     # the run's rewrite is measured: what it wrote, and the files of r1's state it replaced
     published = report["tables"]["_.bank.accounts"]
     assert published["bytes_added"] > 0 and published["bytes_removed"] > 0 and published["files_removed"] >= 1

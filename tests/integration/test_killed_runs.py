@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -81,16 +82,18 @@ def published(lake: Path) -> dict[str, list[dict]]:
 
 
 _RUN_SPECIFIC = {"snapshot_id", "already_published", "seconds", "timings_s", "generated_at", "run_time"}
+_ATTEMPT = re.compile(r"/attempt=[^/]+")
 
 
 def report(lake: Path, run_id: str, name: str) -> object:
-    """A report of the run without what differs between two lakes (snapshot ids, times)."""
+    """A report of the run without what differs between two lakes (snapshot ids, times, the attempt
+    folders its files were written to)."""
     def strip(value):
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items() if k not in _RUN_SPECIFIC}
         if isinstance(value, list):
             return [strip(v) for v in value]
-        return value
+        return _ATTEMPT.sub("/attempt=*", value) if isinstance(value, str) else value
 
     return strip(json.loads((lake / f"reports/{PIPELINE}/run={run_id}/{name}").read_text()))
 
@@ -108,7 +111,7 @@ def reference(tmp_path_factory, spark):
 KILLS = {
     "decode reported": dict(kill_at="decode.reported"),
     "held written": dict(kill_at="merge.held-written"),
-    "during the fold": dict(kill_when=Path("warehouse/**/data/run=run1/_temporary")),
+    "during the fold": dict(kill_when=Path("warehouse/**/data/run=run1/attempt=*/_temporary")),
     "between two tables' commits": dict(kill_at="merge.table-committed"),
     "during the reports": dict(kill_at="validate.report-written"),
 }

@@ -152,3 +152,23 @@ def test_expire_deletes_a_run_folder_on_s3(s3_lake_env: str, bucket: str) -> Non
     _tree(bucket)
     assert _delete_tree(FileIO(), f"s3://{bucket}/a") == 3  # the hidden file is no file of the lake's
     assert _keys(s3_lake_env, bucket) == ["abc/x.parquet", "top.parquet"]  # markers gone with the folder
+
+
+def test_a_file_is_created_once_and_the_lease_taken_once_on_s3(s3_lake_env: str, bucket: str) -> None:
+    """The conditional PUT (If-None-Match: *) moto's server answers as S3 does: the first create wins, a
+    second is refused and changes nothing; the pipeline's lease over it (jobs.lease) is taken by one
+    attempt, refused to the next with the holder named, and taken again once given back."""
+    from jobs.lease import Lease, LeaseHeld
+
+    assert storage.create_exclusive(f"s3a://{bucket}/l/one.json", b"first")
+    assert not storage.create_exclusive(f"s3://{bucket}/l/one.json", b"second")
+    assert storage.read_bytes(f"s3://{bucket}/l/one.json") == b"first"
+    lake = Lake.at(f"s3://{bucket}/lake")
+    with Lease(lake, "p", "r1", "first") as first:
+        with pytest.raises(LeaseHeld, match=r"^another attempt of run r1 is running since .*\(host "):
+            Lease(lake, "p", "r1", "second").acquire()
+        first.check()
+    with Lease(lake, "p", "r2", "third") as third:
+        assert third.generation == 1
+    assert _keys(s3_lake_env, bucket) == ["l/one.json", "lake/leases/p/000000000000.json",
+                                          "lake/leases/p/000000000001.json"]

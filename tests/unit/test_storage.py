@@ -138,3 +138,27 @@ def test_lake_listings_skip_hidden_files(tmp_path: Path) -> None:
          (f"file://{tmp_path}/a/b/3.txt", 3)]
     assert [u for u, _, _ in list_file_info(str(tmp_path), ".parquet")] == \
         [f"file://{tmp_path}/{rel}" for rel in ("a/1.parquet", "a/b/2.parquet", "top.parquet")]
+
+
+def test_of_writers_creating_one_file_at_once_exactly_one_does_and_it_is_whole(tmp_path: Path) -> None:
+    import threading
+
+    for round_ in range(20):
+        target = str(tmp_path / f"r{round_}" / "lease.json")
+        start = threading.Barrier(4)
+        created = []
+
+        def create(i: int, target=target, start=start, created=created) -> None:
+            start.wait()
+            if storage.create_exclusive(target, f"writer {i} ".encode() * 1000):
+                created.append(i)
+
+        threads = [threading.Thread(target=create, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(created) == 1
+        assert storage.read_bytes(target) == f"writer {created[0]} ".encode() * 1000
+    assert not storage.create_exclusive(f"file://{tmp_path}/r0/lease.json", b"again")
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["lease.json"] * 20  # no temporary file
