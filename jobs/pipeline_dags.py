@@ -29,6 +29,8 @@ from jobs.pipeline_config import PipelineConfig, PipelineConfigError, load_pipel
 
 log = logging.getLogger(__name__)
 EMBEDDED_CATALOG = "cdc"  # jobs.publish.open_catalog's name for the SQLite catalog inside a lake
+REPO = Path(__file__).resolve().parents[1]
+PLUGIN_FILE = "cdc_timetables.py"  # registers jobs.pipeline_timetable's timetable
 
 
 # ---- assets ---------------------------------------------------------------------------------------
@@ -83,6 +85,24 @@ def _utc(value: date | datetime) -> pendulum.DateTime:
     return pendulum.datetime(value.year, value.month, value.day, tz="UTC")
 
 
+def schedule_of(cfg: PipelineConfig, path: Path) -> CronDataIntervalTimetable:
+    """The file's cron as data intervals (UTC); with ``pipeline.end``, the last one ends at or before it."""
+    p = cfg.pipeline
+    if p.end is None:
+        return CronDataIntervalTimetable(p.schedule, timezone="UTC")
+    from airflow import plugins_manager
+
+    from jobs.pipeline_timetable import EndingCronDataIntervalTimetable
+
+    name = f"{EndingCronDataIntervalTimetable.__module__}.{EndingCronDataIntervalTimetable.__name__}"
+    if name not in plugins_manager.get_timetables_plugins():  # the DAG could not be serialized nor scheduled
+        raise PipelineConfigError(
+            f"{path}: pipeline.end: its timetable is registered by plugins/{PLUGIN_FILE}, which this Airflow "
+            f"did not load; fix: set [core] plugins_folder (AIRFLOW__CORE__PLUGINS_FOLDER) to "
+            f"{REPO / 'plugins'}, or remove pipeline.end")
+    return EndingCronDataIntervalTimetable(p.schedule, "UTC", _utc(p.end))
+
+
 def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
     """The DAG of one pipeline file: wiring only."""
     p = cfg.pipeline
@@ -91,9 +111,8 @@ def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
         dag_id=cfg.dag_id,
         description=p.description or f"{cfg.source.format} topics into Iceberg tables ({path.name})",
         doc_md=doc_md(cfg, path),
-        schedule=CronDataIntervalTimetable(p.schedule, timezone="UTC"),
-        start_date=_utc(p.start),
-        end_date=_utc(p.end) if p.end else None,
+        schedule=schedule_of(cfg, path),
+        start_date=_utc(p.start),  # no end_date: it would be every task's (see jobs.pipeline_timetable)
         catchup=p.catchup,
         max_active_runs=1,
         tags=sorted({"cdc", cfg.source.format, *p.tags}),
