@@ -160,8 +160,10 @@ def doc_md(cfg: PipelineConfig, path: Path) -> str:
     lines = [
         f"### Pipeline `{cfg.name}`", "", e(cfg.pipeline.description), "",
         f"Defined by `{e(path)}`. Runs `land → transform → reconcile → alert → expire` for each data interval "
-        f"`[start, end)` of `{cfg.pipeline.schedule}` (UTC), in order; a manual run takes params `start` and "
-        "`end` (ISO-8601). The run id is the interval: clearing or re-running one changes nothing published.",
+        f"`[start, end)` of `{cfg.pipeline.schedule}` (UTC), in order. A run covers its data interval (a manual "
+        "run at logical date D: the interval that ends at D, also with `airflow dags test <dag> D`) unless params "
+        "`start` and `end` (ISO-8601) give another; its first log line and its note say which. The run id is "
+        "the interval: clearing or re-running one changes nothing published.",
         "",
         "| | |", "|---|---|",
         f"| source | `{s.format}` messages from {where} |",
