@@ -114,6 +114,7 @@ def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
         schedule=schedule_of(cfg, path),
         start_date=_utc(p.start),  # no end_date: it would be every task's (see jobs.pipeline_timetable)
         catchup=p.catchup,
+        is_paused_upon_creation=p.paused,
         max_active_runs=1,
         tags=sorted({"cdc", cfg.source.format, *p.tags}),
         params=tasks.dag_params(),

@@ -177,3 +177,17 @@ def test_a_pipeline_end_without_the_timetable_plugin_is_its_own_import_error(tmp
     assert path.endswith("ending.yaml") and "pipeline.end" in error
     assert "plugins_folder" in error and str(PLUGINS) in error, error
 
+
+
+# ---- pipeline.paused: whether a new pipeline's DAG waits for someone to unpause it -------------------
+def test_a_pipeline_file_says_whether_its_dag_starts_paused(tmp_path):
+    folder = tmp_path / "pipelines"
+    write_pipeline(folder, blocks("held", lake=str(tmp_path / "l1"), pipeline={"paused": True}))
+    write_pipeline(folder, blocks("live", lake=str(tmp_path / "l2"), pipeline={"paused": False}))
+    write_pipeline(folder, blocks("default", lake=str(tmp_path / "l3")))
+    write_pipeline(folder, blocks("wrong", lake=str(tmp_path / "l4"), pipeline={"paused": "maybe"}))
+    loaded = _load(tmp_path, {"CDC_PIPELINES_DIR": str(folder)})
+    assert {d: loaded["dags"][d]["paused_at_creation"] for d in ("cdc_held", "cdc_live", "cdc_default")} == \
+        {"cdc_held": True, "cdc_live": False, "cdc_default": None}  # None: Airflow's dags_are_paused_at_creation
+    [(path, error)] = loaded["errors"].items()
+    assert path.endswith("wrong.yaml") and "pipeline.paused" in error, error
