@@ -96,7 +96,8 @@ def resolve_interval(params: Mapping[str, Any] | None, data_interval_start: Any,
 
 
 
-def interval_origin(params: Mapping[str, Any] | None, run_type: Any, logical_date: Any) -> str:
+def interval_origin(params: Mapping[str, Any] | None, run_type: Any, logical_date: Any,
+                    data_interval_end: Any = None) -> str:
     """Where a run's interval comes from, in words (the land task's first log line and the run's note)."""
     if any(str((params or {}).get(k) or "").strip() for k in ("start", "end")):
         return "from params start and end"
@@ -106,10 +107,14 @@ def interval_origin(params: Mapping[str, Any] | None, run_type: Any, logical_dat
         return "the scheduled data interval"
     if kind == "backfill" and at:
         return f"the data interval of a backfill's run at logical date {at} (the interval that starts there)"
-    if kind == "manual" and at:
+    if kind == "manual" and at and data_interval_end is not None and utc(data_interval_end) <= utc(logical_date):
         return (f"the data interval Airflow gives a manual run at logical date {at}: the interval of the schedule "
                 "that ends at or before that date (`airflow dags test <dag> <date>` covers the interval that ends "
                 "at <date>); params start and end choose another")
+    if kind == "manual" and at:
+        return (f"the data interval Airflow gave this manual run, which does not end at its logical date {at} "
+                "(`airflow dags trigger --logical-date` takes the interval before the time of the trigger); "
+                "params start and end choose another")
     return "the run's data interval"
 
 
@@ -218,7 +223,8 @@ def land(pipeline_file: str, params: Mapping[str, Any] | None = None, data_inter
     """Airflow callable of the land task; returns its XComs (see :func:`land_outputs`). Its first log line
     says which interval the run covers and why; the run's note says it too, with what landed."""
     start, end = resolve_interval(params, data_interval_start, data_interval_end)
-    covers = covers_text(start, end, interval_origin(params, getattr(dag_run, "run_type", None), logical_date))
+    origin = interval_origin(params, getattr(dag_run, "run_type", None), logical_date, data_interval_end)
+    covers = covers_text(start, end, origin)
     log.info(covers)
     cfg = load_pipeline(pipeline_file)
     plan = land_interval(cfg, start, end)

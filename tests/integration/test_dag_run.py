@@ -57,7 +57,7 @@ import json, sys
 from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(dag_folder=sys.argv[1])
 assert not bag.import_errors, bag.import_errors
-run = bag.dags[sys.argv[2]].test(run_conf=json.loads(sys.argv[3]), mark_success_pattern="^(?!land$)")
+run = bag.dags[sys.argv[2]].test(run_conf=json.loads(sys.argv[3]), mark_success_pattern="(?!land$).*")
 print("RESULT " + json.dumps({"state": str(run.state),
                               "tis": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}}))
 """

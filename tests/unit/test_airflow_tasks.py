@@ -194,10 +194,12 @@ def test_land_lands_each_topic_for_the_window_and_plans_its_folders(tmp_path):
     # `airflow dags test cdc_x 2026-11-02`: Airflow's data interval of a manual run ends at its logical date
     ({}, "manual", DAY2, "the data interval Airflow gives a manual run at logical date 2026-11-02T00:00:00Z: the "
                          "interval of the schedule that ends at or before that date"),
+    # `airflow dags trigger --logical-date 2026-10-05`: the CLI takes the interval before the trigger's time
+    ({}, "manual", datetime(2026, 10, 5, tzinfo=UTC), "does not end at its logical date 2026-10-05T00:00:00Z"),
 ])
 def test_a_run_says_which_interval_it_covers_and_why(params, run_type, logical_date, says):
     start, end = tasks.resolve_interval(params, DAY1, DAY2)
-    text = tasks.covers_text(start, end, tasks.interval_origin(params, run_type, logical_date))
+    text = tasks.covers_text(start, end, tasks.interval_origin(params, run_type, logical_date, DAY2))
     assert text.startswith("run 20261101T000000Z_20261102T000000Z covers [2026-11-01T00:00:00Z, 2026-11-02T00:00:00Z): ")
     assert says in text, text
 
