@@ -55,7 +55,12 @@ SPARK_LOCAL = json.dumps({"conn_type": "spark", "host": "local[*]"})
 
 
 class AirflowStartError(RuntimeError):
-    """A service exited or did not become healthy; the message carries the tails of their logs."""
+    """A service exited or did not become healthy: one line naming it and its log; ``details``, the tails
+    of the services' logs."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
 
 
 @dataclass(frozen=True)
@@ -125,8 +130,9 @@ def prepare(home: Path, env: Mapping[str, str]) -> None:
         done = airflow(env, *args)
         (logs / f"{name}.log").write_text(done.stdout + done.stderr)
         if done.returncode:
-            raise AirflowStartError(f"airflow {' '.join(args)} exited {done.returncode} (log: {logs / name}.log): "
-                                    f"{done.stderr.strip()[-2000:]}")
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise AirflowStartError(f"airflow {' '.join(args)} exited {done.returncode}: {last} (log: "
+                                    f"{logs / name}.log)", done.stderr[-3000:])
 
 
 def start(home: Path = DEFAULT_HOME, port: int = DEFAULT_PORT, database_url: str | None = None,
@@ -215,13 +221,14 @@ def wait_until_healthy(local: LocalAirflow, timeout: float) -> None:
     while True:
         dead = [name for name in SERVICES if service_pid(local.home, name) is None]
         if dead:
-            raise AirflowStartError(f"Airflow services exited: {', '.join(dead)}\n{log_tails(local.home)}")
+            raise AirflowStartError(f"Airflow's {', '.join(dead)} exited at start; see "
+                                    f"{local.home / 'logs' / dead[0]}.log", log_tails(local.home))
         answer = health(local.port) or {}
         if all((answer.get(part) or {}).get("status") == "healthy" for part in HEALTHY):
             return
         if time.monotonic() > deadline:
-            raise AirflowStartError(f"Airflow not healthy on {local.url} after {timeout:.0f}s: {answer}\n"
-                                    f"{log_tails(local.home)}")
+            raise AirflowStartError(f"Airflow not healthy on {local.url} after {timeout:.0f}s ({answer}); see "
+                                    f"{local.home / 'logs'}", log_tails(local.home))
         time.sleep(0.5)
 
 

@@ -362,7 +362,7 @@ def airflow_service(tmp: Path, *, connections: Mapping[str, str] | None = None,
             local = airflow_local.start(home, port, database_url, service_settings(connections or {}, env or {}),
                                         base_env=_test_process_env(), timeout=timeout)
         except airflow_local.AirflowStartError as exc:
-            raise ServerStartError(str(exc)) from None
+            raise ServerStartError(f"{exc}\n{exc.details}") from None
         print(f"[airflow] services healthy on port {port} ({database}): {time.monotonic() - started:.1f}s", flush=True)
         try:
             yield AirflowService(local.home, local.port, local.env)
