@@ -135,11 +135,11 @@ class Harness:
         self.serial_runs: dict[str, dict] = {}
         self.backfill_created = 0.0
 
-    def trigger_serial(self, day: str) -> dict:
+    def trigger_serial(self, day: str, note: str | None = None) -> dict:
         """The day's run of cdc_serial through the REST API, with a logical date at the interval's end."""
         start, end = _window(day)
         run_id = f"rest__{day}"
-        self.af.trigger(SERIAL, run_id, end, {"start": start, "end": end})
+        self.af.trigger(SERIAL, run_id, end, {"start": start, "end": end}, note=note)
         run = self.af.wait_for_run(SERIAL, run_id, timeout=600)
         self.serial_runs[day] = run
         return run
@@ -366,9 +366,13 @@ def test_the_readmes_backfill_is_the_documented_one():
 
 def test_backfill_gives_the_state_of_the_same_intervals_run_one_by_one(harness):
     af, started = harness.af, time.monotonic()
-    run = harness.trigger_serial(DAYS[2])
+    run = harness.trigger_serial(DAYS[2], note="Re-run after the source's fix (ticket 42)")
     assert run["task_states"] == {t: "success" for t in STAGES}, run
     assert _interval(run) == _window(DAYS[2])  # a logical date through the REST API: the interval ending there
+    # the land task's note comes first; the one the run was triggered with stays below it
+    note = run["note"]
+    assert note.startswith("run 20261103T000000Z_20261104T000000Z covers [") and \
+        note.endswith("\n\nRe-run after the source's fix (ticket 42)"), note
     _timed("REST run 2026-11-03", started)
 
     runs = af.wait_for_runs(BACKFILL, len(DAYS), timeout=900)

@@ -196,10 +196,11 @@ class AirflowService:
                                    f"{self.log_tail('dag-processor')}")
             time.sleep(1.0)
 
-    def trigger(self, dag_id: str, run_id: str, logical_date: str, conf: Mapping[str, Any] | None = None) -> dict:
-        """``POST /api/v2/dags/{id}/dagRuns``: a manual run with this id, logical date and conf."""
+    def trigger(self, dag_id: str, run_id: str, logical_date: str, conf: Mapping[str, Any] | None = None,
+                note: str | None = None) -> dict:
+        """``POST /api/v2/dags/{id}/dagRuns``: a manual run with this id, logical date, conf and note."""
         return self.rest("POST", f"/api/v2/dags/{dag_id}/dagRuns",
-                         {"dag_run_id": run_id, "logical_date": logical_date, "conf": dict(conf or {})})
+                         {"dag_run_id": run_id, "logical_date": logical_date, "conf": dict(conf or {}), "note": note})
 
     def dag_runs(self, dag_id: str) -> list[dict]:
         return self.rest("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=logical_date")["dag_runs"]

@@ -221,6 +221,27 @@ def test_the_land_tasks_first_log_line_names_the_interval(tmp_path, caplog):
     assert "ends at its logical date" in warning.getMessage() and "params start and end" in warning.getMessage()
 
 
+def test_a_note_that_cannot_be_written_is_a_warning_and_the_run_goes_on(monkeypatch):
+    import logging
+    from types import SimpleNamespace
+
+    from tests.support.servers import free_port
+
+    # Airflow's REST API named by the connection, where nothing listens
+    monkeypatch.setenv("AIRFLOW_CONN_AIRFLOW_API", json.dumps({"conn_type": "http", "host": "127.0.0.1",
+                                                               "port": free_port()}))
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # the task's logger itself: Airflow's logging set-up bypasses pytest's capture
+    logging.getLogger(tasks.__name__).addHandler(handler)
+    try:
+        tasks.note_dag_run(SimpleNamespace(dag_id="cdc_demo", run_id="manual__1", note=None), "run r covers [a, b): c")
+    finally:
+        logging.getLogger(tasks.__name__).removeHandler(handler)
+    [warning] = [r.getMessage() for r in records]
+    assert warning.startswith("the run's note was not set (URLError") and "airflow_api" in warning, warning
+
+
 def test_the_plan_carries_what_the_source_holds_outside_an_empty_interval(tmp_path):
     cfg, _ = pipeline(tmp_path)
     quiet = [{**_manifest("a", 0), "outside": {"before": 2, "after": 0, "last_before": "2026-10-31T22:00:00Z",
