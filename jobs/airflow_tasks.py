@@ -248,14 +248,14 @@ def note_dag_run(dag_run: Any, text: str) -> None:
     """Sets the DAG run's note through Airflow's REST API (a task may not write the metadata database), keeping
     a note someone else wrote below it. A note that cannot be set is a warning in the task's log, never a
     failure: the task's first log line says the same."""
-    previous = getattr(dag_run, "note", None) or ""
     ours = text[:text.index(" covers [")] if " covers [" in text else text
-    if previous and not previous.startswith(ours):
-        text = f"{text}\n\n{previous}"
     try:
         base, token = _api_session()
-        _api_request("PATCH", f"{base}/api/v2/dags/{quote(dag_run.dag_id, safe='')}/dagRuns/"
-                     f"{quote(dag_run.run_id, safe='')}", token, {"note": text[:NOTE_LIMIT]})
+        url = f"{base}/api/v2/dags/{quote(dag_run.dag_id, safe='')}/dagRuns/{quote(dag_run.run_id, safe='')}"
+        previous = _api_request("GET", url, token, None).get("note") or ""  # the task's context does not hold it
+        if previous and not previous.startswith(ours):  # ours from an earlier try is replaced, not repeated
+            text = f"{text[:max(0, NOTE_LIMIT - len(previous) - 2)]}\n\n{previous}"  # theirs kept whole
+        _api_request("PATCH", url, token, {"note": text[:NOTE_LIMIT]})
     except Exception as exc:  # noqa: BLE001 - whatever fails here, the run goes on
         log.warning("the run's note was not set (%s: %s); connection %s names Airflow's REST API and a user who "
                     "may edit DAG runs", type(exc).__name__, exc, API_CONNECTION)
