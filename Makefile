@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` and `make test`.
-.PHONY: setup setup-dev demo lint test test-unit test-properties test-fuzz demo-topics bench
+.PHONY: setup setup-dev demo airflow airflow-stop lint test test-unit test-properties test-fuzz demo-topics bench
 
 setup:
 	scripts/setup.sh
@@ -10,6 +10,15 @@ setup-dev:
 ## set up, then run the main job end to end on the embedded default
 demo: setup
 	.venv/bin/python scripts/demo.py
+
+## a local Airflow on 127.0.0.1 running the pipelines of dags/pipelines/ (scripts/airflow_local.py);
+## AIRFLOW_PORT picks the UI's port, AIRFLOW_DB a metadata database URL (default: SQLite in build/airflow)
+AIRFLOW_PORT ?= 8080
+airflow: setup
+	CDC_AIRFLOW_DB="$(AIRFLOW_DB)" .venv/bin/python -m scripts.airflow_local start --port $(AIRFLOW_PORT)
+
+airflow-stop:
+	.venv/bin/python -m scripts.airflow_local stop
 
 ## set up, then run the whole test suite
 # two pytest-xdist workers (a JVM each): most of a test's time is single-threaded driver work (planning,

@@ -22,14 +22,18 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from jobs.intervals import IntervalError, checked, run_id_for, utc
+from jobs.intervals import IntervalError, checked, iso, run_id_for, utc
+from jobs.landing.outside import combine, quiet_interval_warning
 from jobs.pipeline_config import PipelineConfig, load_pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 LAND_TASK = "land"
 TRANSFORM_TASK = "transform"  # decode -> fold + publish -> validate: the one Spark application of a run
 CATALOG_ENV = "CDC_ICEBERG_CATALOG"  # jobs.publish.open_catalog
+AIRFLOW_INTERVAL_HINT = ("An Airflow run covers the interval that ends at its logical date (`airflow dags test "
+                         "<dag> <date>` too); params start and end choose another.")
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +43,14 @@ class AlertNotSent(RuntimeError):
 
 
 def dag_params() -> dict[str, Any]:
-    """The DAG's params: the window of a manual run (its data interval is empty)."""
+    """The DAG's params: a window of the run's own, instead of its data interval."""
     from airflow.sdk import Param
 
     return {
         "start": Param("", type="string", title="Interval start",
-                       description="ISO-8601, e.g. 2026-11-01T00:00:00Z; empty: the run's data interval. "
-                       "Manual runs have an empty data interval: give start and end."),
+                       description="ISO-8601, e.g. 2026-11-01T00:00:00Z; empty: the run's data interval, which for "
+                       "a run with a logical date is the interval that ends at that date, and which a run "
+                       "without one does not have: give start and end."),
         "end": Param("", type="string", title="Interval end",
                      description="ISO-8601, exclusive; empty: the run's data interval"),
     }
@@ -79,7 +84,8 @@ def resolve_interval(params: Mapping[str, Any] | None, data_interval_start: Any,
             raise IntervalError("give both params start and end, or neither (to use the data interval)")
         start, end = utc(start_param, "start"), utc(end_param, "end")
     elif data_interval_start is None or data_interval_end is None:
-        raise IntervalError("the run has no data interval: a manual run needs params start and end")
+        raise IntervalError("the run has no data interval (triggered without a logical date): give params start "
+                            "and end")
     else:
         start, end = utc(data_interval_start, "start"), utc(data_interval_end, "end")
     if end <= start:
@@ -88,6 +94,32 @@ def resolve_interval(params: Mapping[str, Any] | None, data_interval_start: Any,
         )
     return checked(start, end)
 
+
+
+def interval_origin(params: Mapping[str, Any] | None, run_type: Any, logical_date: Any,
+                    data_interval_end: Any = None) -> str:
+    """Where a run's interval comes from, in words (the land task's first log line and the run's note)."""
+    if any(str((params or {}).get(k) or "").strip() for k in ("start", "end")):
+        return "from params start and end"
+    kind = str(getattr(run_type, "value", run_type) or "")
+    at = iso(utc(logical_date)) if logical_date is not None else None
+    if kind == "scheduled":
+        return "the scheduled data interval"
+    if kind == "backfill" and at:
+        return f"the data interval of a backfill's run at logical date {at} (the interval that starts there)"
+    if kind == "manual" and at and data_interval_end is not None and utc(data_interval_end) <= utc(logical_date):
+        return (f"the data interval Airflow gives a manual run at logical date {at}: the interval of the schedule "
+                "that ends at or before that date (`airflow dags test <dag> <date>` covers the interval that ends "
+                "at <date>); params start and end choose another")
+    if kind == "manual" and at:
+        return (f"the data interval Airflow gave this manual run, which does not end at its logical date {at} "
+                "(`airflow dags trigger --logical-date` takes the interval before the time of the trigger); "
+                "params start and end choose another")
+    return "the run's data interval"
+
+
+def covers_text(start: datetime, end: datetime, origin: str) -> str:
+    return f"run {run_id_for(start, end)} covers [{iso(start)}, {iso(end)}): {origin}"
 
 
 # ---- the plan of a run: what land hands to the later tasks ---------------------------------------
@@ -104,6 +136,7 @@ class RunPlan:
     raw: tuple[str, ...]  # one landed interval folder per topic
     topics: tuple[str, ...]
     messages: int
+    outside: dict[str, Any] | None = None  # what the source holds outside the interval (jobs.landing.outside)
 
     def to_xcom(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,6 +165,7 @@ def build_plan(cfg: PipelineConfig, start: datetime, end: datetime, manifests: l
         raw=tuple(lake_join(m["path"]) for m in ordered),
         topics=tuple(m["topic"] for m in ordered),
         messages=sum(int(m["totals"]["records"]) for m in ordered),
+        outside=combine(m.get("outside") for m in ordered),
     )
 
 
@@ -184,13 +218,86 @@ def land_interval(cfg: PipelineConfig, start: datetime, end: datetime) -> RunPla
 
 
 def land(pipeline_file: str, params: Mapping[str, Any] | None = None, data_interval_start: Any = None,
-         data_interval_end: Any = None, **_context: Any) -> dict[str, Any]:
-    """Airflow callable of the land task; returns its XComs (see :func:`land_outputs`)."""
-    cfg = load_pipeline(pipeline_file)
+         data_interval_end: Any = None, logical_date: Any = None, dag_run: Any = None,
+         **_context: Any) -> dict[str, Any]:
+    """Airflow callable of the land task; returns its XComs (see :func:`land_outputs`). Its first log line
+    says which interval the run covers and why; the run's note says it too, with what landed."""
     start, end = resolve_interval(params, data_interval_start, data_interval_end)
+    origin = interval_origin(params, getattr(dag_run, "run_type", None), logical_date, data_interval_end)
+    covers = covers_text(start, end, origin)
+    log.info(covers)
+    cfg = load_pipeline(pipeline_file)
     plan = land_interval(cfg, start, end)
-    log.info("landed %d messages of %d topics for run %s", plan.messages, len(plan.topics), plan.run_id)
+    landed = f"landed {plan.messages} messages of {len(plan.topics)} topics"
+    log.info("%s for run %s", landed, plan.run_id)
+    warning = quiet_interval_warning(plan.start, plan.end, plan.messages, plan.outside)
+    if warning:
+        warning += f" {AIRFLOW_INTERVAL_HINT}"
+        log.warning(warning)
+    if dag_run is not None:
+        note_dag_run(dag_run, "\n\n".join(filter(None, [f"{covers}; {landed}.", warning and f"**{warning}**"])))
     return land_outputs(plan, cfg)
+
+
+# ---- the run's note ----------------------------------------------------------------------------------
+API_CONNECTION = "airflow_api"  # optional: Airflow's REST API and a user allowed to edit DAG runs
+NOTE_LIMIT = 1000  # characters Airflow keeps of a note
+
+
+def note_dag_run(dag_run: Any, text: str) -> None:
+    """Sets the DAG run's note through Airflow's REST API (a task may not write the metadata database), keeping
+    a note someone else wrote below it. A note that cannot be set is a warning in the task's log, never a
+    failure: the task's first log line says the same."""
+    ours = text[:text.index(" covers [")] if " covers [" in text else text
+    try:
+        base, token = _api_session()
+        url = f"{base}/api/v2/dags/{quote(dag_run.dag_id, safe='')}/dagRuns/{quote(dag_run.run_id, safe='')}"
+        previous = _api_request("GET", url, token, None).get("note") or ""  # the task's context does not hold it
+        if previous and not previous.startswith(ours):  # ours from an earlier try is replaced, not repeated
+            text = f"{text[:max(0, NOTE_LIMIT - len(previous) - 2)]}\n\n{previous}"  # theirs kept whole
+        _api_request("PATCH", url, token, {"note": text[:NOTE_LIMIT]})
+    except Exception as exc:  # noqa: BLE001 - whatever fails here, the run goes on
+        log.warning("the run's note was not set (%s: %s); connection %s names Airflow's REST API and a user who "
+                    "may edit DAG runs", type(exc).__name__, exc, API_CONNECTION)
+
+
+def _api_session() -> tuple[str, str]:
+    """Airflow's REST API (connection ``airflow_api``: its host and a login; else ``[api] base_url``) and a
+    token: a login's, or the one SimpleAuthManager gives anyone when every user is an admin (a local Airflow)."""
+    from airflow.sdk import BaseHook
+
+    try:
+        conn = BaseHook.get_connection(API_CONNECTION)
+    except Exception:  # noqa: BLE001 - AirflowNotFoundException: no such connection
+        conn = None
+    if conn is not None and conn.host:
+        scheme = conn.schema or "http"
+        base = conn.host if "://" in conn.host else f"{scheme}://{conn.host}{f':{conn.port}' if conn.port else ''}"
+    else:
+        from airflow.configuration import conf
+
+        base = conf.get("api", "base_url", fallback="http://localhost:8080")
+    base = base.rstrip("/")
+    if conn is not None and conn.login:
+        _mask(conn.password)
+        body = {"username": conn.login, "password": conn.password or ""}
+        return base, _api_request("POST", f"{base}/auth/token", None, body)["access_token"]
+    return base, _api_request("GET", f"{base}/auth/token", None, None)["access_token"]
+
+
+def _api_request(method: str, url: str, token: str | None, body: Mapping[str, Any] | None) -> Any:
+    import urllib.request
+
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310 - the deployment's own Airflow
+        answer = resp.read()
+    return json.loads(answer) if answer.strip() else None
 
 
 def _run_context(plan: RunPlan):

@@ -25,6 +25,9 @@ landed intervals before and after it recorded (jobs/landing/, one module per sou
   (offsets); Event Hubs Capture (jobs.landing.eventhubs_capture) keeps the enqueued time, so an
   interval ends at the first event enqueued at or after ``end`` (sequence numbers as offsets).
 
+Each topic's manifest also says what the source holds outside the interval (jobs.landing.outside); when
+the interval lands nothing while the source holds messages outside it, a warning line on stderr says so.
+
 Kafka settings such as SASL credentials come from ``--consumer-config KEY=VALUE``,
 ``--consumer-config-env KEY=ENV_VAR``, the JSON object in ``$CDC_KAFKA_CONFIG`` or an Airflow connection
 of type kafka (``--kafka-conn-id``, the apache-kafka provider's hook); values are never printed.
@@ -58,6 +61,7 @@ from jobs.landing.connect_s3 import CONNECT_S3, land_connect_s3
 from jobs.landing.eventhubs_capture import CAPTURE_LOOKBACK, EVENTHUBS_CAPTURE, land_eventhubs_capture
 from jobs.landing.files import land_files
 from jobs.landing.kafka import IDLE_TIMEOUT_S, KAFKA_CONFIG_ENV, kafka_consumer_config, land_kafka
+from jobs.landing.outside import combine, quiet_interval_warning
 
 # what callers import from here (jobs.airflow_tasks, jobs.cli, the tests, bench and scripts)
 __all__ = [
@@ -166,7 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for manifest in manifests:
         print(json.dumps({"topic": manifest["topic"], "path": lake.join(manifest["path"]),
-                          "records": manifest["totals"]["records"], "files": manifest["totals"]["files"]}))
+                          "records": manifest["totals"]["records"], "files": manifest["totals"]["files"],
+                          "outside": manifest.get("outside")}))
+    warning = quiet_interval_warning(start, end, sum(m["totals"]["records"] for m in manifests),
+                                     combine(m.get("outside") for m in manifests))
+    if warning:
+        print(f"land: warning: {warning}", file=sys.stderr)
     return 0
 
 

@@ -100,6 +100,7 @@ class PipelineBlock(_Block):
     start: date | datetime
     end: date | datetime | None = None
     catchup: bool = False
+    paused: bool | None = None  # the DAG's state when Airflow first sees it; None: Airflow's default
     retries: int = Field(1, ge=0, le=20)
     retry_delay: str = "2m"
     execution_timeout: str = "2h"

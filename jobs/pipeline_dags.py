@@ -30,6 +30,8 @@ from jobs.pipeline_config import PipelineConfig, PipelineConfigError, load_pipel
 
 log = logging.getLogger(__name__)
 EMBEDDED_CATALOG = "cdc"  # jobs.publish.open_catalog's name for the SQLite catalog inside a lake
+REPO = Path(__file__).resolve().parents[1]
+PLUGIN_FILE = "cdc_timetables.py"  # registers jobs.pipeline_timetable's timetable
 
 
 # ---- assets ---------------------------------------------------------------------------------------
@@ -84,6 +86,24 @@ def _utc(value: date | datetime) -> pendulum.DateTime:
     return pendulum.datetime(value.year, value.month, value.day, tz="UTC")
 
 
+def schedule_of(cfg: PipelineConfig, path: Path) -> CronDataIntervalTimetable:
+    """The file's cron as data intervals (UTC); with ``pipeline.end``, the last one ends at or before it."""
+    p = cfg.pipeline
+    if p.end is None:
+        return CronDataIntervalTimetable(p.schedule, timezone="UTC")
+    from airflow import plugins_manager
+
+    from jobs.pipeline_timetable import EndingCronDataIntervalTimetable
+
+    name = f"{EndingCronDataIntervalTimetable.__module__}.{EndingCronDataIntervalTimetable.__name__}"
+    if name not in plugins_manager.get_timetables_plugins():  # the DAG could not be serialized nor scheduled
+        raise PipelineConfigError(
+            f"{path}: pipeline.end: its timetable is registered by plugins/{PLUGIN_FILE}, which this Airflow "
+            f"did not load; fix: set [core] plugins_folder (AIRFLOW__CORE__PLUGINS_FOLDER) to "
+            f"{REPO / 'plugins'}, or remove pipeline.end")
+    return EndingCronDataIntervalTimetable(p.schedule, "UTC", _utc(p.end))
+
+
 def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
     """The DAG of one pipeline file: wiring only."""
     p, shown = cfg.pipeline, cfg.shown().pipeline  # what the UI shows reads no secret (jobs.pipeline_config)
@@ -92,10 +112,10 @@ def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
         dag_id=cfg.dag_id,
         description=mask(shown.description) or f"{cfg.source.format} topics into Iceberg tables ({path.name})",
         doc_md=doc_md(cfg, path),
-        schedule=CronDataIntervalTimetable(p.schedule, timezone="UTC"),
-        start_date=_utc(p.start),
-        end_date=_utc(p.end) if p.end else None,
+        schedule=schedule_of(cfg, path),
+        start_date=_utc(p.start),  # no end_date: it would be every task's (see jobs.pipeline_timetable)
         catchup=p.catchup,
+        is_paused_upon_creation=p.paused,
         max_active_runs=1,
         tags=sorted({"cdc", cfg.source.format, *map(mask, shown.tags)}),
         params=tasks.dag_params(),
@@ -144,8 +164,10 @@ def doc_md(cfg: PipelineConfig, path: Path) -> str:
     lines = [
         f"### Pipeline `{cfg.name}`", "", e(cfg.pipeline.description), "",
         f"Defined by `{e(path)}`. Runs `land → transform → reconcile → alert → expire` for each data interval "
-        f"`[start, end)` of `{cfg.pipeline.schedule}` (UTC), in order; a manual run takes params `start` and "
-        "`end` (ISO-8601). The run id is the interval: clearing or re-running one changes nothing published.",
+        f"`[start, end)` of `{cfg.pipeline.schedule}` (UTC), in order. A run covers its data interval (a manual "
+        "run at logical date D: the interval that ends at D, also with `airflow dags test <dag> D`) unless params "
+        "`start` and `end` (ISO-8601) give another; its first log line and its note say which. The run id is "
+        "the interval: clearing or re-running one changes nothing published.",
         "",
         "| | |", "|---|---|",
         f"| source | `{s.format}` messages from {where} |",

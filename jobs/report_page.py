@@ -103,6 +103,7 @@ def render_report(pipeline: str, run_id: str, reconciliation: dict, validation: 
         f"<h1>{heading}</h1>",
         "<p>Messages: " + ", ".join(f"{k} <b>{_e(total.get(k))}</b>" for k in ("landed", "decoded", "quarantined",
                                                                                "ignored")) + "</p>",
+        quiet_interval(decode.get("landing")),
         "<h2>Source rows against the lake's</h2>",
         f"<p>Source counts from: {_e(reconciliation.get('source'))}. A count is compared with the lake's at the "
         "moment it was taken; <i>behind</i> means the lake has not reached that moment yet. A count that came "
@@ -147,6 +148,19 @@ def _landing(landing: dict | None) -> str:
                 f"{_e(landing.get('capture_delay_s'))} s), so a quiet source's counts before then are judged.</p>")
     return (f"<p>The landing is no evidence that the lake reached past its last change: "
             f"{_e(landing.get('why_not'))}.</p>")
+
+
+def quiet_interval(landing: dict | None) -> str:
+    """A line no reader misses when the run landed nothing while its source holds messages outside its
+    interval (``landing``: jobs.landing.outside.landing_summary of its landed folders)."""
+    from jobs.landing.outside import quiet_interval_warning
+
+    warning = quiet_interval_warning(landing["start"], landing["end"], landing["records"],
+                                     landing.get("outside")) if landing else None
+    if not warning:
+        return ""
+    return ('<p class="quiet" style="background:#fff3e0;border-left:4px solid #ef6c00;padding:6px 10px;'
+            f'font-weight:600">{_e(warning)}</p>')
 
 
 def _previous(verdict: dict | None) -> str:

@@ -333,6 +333,7 @@ def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,
 def write_report_page(ctx: RunContext, reconciliation: dict, validation: dict, decode: dict) -> str:
     """The run's report.html (jobs.report_page); its URI."""
     from jobs import storage
+    from jobs.landing.outside import landing_summary
     from jobs.report_page import quarantine_examples, render_report
 
     examples: dict[str, list[dict]] = {}
@@ -340,6 +341,7 @@ def write_report_page(ctx: RunContext, reconciliation: dict, validation: dict, d
     if (decode.get("total") or {}).get("quarantined") and ctx.lake.exists(quarantine):
         examples = quarantine_examples(storage.parquet_dataset(ctx.lake.join(quarantine)))
     rel = f"{ctx.report_dir}/report.html"
+    decode = {**decode, "landing": landing_summary(decode.get("raw"))}  # an interval that landed nothing says so
     ctx.lake.write_text(rel, render_report(ctx.pipeline, ctx.run_id, reconciliation, validation, decode, examples))
     return ctx.lake.uri(rel)
 

@@ -299,10 +299,12 @@ def _partition_entry(plan: Any, **found: Any) -> dict[str, Any]:
 
 def _commit_partitions(lake: Lake, rel_dir: str, source: dict[str, Any], pipeline: str, topic: str,
                        start: datetime, end: datetime, partitions: list[dict[str, Any]],
-                       files: list[dict[str, Any]]) -> dict[str, Any]:
-    """Write the manifest of a landed interval (its partitions' positions and its files): the commit."""
+                       files: list[dict[str, Any]], outside: dict[str, Any]) -> dict[str, Any]:
+    """Write the manifest of a landed interval (its partitions' positions, its files and what the source
+    holds outside it: jobs.landing.outside): the commit."""
     manifest = _manifest_base(source, pipeline, topic, start, end, rel_dir)
-    manifest.update({"partitions": partitions, "files": files, "totals": _totals(partitions, files)})
+    manifest.update({"partitions": partitions, "files": files, "totals": _totals(partitions, files),
+                     "outside": outside})
     return _commit(lake, rel_dir, manifest)
 
 

@@ -138,6 +138,7 @@ def _read_connect_partition(topic: str, partitions: dict[int, list[_ConnectFile]
                             plan: _ExportPlan, state: dict[str, Any]) -> Iterator[_ExportRecord]:
     """A partition's records in offset order, file by file (a file wholly landed before is not read)."""
     files = sorted(partitions.get(plan.partition, []), key=lambda f: f.start_offset)
+    state["lowest"] = files[0].start_offset if files else None  # from the names: no file is read for it
     for i, file in enumerate(files):
         following = files[i + 1].start_offset if i + 1 < len(files) else None
         if i and file.start_offset == files[i - 1].start_offset:

@@ -37,6 +37,7 @@ from jobs.landing.common import (
     _write_empty,
     log,
 )
+from jobs.landing.outside import combine, outside
 
 
 @dataclass
@@ -75,6 +76,9 @@ class _ExportPlan:
     not_json: int = 0
     min_ts: int | None = None  # microseconds
     max_ts: int | None = None
+    lowest: int | None = None  # the lowest position the source's files hold, when their names say it
+    last_before_ts: int | None = None  # the latest record read before the interval
+    first_after_ts: int | None = None  # the record the interval ended at
 
     def manifest_entry(self) -> dict[str, Any]:
         return _partition_entry(self, skipped_before_start=self.skipped_before_start,
@@ -84,8 +88,21 @@ class _ExportPlan:
                                 max_timestamp=_us_iso(self.max_ts))
 
 
-# a partition's records in position order: read(plan, state) sets state["file"] to the file it reads
-# and counts the files read in state["files"]
+    def outside(self) -> dict[str, Any]:
+        """The partition's records before and after the interval (jobs.landing.outside): before, those
+        below its first position (counted from the lowest position of the files where known, else those
+        read); after, none when it read to the end of the files, unknown when it stopped earlier."""
+        first = self.first_offset if self.first_offset is not None else self.begin
+        if self.lowest is not None and first is not None:
+            before = max(0, first - self.lowest)
+        else:
+            before = self.skipped_before_start + self.already_landed
+        after = 0 if self.end_reason == "end_of_files" else None
+        return outside(before, after, _us_iso(self.last_before_ts), _us_iso(self.first_after_ts))
+
+
+# a partition's records in position order: read(plan, state) sets state["file"] to the file it reads,
+# counts the files read in state["files"] and may set state["lowest"], the lowest position the files hold
 _Reader = Callable[[_ExportPlan, dict[str, Any]], Iterator[_ExportRecord]]
 
 
@@ -164,7 +181,8 @@ def _land_export_topic(kind: str, source: dict[str, Any], topic: str, lake: Lake
         if not files:
             files.append(_write_empty(output))
         partitions_out = [plans[p].manifest_entry() for p in sorted(plans)]
-        return _commit_partitions(lake, rel_dir, source, pipeline, topic, start, end, partitions_out, files)
+        beyond = combine(plan.outside() for plan in plans.values()) if plans else outside(0, 0)
+        return _commit_partitions(lake, rel_dir, source, pipeline, topic, start, end, partitions_out, files, beyond)
     finally:
         output.close()
 
@@ -198,10 +216,11 @@ class _Window:
                         offset - 1)
         plan.last_seen = offset
         if plan.stop_at_timestamp and ts is not None and ts >= self.end_us:
-            plan.end, plan.end_reason = offset, "timestamp"
+            plan.end, plan.end_reason, plan.first_after_ts = offset, "timestamp", ts
             return None
         if plan.scan_for_start and plan.first_offset is None and ts is not None and ts < self.start_us:
             plan.skipped_before_start += 1
+            plan.last_before_ts = max(ts, plan.last_before_ts or ts)
             return False
         if plan.first_offset is None:
             plan.first_offset = offset
@@ -211,7 +230,7 @@ class _Window:
 def _land_export_partition(plan: _ExportPlan, read: _Reader, window: _Window, writer: _RollingWriter,
                            rows: _ExportRows, batch_rows: int) -> None:
     """Read one partition up to its end, writing the records that land; fills in the plan."""
-    state: dict[str, Any] = {"file": None, "files": 0}
+    state: dict[str, Any] = {"file": None, "files": 0, "lowest": None}
     records = read(plan, state)
     try:
         for record in records:
@@ -235,7 +254,7 @@ def _land_export_partition(plan: _ExportPlan, read: _Reader, window: _Window, wr
         plan.end, plan.end_reason = (max(candidates) if candidates else None), "end_of_files"
     if plan.first_offset is None:
         plan.first_offset = plan.end
-    plan.files_read = state["files"]
+    plan.files_read, plan.lowest = state["files"], state["lowest"]
     plan.last_file = state["file"] or plan.resume_file
     if rows.records:
         writer.write(rows.take())

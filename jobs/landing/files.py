@@ -36,6 +36,7 @@ from jobs.landing.common import (
     _RollingWriter,
     _write_empty,
 )
+from jobs.landing.outside import outside
 
 
 def _source_files(source_dir: str) -> Iterator[tuple[str, str]]:
@@ -103,6 +104,22 @@ class _FilesTopic:
     output: _Output
     writer: _RollingWriter
     partitions: dict[int | None, dict[str, Any]] = field(default_factory=dict)
+    # the topic's messages outside the interval (jobs.landing.outside): counts, nearest and extreme times
+    before: int = 0
+    after: int = 0
+    times: dict[str, datetime] = field(default_factory=dict)
+
+    def note_outside(self, row: dict[str, Any]) -> None:
+        """One topic's figures of a batch (``_outside_by_topic``)."""
+        self.before += row["is_before_sum"]
+        self.after += row["is_after_sum"]
+        for name, column, pick in (("last_before", "before_ts_max", max), ("first_after", "after_ts_min", min),
+                                   ("earliest", "timestamp_min", min), ("latest", "timestamp_max", max)):
+            if row[column] is not None:
+                self.times[name] = row[column] if name not in self.times else pick(self.times[name], row[column])
+
+    def outside(self) -> dict[str, Any]:
+        return outside(self.before, self.after, **self.times)
 
 
 class _FilesLanding:
@@ -157,7 +174,8 @@ class _FilesLanding:
                 for p, stats in sorted(target.partitions.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))
             ]
             self.done[topic] = _commit_partitions(self.lake, target.rel_dir, {"kind": "files", "path": self.source_dir},
-                                                  self.pipeline, topic, self.start, self.end, partitions_out, files)
+                                                  self.pipeline, topic, self.start, self.end, partitions_out, files,
+                                                  target.outside())
 
     def close(self) -> None:
         for target in self.live.values():
@@ -207,8 +225,24 @@ def _land_source_file(run: _FilesLanding, local: str, rel_path: str, wanted: set
         for topic in pc.unique(table["topic"]).to_pylist():
             if wanted is None or topic in wanted:
                 run.output_for(topic)
-        run.write(table.filter(pc.and_(pc.greater_equal(table["timestamp"], lo),
-                                       pc.less(table["timestamp"], hi))))
+        is_before, is_after = pc.less(table["timestamp"], lo), pc.greater_equal(table["timestamp"], hi)
+        for row in _outside_by_topic(table, is_before, is_after):
+            if row["topic"] in run.live:
+                run.live[row["topic"]].note_outside(row)
+        run.write(table.filter(pc.invert(pc.or_(is_before, is_after))))
+
+
+def _outside_by_topic(table: pa.Table, is_before: pa.ChunkedArray, is_after: pa.ChunkedArray) -> list[dict[str, Any]]:
+    """Per topic of a batch: its messages before and after the interval, the nearest of their times and
+    the extreme times of all its messages."""
+    ts = table["timestamp"]
+    figures = pa.table({"topic": table["topic"], "timestamp": ts, "is_before": pc.cast(is_before, pa.int64()),
+                        "is_after": pc.cast(is_after, pa.int64()),
+                        "before_ts": pc.if_else(is_before, ts, pa.scalar(None, ts.type)),
+                        "after_ts": pc.if_else(is_after, ts, pa.scalar(None, ts.type))})
+    return figures.group_by("topic", use_threads=False).aggregate(
+        [("is_before", "sum"), ("is_after", "sum"), ("before_ts", "max"), ("after_ts", "min"),
+         ("timestamp", "min"), ("timestamp", "max")]).to_pylist()
 
 
 def _count_partitions(stats: dict[int | None, dict[str, Any]], rows: pa.Table) -> None:

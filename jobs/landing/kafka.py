@@ -50,6 +50,7 @@ from jobs.landing.common import (
     _write_empty,
     log,
 )
+from jobs.landing.outside import combine, outside
 
 KAFKA_CONFIG_ENV = "CDC_KAFKA_CONFIG"
 # A broker that sends nothing (no message, no end-of-partition) for this long is an error.
@@ -78,6 +79,8 @@ class _PartitionPlan:
     records: int = 0
     min_ts: int | None = None
     max_ts: int | None = None
+    last_before_ts: int | None = None  # the latest message skipped before the interval
+    first_after_ts: int | None = None  # the message the interval ended at
     done: bool = False
 
     def manifest_entry(self) -> dict[str, Any]:
@@ -86,6 +89,14 @@ class _PartitionPlan:
                                 skipped_before_start=self.skipped_before_start,
                                 lost_to_retention=self.lost_to_retention,
                                 min_timestamp=_ms_iso(self.min_ts), max_timestamp=_ms_iso(self.max_ts))
+
+    def outside(self) -> dict[str, Any]:
+        """The partition's messages before and after the interval (jobs.landing.outside): the retained ones
+        before its first offset, those up to the high watermark read at the start after its end."""
+        first = self.first_offset if self.first_offset is not None else self.start
+        end = self.end if self.end is not None else first
+        return outside(max(0, first - self.low), max(0, self.high - end), _ms_iso(self.last_before_ts),
+                       _ms_iso(self.first_after_ts))
 
 
 @dataclass
@@ -264,7 +275,7 @@ def land_kafka(bootstrap: str, topic: str, lake: Lake, pipeline: str, start: dat
         files = reader.close() or [_write_empty(output)]
         partitions_out = [plans[p].manifest_entry() for p in sorted(plans)]
         return _commit_partitions(lake, rel_dir, {"kind": "kafka"}, pipeline, topic, start, end, partitions_out,
-                                  files)
+                                  files, combine(plan.outside() for plan in plans.values()))
     finally:
         consumer.close()
         output.close()
@@ -359,11 +370,13 @@ class _TopicReader:
         ts_type, ts_ms = msg.timestamp()
         has_ts = ts_type != 0  # TIMESTAMP_NOT_AVAILABLE: cannot be placed in time, kept in order
         if plan.stop_at_timestamp and has_ts and ts_ms >= end_ms:
+            plan.first_after_ts = ts_ms
             self._finish(plan, offset, "timestamp")
             return
         if plan.scan_for_start and plan.first_offset is None:
             if has_ts and ts_ms < start_ms:
                 plan.skipped_before_start += 1
+                plan.last_before_ts = max(ts_ms, plan.last_before_ts or ts_ms)
                 if offset + 1 >= plan.cap:
                     self._finish(plan, plan.cap, plan.end_reason_at_cap)
                 return

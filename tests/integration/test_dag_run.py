@@ -50,6 +50,43 @@ for day in sys.argv[3:]:
 """
 
 
+# a manual run as `airflow dags test <dag> -c '{"start": ..., "end": ...}'` makes it: logical date now; only
+# land runs, the other tasks are marked successful (no Spark)
+MANUAL_RUNNER = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+assert not bag.import_errors, bag.import_errors
+run = bag.dags[sys.argv[2]].test(run_conf=json.loads(sys.argv[3]), mark_success_pattern="(?!land$).*")
+print("RESULT " + json.dumps({"state": str(run.state),
+                              "tis": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}}))
+"""
+
+
+def _airflow_env(tmp_path: Path, pipelines: Path, **extra: str) -> dict[str, str]:
+    """An AIRFLOW_HOME of the test's own (SQLite), the repository's DAGs and plugins, the pipelines of
+    ``pipelines``; its metadata database migrated."""
+    venv_bin = str(Path(sys.executable).parent)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "AIRFLOW_VAR_CDC_", "SMTP_"))},
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",  # spark-submit lives in the venv
+        "PYTHONPATH": str(REPO),
+        "CDC_PIPELINES_DIR": str(pipelines),
+        "CDC_SHUFFLE_PARTITIONS": "2",
+        "CDC_JIT": "c1",  # each stage is a fresh JVM on a small interval (jobs.spark)
+        **extra,
+    }
+    migrate = subprocess.run([f"{venv_bin}/airflow", "db", "migrate"], env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert migrate.returncode == 0, migrate.stderr[-2000:]
+    return env
+
+
 def _smtp_conn(port: int) -> str:
     # a local sink speaks neither TLS nor SSL; the smtp provider turns both on unless disabled
     return json.dumps({"conn_type": "smtp", "host": "127.0.0.1", "port": port,
@@ -69,29 +106,13 @@ def _demo_messages_between(topics: Path, start: datetime, end: datetime) -> int:
 # ---- the DAG, end to end -------------------------------------------------------------------------
 def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     smtp_port, inbox = smtp_sink
-    venv_bin = str(Path(sys.executable).parent)
     topics, lake = generate_demo(tmp_path, messages=600), tmp_path / "lake"
     source = topics.with_name("source.db")
     # the source's counts at the end of each day, with the moment each is true (make_demo.py)
     _, path = pipeline(tmp_path, lake=str(lake), source={"files": str(topics)},
                        reconcile={"counts": str(source.with_name("source_counts.json"))},
                        alert={"to": [RECIPIENT]}, sink={"retain_days": 0})
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "AIRFLOW_VAR_CDC_", "SMTP_"))},
-        "AIRFLOW_HOME": str(tmp_path / "airflow"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "AIRFLOW_CONN_SMTP_DEFAULT": _smtp_conn(smtp_port),
-        "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",  # spark-submit lives in the venv
-        "PYTHONPATH": str(REPO),
-        "CDC_PIPELINES_DIR": str(path.parent),
-        "CDC_SHUFFLE_PARTITIONS": "2",
-        "CDC_JIT": "c1",  # each stage is a fresh JVM on a small interval (jobs.spark)
-    }
-    migrate = subprocess.run([f"{venv_bin}/airflow", "db", "migrate"], env=env, capture_output=True, text=True,
-                             timeout=300)
-    assert migrate.returncode == 0, migrate.stderr[-2000:]
+    env = _airflow_env(tmp_path, path.parent, AIRFLOW_CONN_SMTP_DEFAULT=_smtp_conn(smtp_port))
     proc = subprocess.run([sys.executable, "-c", RUNNER, str(REPO / "dags"), "cdc_demo", "2026-11-02", "2026-11-03"],
                           env=env, capture_output=True, text=True, timeout=1200)
     results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
@@ -146,6 +167,26 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     mailed = [r for r, a in zip(runs, alerts) if a["sent"]]
     assert len(inbox.envelopes) == len(mailed) and all(e.rcpt_tos == [RECIPIENT] for e in inbox.envelopes)
     assert all(run_id in subject for run_id, subject in zip(mailed, _subjects(inbox)))
+
+
+# ---- a manual run given start and end runs them, whatever the pipeline's end ---------------------
+def test_a_manual_run_after_the_pipelines_end_runs_its_window(tmp_path, demo_topics):
+    lake = tmp_path / "lake"
+    _, path = pipeline(tmp_path, name="ended", lake=str(lake), source={"files": str(demo_topics)},
+                       pipeline={"start": "2026-11-01", "end": "2026-11-03"})
+    env = _airflow_env(tmp_path, path.parent)
+    window = {"start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z"}
+    proc = subprocess.run([sys.executable, "-c", MANUAL_RUNNER, str(REPO / "dags"), "cdc_ended", json.dumps(window)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(results) == 1, (proc.stdout + proc.stderr)[-5000:]
+    # the run's logical date (now) is after the pipeline's end: its tasks exist all the same, and land ran
+    assert results[0]["tis"] == {t: "success" for t in STAGES}, (proc.stdout + proc.stderr)[-5000:]
+    run_id = "20261101T000000Z_20261102T000000Z"
+    landed = [json.loads((folder / "_manifest.json").read_text())
+              for folder in sorted((lake / "raw/ended").glob(f"*/interval={run_id}"))]
+    assert {m["topic"] for m in landed} == TABLES
+    assert sum(m["totals"]["records"] for m in landed) == _demo_messages_between(demo_topics, DAY1, DAY2) > 0
 
 
 # ---- land from Kafka -----------------------------------------------------------------------------

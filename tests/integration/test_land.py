@@ -28,6 +28,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from jobs.intervals import iso
 from jobs.lake import Lake
 from jobs.land import KAFKA_ARROW_SCHEMA, LandError, land_files, land_kafka, main
 from tests.support.pipeline_runs import jobs_run
@@ -261,6 +262,21 @@ def test_interval_before_any_message_is_empty_but_readable(topic: dict, kafka_bo
     assert rows.num_rows == 0 and rows.schema == KAFKA_ARROW_SCHEMA
 
 
+def test_a_kafka_landing_records_the_messages_outside_its_interval(topic: dict, kafka_bootstrap: str, landed: dict,
+                                                                    tmp_path: Path) -> None:
+    # every message of the topic is before, in or after each landed interval
+    for manifest in landed["manifests"]:
+        outside = manifest["outside"]
+        assert outside["before"] + manifest["totals"]["records"] + outside["after"] == len(PLAN), outside
+    first, last = landed["manifests"][0]["outside"], landed["manifests"][-1]["outside"]
+    assert first["before"] == 0 and last["after"] == 0
+    # an interval before any message lands nothing; the topic holds all its messages after it
+    empty = land_kafka(kafka_bootstrap, topic["name"], Lake.at(str(tmp_path)), PIPELINE, T0 - timedelta(hours=1), T0)
+    assert empty["totals"]["records"] == 0
+    assert empty["outside"] == {"before": 0, "after": len(PLAN), "last_before": None, "first_after": iso(T0),
+                                "earliest": None, "latest": None}
+
+
 def test_unknown_topic_is_a_clear_error(kafka_bootstrap: str, tmp_path: Path) -> None:
     with pytest.raises(LandError, match="no.such.topic"):
         land_kafka(kafka_bootstrap, "no.such.topic", Lake.at(str(tmp_path)), PIPELINE, T0, T1,
@@ -352,6 +368,35 @@ def test_land_files_partitions_messages_by_timestamp(tmp_path: Path) -> None:
     again = land_files(str(tmp_path / "dumps"), ["shop.public.customers", "shop.public.none"], lake, PIPELINE, T2, T3)
     assert again[0] == manifests[0] and manifest_file.stat().st_mtime_ns == mtime
     assert again[1]["topic"] == "shop.public.none" and again[1]["totals"]["records"] == 0
+
+
+def test_land_files_records_what_the_source_holds_outside_the_interval(tmp_path: Path) -> None:
+    rows = _dump(tmp_path / "dumps")
+    lake = Lake.at(str(tmp_path / "lake"))
+    for start, end in [(T0 - timedelta(days=1), T0 - timedelta(hours=12)), (T1, T2)]:  # before the data, amid it
+        for manifest in land_files(str(tmp_path / "dumps"), None, lake, PIPELINE, start, end):
+            times = [r["timestamp"] for r in rows if r["topic"] == manifest["topic"]]
+            before, after = [t for t in times if t < start], [t for t in times if t >= end]
+            assert manifest["outside"] == {
+                "before": len(before), "after": len(after), "last_before": iso(max(before)) if before else None,
+                "first_after": iso(min(after)), "earliest": iso(min(times)), "latest": iso(max(times))}
+            assert len(before) + manifest["totals"]["records"] + len(after) == len(times)
+
+
+def test_cli_says_when_an_interval_lands_nothing_but_the_source_holds_messages_outside_it(tmp_path: Path,
+                                                                                           capsys) -> None:
+    rows = _dump(tmp_path / "dumps")
+    code = main(["--from-files", str(tmp_path / "dumps"), "--lake", str(tmp_path / "lake"), "--pipeline", PIPELINE,
+                 "--start", "2025-12-30T00:00:00Z", "--end", "2025-12-31T00:00:00Z"])  # a day before the data
+    captured = capsys.readouterr()
+    assert code == 0
+    printed = [json.loads(line) for line in captured.out.splitlines()]
+    assert [p["records"] for p in printed] == [0, 0]
+    assert sum(p["outside"]["after"] for p in printed) == len(rows)
+    first = iso(min(r["timestamp"] for r in rows))
+    assert captured.err.strip() == (
+        f"land: warning: 0 messages in [2025-12-30T00:00:00Z, 2025-12-31T00:00:00Z) but the source holds "
+        f"{len(rows)} after it (the first at {first}): is this the interval you meant?")
 
 
 def test_land_files_kafka_connect_layout_without_lineage_columns(tmp_path: Path) -> None:

@@ -136,6 +136,17 @@ def test_connect_next_landing_takes_only_what_the_sink_wrote_since(tmp_path: Pat
     assert _parts(third)[0] == (10, 11, 1)
 
 
+def test_connect_landing_of_nothing_new_records_what_was_written_before(tmp_path: Path) -> None:
+    source = _copy(CONNECT, tmp_path / "sink")
+    lake = Lake.at(str(tmp_path / "lake"))
+    first = land_connect_s3(str(source), [ORDERS], lake, PIPELINE, T0, T1)[0]
+    assert first["outside"] == {"before": 0, "after": 0, "last_before": None, "first_after": None,
+                                "earliest": None, "latest": None}
+    quiet = land_connect_s3(str(source), [ORDERS], lake, PIPELINE, T1, T2)[0]  # the sink wrote nothing since
+    assert quiet["totals"]["records"] == 0
+    assert quiet["outside"]["before"] == first["totals"]["records"] and quiet["outside"]["after"] == 0
+
+
 def test_connect_backfill_before_a_landed_interval_takes_nothing_twice(tmp_path: Path) -> None:
     source = _copy(CONNECT, tmp_path / "sink")
     lake = Lake.at(str(tmp_path / "lake"))
@@ -286,6 +297,22 @@ def test_capture_first_landing_starts_at_the_interval_and_reads_no_old_window(tm
     parts = {p["partition"]: p for p in manifest["partitions"]}
     assert (parts[0]["skipped_before_start"], parts[0]["start_offset"], parts[0]["records"]) == (3, 3, 2)
     assert parts[1]["files_read"] == 2  # the window of 20:00 is older than start - lookback: not read
+
+
+def test_capture_landing_records_the_events_outside_its_interval(tmp_path: Path) -> None:
+    source = _copy(CAPTURE, tmp_path / "capture")
+    lake = Lake.at(str(tmp_path / "lake"))
+    # ten minutes before the first event: nothing lands, each partition stops at its first event
+    early = land_eventhubs_capture(str(source), None, lake, PIPELINE, T0 - timedelta(minutes=10), T0)[0]
+    assert early["totals"]["records"] == 0
+    assert early["outside"] == {"before": 0, "after": None, "last_before": None, "first_after": "2026-01-01T00:00:10Z",
+                                "earliest": None, "latest": None}  # how many follow is not read
+    # after every event: they were all read before the interval, and none follows
+    late = land_eventhubs_capture(str(source), None, lake, PIPELINE, T3, T3 + timedelta(minutes=5))[0]
+    events = sum(1 for path in source.rglob("*.avro") for _ in fastavro.reader(path.open("rb")))
+    assert late["totals"]["records"] == 0
+    assert late["outside"] == {"before": events, "after": 0, "last_before": "2026-01-01T00:07:30Z", "first_after": None,
+                               "earliest": None, "latest": None}
 
 
 def test_capture_damaged_files_fail_naming_the_file(tmp_path: Path) -> None:

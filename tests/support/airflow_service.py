@@ -8,34 +8,35 @@ command line and the UI in headless Chromium.
         af.cli("backfill", "create", "--dag-id", "cdc_demo", ...)
         af.screenshot(af.url("/dags"), png)
 
-What runs: ``airflow db migrate``, then ``airflow api-server`` (UI + REST API + the Execution API the
-task runners call), ``airflow scheduler`` (LocalExecutor), ``airflow dag-processor`` and ``airflow
-triggerer``, each a subprocess of its own session with its log in ``<tmp>/logs/<name>.log``, stopped by its
-PID (and then its own process group: the task runners and spark-submit JVMs it started).
+What runs is the local Airflow of ``make airflow`` (scripts/airflow_local.py, its ``start`` and ``stop``):
+``airflow db migrate``, ``airflow dags reserialize``, then ``airflow api-server`` (UI + REST API + the
+Execution API the task runners call), ``airflow scheduler`` (LocalExecutor), ``airflow dag-processor`` and
+``airflow triggerer``, each a process of its own session with its log in ``<tmp>/airflow/logs/<name>.log``,
+stopped by its PID (and then its own process group: the task runners and spark-submit JVMs it started).
+The tests add only what :func:`service_settings` says.
 
 - **Metadata database: PostgreSQL** (tests/support/databases.py's ``postgres_server``). Airflow 3.3 does accept
   SQLite with the LocalExecutor (the SequentialExecutor is gone; ``airflow standalone`` runs LocalExecutor on
   SQLite), but SQLite has one writer: with the scheduler, dag-processor, triggerer and api-server all writing,
   ``airflow backfill create`` failed here with ``sqlite3.OperationalError: database is locked`` (Airflow's own
   backfill API says backfills are "not supported on SQLite under concurrent access"). ``database="sqlite"``
-  remains for a service that only parses and triggers.
+  (the local Airflow's default) remains for a service that only parses and triggers.
 - **Auth: SimpleAuthManager with ``simple_auth_manager_all_admins``.** Every request is an admin (a
   middleware adds the token), so the REST API v2 and the UI both work without a login page; ``token()``
   still takes one from ``GET /auth/token`` and ``rest()`` sends it, as a client would.
 - **Connections** come from ``AIRFLOW_CONN_*`` environment variables (``connections``: id -> JSON).
 - **Fast and small for tests**: the scheduler creates no runs of its own (``use_job_schedule=False``: only
   triggered runs and backfills, so a DAG starting months ago does not start a catch-up run on unpause);
-  DAGs are unpaused at creation; the dag-processor rescans every few seconds; ``parallelism=2`` (two
-  cores, Spark jobs).
+  DAGs are unpaused at creation unless their file says ``paused``; the dag-processor rescans every few
+  seconds; ``parallelism=2`` (two cores, Spark jobs).
 """
 from __future__ import annotations
 
+import configparser
 import contextlib
 import json
 import os
-import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,14 +44,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.paths import REPO
-from tests.support.servers import LOCALHOST, ServerStartError, free_port, stop_process
+from scripts import airflow_local
+from scripts.airflow_local import SERVICES
+from tests.support.servers import LOCALHOST, ServerStartError, free_port
 
-SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 FINISHED = ("success", "failed")
 VENV_BIN = Path(sys.executable).parent
 
@@ -71,7 +72,6 @@ class AirflowService:
     home: Path
     port: int
     env: dict[str, str]
-    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     _token: str | None = None
 
     # ---- addresses and logs ----------------------------------------------------------------------
@@ -107,10 +107,46 @@ class AirflowService:
             return "\n".join(_log_line(line) for line in content)
         return str(content)
 
+    def task_log_events(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> list[dict]:
+        """A task try's structured log lines (``event``, ``logger``, ``level``...) as the API serves them."""
+        answer = self.rest("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/"
+                           f"{try_number}?full_content=true")
+        content = answer.get("content") if isinstance(answer, dict) else answer
+        return [line for line in content if isinstance(line, dict)] if isinstance(content, list) else []
+
     def check_alive(self) -> None:
-        dead = {name: proc.returncode for name, proc in self.procs.items() if proc.poll() is not None}
+        dead = sorted(set(SERVICES) - set(airflow_local.running_services(self.home)))
         if dead:
             raise ServerStartError(f"Airflow services exited: {dead}\n{self.logs()}")
+
+    def listening(self) -> set[str]:
+        """``address:port`` of every TCP socket an Airflow process of the services' process groups listens on
+        (Linux /proc: the sockets of their open files, found in /proc/net/tcp and tcp6); the Spark JVMs their
+        tasks start are not Airflow's."""
+        groups = {airflow_local.service_pid(self.home, name) for name in SERVICES} - {None}
+        inodes: set[str] = set()
+        for proc in Path("/proc").iterdir():
+            fields = airflow_local.process_stat(int(proc.name)) if proc.name.isdigit() else None
+            with contextlib.suppress(OSError):
+                if not fields or int(fields[2]) not in groups or (proc / "comm").read_text().strip() == "java":
+                    continue
+                inodes |= {os.readlink(fd)[8:-1] for fd in (proc / "fd").iterdir()
+                           if os.readlink(fd).startswith("socket:[")}
+        found = set()
+        for table in ("tcp", "tcp6"):
+            for row in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+                cols = row.split()
+                if cols[3] == "0A" and cols[9] in inodes:  # 0A: LISTEN
+                    found.add(_address(cols[1]))
+        return found
+
+    def secrets(self) -> list[str]:
+        """The secrets Airflow generated in its airflow.cfg (shared by every service): never in a log or mail."""
+        cfg = configparser.RawConfigParser()
+        cfg.read(self.home / "airflow.cfg")
+        return [cfg.get(section, key) for section, key in
+                (("api", "secret_key"), ("api_auth", "jwt_secret"), ("core", "fernet_key"))
+                if cfg.get(section, key, fallback="")]
 
     # ---- REST API v2 -------------------------------------------------------------------------------
     def token(self) -> str:
@@ -160,10 +196,11 @@ class AirflowService:
                                    f"{self.log_tail('dag-processor')}")
             time.sleep(1.0)
 
-    def trigger(self, dag_id: str, run_id: str, logical_date: str, conf: Mapping[str, Any] | None = None) -> dict:
-        """``POST /api/v2/dags/{id}/dagRuns``: a manual run with this id, logical date and conf."""
+    def trigger(self, dag_id: str, run_id: str, logical_date: str, conf: Mapping[str, Any] | None = None,
+                note: str | None = None) -> dict:
+        """``POST /api/v2/dags/{id}/dagRuns``: a manual run with this id, logical date, conf and note."""
         return self.rest("POST", f"/api/v2/dags/{dag_id}/dagRuns",
-                         {"dag_run_id": run_id, "logical_date": logical_date, "conf": dict(conf or {})})
+                         {"dag_run_id": run_id, "logical_date": logical_date, "conf": dict(conf or {}), "note": note})
 
     def dag_runs(self, dag_id: str) -> list[dict]:
         return self.rest("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=logical_date")["dag_runs"]
@@ -241,6 +278,18 @@ class AirflowService:
         return self._browse(url, "--dump-dom").stdout
 
 
+def _address(hex_address: str) -> str:
+    """/proc/net/tcp's ``0100007F:1F90`` as ``127.0.0.1:8080`` (IPv6: ``[::]:8793``, ``[::1]:...``)."""
+    import ipaddress
+
+    host, port = hex_address.split(":")
+    raw = bytes.fromhex(host)
+    # the kernel prints each 32-bit word in host (little-endian) order
+    packed = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    ip = ipaddress.ip_address(packed)
+    return f"{ip}:{int(port, 16)}" if ip.version == 4 else f"[{ip}]:{int(port, 16)}"
+
+
 def _log_line(line: Any) -> str:
     """One structured log line as text: its event, and the exception of a failure (type and message)."""
     if not isinstance(line, dict):
@@ -251,59 +300,11 @@ def _log_line(line: Any) -> str:
     return text
 
 
-# ---- starting and stopping ---------------------------------------------------------------------------
-def _start(name: str, argv: list[str], env: Mapping[str, str], log_dir: Path) -> subprocess.Popen:
-    with open(log_dir / f"{name}.log", "wb") as log:
-        # a session of its own: its children (LocalExecutor workers, task runners, spark-submit) share its
-        # process group, which _stop ends after the service itself
-        return subprocess.Popen(argv, env=dict(env), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen, grace_seconds: float = 20.0) -> None:
-    """Stop a service we started, by its PID, then whatever is left of its own process group."""
-    stop_process(proc, grace_seconds)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # the group is this service's own (start_new_session)
-
-
-def _api_ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{LOCALHOST}:{port}/api/v2/monitor/health", timeout=2) as resp:  # noqa: S310
-            return resp.status == 200
-    except Exception:  # noqa: BLE001 - not up yet
-        return False
-
-
-def _health(port: int) -> dict:
-    with urllib.request.urlopen(f"http://{LOCALHOST}:{port}/api/v2/monitor/health", timeout=5) as resp:  # noqa: S310
-        return json.loads(resp.read())
-
-
-def service_env(home: Path, port: int, database_url: str, connections: Mapping[str, str],
-                extra: Mapping[str, str]) -> dict[str, str]:
-    """The environment every service, task and CLI call shares."""
-    inherited = {k: v for k, v in os.environ.items()
-                 if not k.startswith(("AIRFLOW_", "AIRFLOW__", "CDC_", "SMTP_", "PYSPARK_", "SPARK_"))}
-    env = {
-        **inherited,
-        "AIRFLOW_HOME": str(home),
-        "PYTHONPATH": str(REPO),
-        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # airflow and spark-submit
-        "GX_ANALYTICS_ENABLED": "false",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database_url,
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{LOCALHOST}:{port}/execution/",
-        "AIRFLOW__API__HOST": LOCALHOST,
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__API__BASE_URL": f"http://{LOCALHOST}:{port}",
-        "AIRFLOW__API__WORKERS": "1",
-        "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),  # one for every component
-        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+# ---- starting and stopping: through scripts/airflow_local.py, as `make airflow` does ---------------
+def service_settings(connections: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """What the tests set beyond the local Airflow's own settings: speed on two cores, no runs of the
+    scheduler's own, DAGs unpaused at creation unless their file says otherwise, the connections."""
+    settings = {
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
         "AIRFLOW__CORE__PARALLELISM": "2",
@@ -324,15 +325,21 @@ def service_env(home: Path, port: int, database_url: str, connections: Mapping[s
         "CDC_JIT": "c1",
     }
     for conn_id, value in connections.items():
-        env[f"AIRFLOW_CONN_{conn_id.upper()}"] = value
-    env.update(extra)
-    return env
+        settings[f"AIRFLOW_CONN_{conn_id.upper()}"] = value
+    settings.update(extra)
+    return settings
+
+
+def _test_process_env() -> dict[str, str]:
+    """The test process's environment without what would reach into the services from outside the test."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("AIRFLOW_", "AIRFLOW__", "CDC_", "SMTP_", "PYSPARK_", "SPARK_"))}
 
 
 @contextlib.contextmanager
-def _database(kind: str, home: Path) -> Iterator[str]:
+def _database(kind: str) -> Iterator[str | None]:
     if kind == "sqlite":
-        yield f"sqlite:///{home / 'airflow.db'}"
+        yield None  # the local Airflow's own: SQLite in its home
     elif kind == "postgres":
         from tests.support.databases import postgres_server
 
@@ -346,40 +353,19 @@ def _database(kind: str, home: Path) -> Iterator[str]:
 def airflow_service(tmp: Path, *, connections: Mapping[str, str] | None = None,
                     env: Mapping[str, str] | None = None, database: str = "postgres",
                     timeout: float = 180.0) -> Iterator[AirflowService]:
-    """Airflow's four services on a free port, AIRFLOW_HOME in ``tmp/airflow``; stopped on exit."""
+    """The local Airflow of ``make airflow`` (scripts/airflow_local.py) on a free port, AIRFLOW_HOME in
+    ``tmp/airflow``, with the tests' settings; stopped on exit."""
     home = Path(tmp) / "airflow"
-    (home / "logs").mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with _database(database, home) as database_url:
+    with _database(database) as database_url:
         port = free_port()
-        service = AirflowService(home, port, service_env(home, port, database_url, connections or {}, env or {}))
-        migrate = service.cli("db", "migrate", timeout=300, check=False)
-        (home / "logs" / "db-migrate.log").write_text(migrate.stdout + migrate.stderr)
-        if migrate.returncode:
-            raise ServerStartError(f"airflow db migrate exited {migrate.returncode}: {migrate.stderr[-3000:]}")
-        print(f"[airflow] db migrate ({database}): {time.monotonic() - started:.1f}s", flush=True)
         try:
-            for name in SERVICES:
-                argv = [str(VENV_BIN / "airflow"), name]
-                if name == "api-server":
-                    argv += ["--host", LOCALHOST, "--port", str(port), "--workers", "1"]
-                service.procs[name] = _start(name, argv, service.env, home / "logs")
-            deadline = time.monotonic() + timeout
-            while True:
-                service.check_alive()
-                if _api_ready(port):
-                    health = _health(port)
-                    if health.get("scheduler", {}).get("status") == "healthy" and \
-                            health.get("dag_processor", {}).get("status") == "healthy" and \
-                            health.get("triggerer", {}).get("status") == "healthy":
-                        break
-                if time.monotonic() > deadline:
-                    raise ServerStartError(f"Airflow not healthy on port {port} after {timeout}s\n{service.logs()}")
-                time.sleep(0.5)
-            print(f"[airflow] services healthy on port {port}: {time.monotonic() - started:.1f}s", flush=True)
-            yield service
+            local = airflow_local.start(home, port, database_url, service_settings(connections or {}, env or {}),
+                                        base_env=_test_process_env(), timeout=timeout)
+        except airflow_local.AirflowStartError as exc:
+            raise ServerStartError(f"{exc}\n{exc.details}") from None
+        print(f"[airflow] services healthy on port {port} ({database}): {time.monotonic() - started:.1f}s", flush=True)
+        try:
+            yield AirflowService(local.home, local.port, local.env)
         finally:
-            for name in ("scheduler", "triggerer", "dag-processor", "api-server"):
-                proc = service.procs.get(name)
-                if proc is not None:
-                    _stop(proc)
+            airflow_local.stop(local.home)

@@ -13,6 +13,7 @@ import pytest
 from jobs import airflow_tasks as tasks
 from jobs.canonical import safe_part
 from jobs.land import KAFKA_ARROW_SCHEMA
+from jobs.landing.outside import quiet_interval_warning
 from tests.support.pipelines import pipeline
 
 UTC = UTC
@@ -183,6 +184,83 @@ def test_land_lands_each_topic_for_the_window_and_plans_its_folders(tmp_path):
     again = tasks.land(str(path), params={"start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z"},
                        data_interval_start=DAY3, data_interval_end=DAY3)
     assert again == outputs
+
+
+# ---- the interval a run covers, impossible to miss -----------------------------------------------
+@pytest.mark.parametrize("params, run_type, logical_date, says", [
+    ({"start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z"}, "manual", None, "from params start and end"),
+    ({}, "scheduled", DAY1, "the scheduled data interval"),
+    ({}, "backfill", DAY1, "the data interval of a backfill's run at logical date 2026-11-01T00:00:00Z"),
+    # `airflow dags test cdc_x 2026-11-02`: Airflow's data interval of a manual run ends at its logical date
+    ({}, "manual", DAY2, "the data interval Airflow gives a manual run at logical date 2026-11-02T00:00:00Z: the "
+                         "interval of the schedule that ends at or before that date"),
+    # `airflow dags trigger --logical-date 2026-10-05`: the CLI takes the interval before the trigger's time
+    ({}, "manual", datetime(2026, 10, 5, tzinfo=UTC), "does not end at its logical date 2026-10-05T00:00:00Z"),
+])
+def test_a_run_says_which_interval_it_covers_and_why(params, run_type, logical_date, says):
+    start, end = tasks.resolve_interval(params, DAY1, DAY2)
+    text = tasks.covers_text(start, end, tasks.interval_origin(params, run_type, logical_date, DAY2))
+    assert text.startswith("run 20261101T000000Z_20261102T000000Z covers [2026-11-01T00:00:00Z, 2026-11-02T00:00:00Z): ")
+    assert says in text, text
+
+
+def test_the_land_tasks_first_log_line_names_the_interval(tmp_path, caplog):
+    topics = tmp_path / "topics"
+    _dump(topics / "shop.public.orders", "shop.public.orders", [DAY2 + timedelta(hours=1)])
+    _, path = pipeline(tmp_path, lake=str(tmp_path / "lake"), source={"files": str(topics)})
+    caplog.set_level("INFO")
+    tasks.land(str(path), params={"start": "", "end": ""}, data_interval_start=DAY1, data_interval_end=DAY2,
+               logical_date=DAY2)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("run 20261101T000000Z_20261102T000000Z covers [2026-11-01T00:00:00Z, "
+                               "2026-11-02T00:00:00Z): "), lines
+    # the message is a day later: the interval lands nothing, and says so as loudly as it can
+    [warning] = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.getMessage().startswith("0 messages in [2026-11-01T00:00:00Z, 2026-11-02T00:00:00Z) but the "
+                                           "source holds 1 after it (the first at 2026-11-02T01:00:00Z)")
+    assert "ends at its logical date" in warning.getMessage() and "params start and end" in warning.getMessage()
+
+
+def test_a_note_that_cannot_be_written_is_a_warning_and_the_run_goes_on(monkeypatch):
+    import logging
+    from types import SimpleNamespace
+
+    from tests.support.servers import free_port
+
+    # Airflow's REST API named by the connection, where nothing listens
+    monkeypatch.setenv("AIRFLOW_CONN_AIRFLOW_API", json.dumps({"conn_type": "http", "host": "127.0.0.1",
+                                                               "port": free_port()}))
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # the task's logger itself: Airflow's logging set-up bypasses pytest's capture
+    logging.getLogger(tasks.__name__).addHandler(handler)
+    try:
+        tasks.note_dag_run(SimpleNamespace(dag_id="cdc_demo", run_id="manual__1", note=None), "run r covers [a, b): c")
+    finally:
+        logging.getLogger(tasks.__name__).removeHandler(handler)
+    [warning] = [r.getMessage() for r in records]
+    assert warning.startswith("the run's note was not set (URLError") and "airflow_api" in warning, warning
+
+
+def test_the_plan_carries_what_the_source_holds_outside_an_empty_interval(tmp_path):
+    cfg, _ = pipeline(tmp_path)
+    quiet = [{**_manifest("a", 0), "outside": {"before": 2, "after": 0, "last_before": "2026-10-31T22:00:00Z",
+                                               "first_after": None, "earliest": None, "latest": None}},
+             {**_manifest("b", 0), "outside": {"before": 1, "after": 5, "last_before": "2026-10-31T23:30:00Z",
+                                               "first_after": "2026-11-02T00:00:01Z", "earliest": None,
+                                               "latest": None}}]
+    plan = tasks.build_plan(cfg, DAY1, DAY2, quiet, str)
+    assert plan.outside == {"before": 3, "after": 5, "last_before": "2026-10-31T23:30:00Z",
+                            "first_after": "2026-11-02T00:00:01Z", "earliest": None, "latest": None}
+    assert tasks.RunPlan.from_xcom(json.loads(json.dumps(plan.to_xcom()))) == plan
+    warning = quiet_interval_warning(plan.start, plan.end, plan.messages, plan.outside)
+    assert warning == ("0 messages in [2026-11-01T00:00:00Z, 2026-11-02T00:00:00Z) but the source holds 3 before it "
+                       "(the last at 2026-10-31T23:30:00Z) and 5 after it (the first at 2026-11-02T00:00:01Z): is "
+                       "this the interval you meant?")
+    # landed from a source that says nothing about outside (an older manifest): no claim either way
+    assert tasks.build_plan(cfg, DAY1, DAY2, [_manifest("a", 0)], str).outside is None
+    busy = tasks.build_plan(cfg, DAY1, DAY2, [_manifest("a", 3), *quiet[1:]], str)
+    assert quiet_interval_warning(busy.start, busy.end, busy.messages, busy.outside) is None
 
 
 # ---- source counts, Spark options, failure notifier ------------------------------------------------

@@ -15,6 +15,7 @@ from tests.support.pipelines import blocks, write_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
+PLUGINS = REPO / "plugins"
 STAGES = ["land", "transform", "reconcile", "alert", "expire"]
 
 PROBE = """
@@ -29,6 +30,10 @@ out = {"errors": {k: str(v)[:1000] for k, v in bag.import_errors.items()},
        "dags": {}}
 for dag_id, dag in bag.dags.items():
     serialized = DagSerialization.to_dict(dag)  # what the DAG processor stores for the scheduler
+    scheduler_dag = DagSerialization.from_dict(serialized)  # what the scheduler makes runs and tasks from
+    intervals, info = [], None
+    while len(intervals) < 5 and (info := scheduler_dag.next_dagrun_info(last_automated_run_info=info)):
+        intervals.append([info.data_interval.start.isoformat(), info.data_interval.end.isoformat()])
     tasks = dag.tasks
     out["dags"][dag_id] = {
         "doc_md": dag.doc_md or "", "tags": sorted(dag.tags), "max_active_runs": dag.max_active_runs,
@@ -48,6 +53,9 @@ for dag_id, dag in bag.dags.items():
         "params": sorted(dag.params.keys()),
         "failure_callbacks": sorted({type(c).__name__ for t in tasks for c in (t.on_failure_callback or [])}),
         "tasks_with_failure_callbacks": sum(bool(t.on_failure_callback) for t in tasks),
+        "scheduled_intervals": intervals,
+        "task_end_dates": sorted({str(t.end_date) for t in scheduler_dag.tasks}),
+        "paused_at_creation": dag.is_paused_upon_creation,
     }
 print(json.dumps(out))
 """
@@ -138,3 +146,48 @@ def test_dag_files_only_wire_tasks():
         functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
         assert functions == [], f"{path.name}: logic belongs in an importable module (jobs/pipeline_dags.py)"
         assert ast.get_docstring(tree), f"{path.name}: the module docstring is the DAG's doc_md"
+
+
+# ---- pipeline.end: the schedule ends, the runs made after it still have their tasks -----------------
+def _ending(tmp_path) -> Path:
+    folder = tmp_path / "pipelines"
+    write_pipeline(folder, blocks("ending", lake=str(tmp_path / "lake"),
+                                  pipeline={"start": "2026-11-01", "end": "2026-11-03", "catchup": True}))
+    write_pipeline(folder, blocks("open", lake=str(tmp_path / "lake2")))
+    return folder
+
+
+def test_a_pipeline_end_ends_the_schedule_but_gives_no_task_an_end_date(tmp_path):
+    loaded = _load(tmp_path, {"CDC_PIPELINES_DIR": str(_ending(tmp_path)), "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS)})
+    assert loaded["errors"] == {}
+    dag = loaded["dags"]["cdc_ending"]
+    # the last interval the scheduler makes ends at `end`: [start, end) is covered, nothing after it
+    assert dag["scheduled_intervals"] == [["2026-11-01T00:00:00+00:00", "2026-11-02T00:00:00+00:00"],
+                                          ["2026-11-02T00:00:00+00:00", "2026-11-03T00:00:00+00:00"]]
+    # Airflow creates no task instance of a task whose end date is before the run's logical date: a manual
+    # run after `end` (`airflow dags test` defaults to now) would finish "success" with no task at all
+    assert dag["task_end_dates"] == ["None"]
+
+
+def test_a_pipeline_end_without_the_timetable_plugin_is_its_own_import_error(tmp_path):
+    loaded = _load(tmp_path, {"CDC_PIPELINES_DIR": str(_ending(tmp_path)),
+                              "AIRFLOW__CORE__PLUGINS_FOLDER": str(tmp_path / "no-plugins")})
+    assert sorted(loaded["dags"]) == ["cdc_open"]  # a pipeline without `end` needs no plugin
+    [(path, error)] = loaded["errors"].items()
+    assert path.endswith("ending.yaml") and "pipeline.end" in error
+    assert "plugins_folder" in error and str(PLUGINS) in error, error
+
+
+
+# ---- pipeline.paused: whether a new pipeline's DAG waits for someone to unpause it -------------------
+def test_a_pipeline_file_says_whether_its_dag_starts_paused(tmp_path):
+    folder = tmp_path / "pipelines"
+    write_pipeline(folder, blocks("held", lake=str(tmp_path / "l1"), pipeline={"paused": True}))
+    write_pipeline(folder, blocks("live", lake=str(tmp_path / "l2"), pipeline={"paused": False}))
+    write_pipeline(folder, blocks("default", lake=str(tmp_path / "l3")))
+    write_pipeline(folder, blocks("wrong", lake=str(tmp_path / "l4"), pipeline={"paused": "maybe"}))
+    loaded = _load(tmp_path, {"CDC_PIPELINES_DIR": str(folder)})
+    assert {d: loaded["dags"][d]["paused_at_creation"] for d in ("cdc_held", "cdc_live", "cdc_default")} == \
+        {"cdc_held": True, "cdc_live": False, "cdc_default": None}  # None: Airflow's dags_are_paused_at_creation
+    [(path, error)] = loaded["errors"].items()
+    assert path.endswith("wrong.yaml") and "pipeline.paused" in error, error
