@@ -22,11 +22,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
 
-    from jobs import canonical as C
     from jobs.fold.core import fold_table
     from jobs.fold.describe import describe_changes
     from jobs.fold.plan import PublishedTable, plan_table
-    from jobs.spark import build_spark
+    from jobs.model import record as C
+    from jobs.spark.session import build_spark
     from tests.support.change_records import change, frame, pos
 
     spark = build_spark("fold-floor", master="local[2]")

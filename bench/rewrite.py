@@ -10,7 +10,7 @@ merge-on-read: changed rows appended, replaced rows deleted by position, until a
 rewrite -- an unbucketed table is always rewritten) it prints and saves (bench/results/rewrite-*.json)
 the bytes each run removed from the table (files replaced) and wrote, against the table's size, the
 run's fold + publish seconds, and the seconds of reading the table back afterwards (a pass over every
-column, position deletes applied). The change records go straight to the merge stage (jobs.merge),
+column, position deletes applied). The change records go straight to the merge stage (jobs.fold.stage),
 as decoding is not what is measured here.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
+from jobs.model import record as C
 
 TABLE_ID = "bench.public.accounts"
 TYPES = {"id": "bigint", "owner": "string", "balance": "decimal(12,2)", "note": "string"}
@@ -34,7 +34,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def change_records(ids: DataFrame, op: str, run: int) -> DataFrame:
-    """Canonical change records (jobs.canonical) of ``op`` for every ``id`` in ``ids``, at run ``run``."""
+    """Canonical change records (jobs.model.record) of ``op`` for every ``id`` in ``ids``, at run ``run``."""
     sid = F.col("id").cast("string")
     after = F.create_map(
         F.lit("id"), sid,
@@ -56,7 +56,7 @@ def change_records(ids: DataFrame, op: str, run: int) -> DataFrame:
 
 
 def table_bytes(lake, pipeline: str) -> int:
-    from jobs import publish
+    from jobs.iceberg import publish
 
     table = publish.load_table(publish.open_catalog(lake), pipeline, TABLE_ID)
     tasks = list(table.scan().plan_files())
@@ -67,7 +67,7 @@ def table_bytes(lake, pipeline: str) -> int:
 def read_back(spark: SparkSession, lake, pipeline: str) -> tuple[int, float]:
     """The table's rows as the next run and the validation read them (every column: a plain count
     would be answered from the Parquet footers), and the seconds it took."""
-    from jobs import publish
+    from jobs.iceberg import publish
 
     start = time.perf_counter()
     state = publish.read_state(spark, publish.load_table(publish.open_catalog(lake), pipeline, TABLE_ID))
@@ -77,7 +77,7 @@ def read_back(spark: SparkSession, lake, pipeline: str) -> tuple[int, float]:
 
 
 def measure(spark: SparkSession, rows: int, shares: list[float], buckets: int, mode: str, root: Path) -> list[dict]:
-    from jobs import publish
+    from jobs.iceberg import publish
 
     deltas, publish.DELTAS = publish.DELTAS, mode == "delta"
     try:
@@ -87,8 +87,8 @@ def measure(spark: SparkSession, rows: int, shares: list[float], buckets: int, m
 
 
 def _runs(spark: SparkSession, rows: int, shares: list[float], buckets: int, mode: str, root: Path) -> list[dict]:
-    from jobs.lake import Lake
-    from jobs.merge import merge_changes
+    from jobs.fold.stage import merge_changes
+    from jobs.lake.layout import Lake
 
     lake = Lake.at(str(root / f"lake-{buckets}-{mode}"))
     pipeline = "rewrite"
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--driver-memory", default="6g", help="the Spark driver heap (local mode)")
     args = ap.parse_args(argv)
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-memory {args.driver_memory} pyspark-shell")
-    from jobs.spark import build_spark
+    from jobs.spark.session import build_spark
 
     spark = build_spark("cdc-bench-rewrite")
     shares = [float(x) for x in args.changed.split(",")]

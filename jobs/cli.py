@@ -18,14 +18,14 @@ import json
 import os
 import sys
 
-from jobs import storage
-from jobs.canonical import table_id_forms
-from jobs.decoders import MESSAGE_SHAPES, DecodeOptions, available_formats
 from jobs.errors import failure_line, mask
-from jobs.lake import Lake, LakeError, check_name
+from jobs.formats import MESSAGE_SHAPES, DecodeOptions, available_formats
+from jobs.lake import storage
+from jobs.lake.layout import Lake, LakeError, check_name
+from jobs.lake.raw import RawInputError, expand, input_files
+from jobs.model.record import table_id_forms
+from jobs.model.table_rules import is_glob
 from jobs.progress import to_stderr
-from jobs.raw import RawInputError, expand, input_files
-from jobs.table_rules import is_glob
 
 
 class UsageError(ValueError):
@@ -46,10 +46,10 @@ def parse_primary_keys(values: list[str]) -> dict[str, tuple[str, ...]]:
         columns = tuple(c.strip() for c in cols.split(",") if c.strip())
         if not sep or not table.strip() or not columns:
             raise UsageError(f"--primary-keys {item!r}: expected TABLE=COL[,COL...]")
-        if is_glob(table):  # a glob over whole table ids (jobs.table_rules), kept as written
+        if is_glob(table):  # a glob over whole table ids (jobs.model.table_rules), kept as written
             out[table.strip()] = columns
             continue
-        # named as in the source or as in the table id: each part in its table-id form (jobs.canonical)
+        # named as in the source or as in the table id: each part in its table-id form (jobs.model.record)
         for form in table_id_forms(table.strip().split(".")):
             out[form] = columns
     return out
@@ -77,7 +77,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--primary-keys", action="append", default=[], metavar="TABLE=COL[,COL...]",
         help="primary key of a table (full table id, its last part, or a glob such as 'shop.public.*' over "
-        "whole table ids: jobs/table_rules.py); repeatable; overrides message keys",
+        "whole table ids: jobs/model/table_rules.py); repeatable; overrides message keys",
     )
     p.add_argument(
         "--message-shape", choices=("auto", *MESSAGE_SHAPES), default="auto",
@@ -103,7 +103,7 @@ def _merge_args(p: argparse.ArgumentParser) -> None:
                    "valid_to positions and times, is_current, op)")
     p.add_argument("--history-of", action=_HistoryRule, dest="history_rules", default=[], metavar="TABLE",
                    help="keep the SCD type 2 history of these tables only (a table id, its last part or a glob "
-                   "such as 'shop.public.*': jobs/table_rules.py); repeatable")
+                   "such as 'shop.public.*': jobs/model/table_rules.py); repeatable")
     p.add_argument("--no-history-of", action=_HistoryRule, dest="history_rules", default=[], metavar="TABLE",
                    help="no SCD type 2 history for these tables, over --history or a wider --history-of; repeatable")
     p.add_argument("--state-buckets", type=_count, default=None, metavar="N",
@@ -114,7 +114,7 @@ def _merge_args(p: argparse.ArgumentParser) -> None:
 
 class _HistoryRule(argparse.Action):
     """--history-of / --no-history-of, kept as (pattern, on) in the order given: among globs the first
-    naming a table wins (jobs.table_rules), as among a pipeline file's ``tables``."""
+    naming a table wins (jobs.model.table_rules), as among a pipeline file's ``tables``."""
 
     def __call__(self, parser, namespace, value, option_string=None):
         rules = list(getattr(namespace, self.dest) or [])
@@ -151,7 +151,7 @@ def _reconcile_args(p: argparse.ArgumentParser) -> None:
                         "file's modification time, the SQL query's time), e.g. 10,0.5%%")
     p.add_argument("--key-rows-limit", type=_count, default=10_000, metavar="N",
                    help="name the differing keys of a mismatching table of at most N rows (default 10000)")
-    from jobs.landed_reach import DEFAULT_CAPTURE_DELAY
+    from jobs.reconcile.landed_reach import DEFAULT_CAPTURE_DELAY
 
     p.add_argument("--capture-delay", type=_duration, metavar="DURATION",
                    help="how long a committed source change may take to reach its topic: a landing read past its "
@@ -159,7 +159,7 @@ def _reconcile_args(p: argparse.ArgumentParser) -> None:
 
 
 def _duration(text: str) -> float:
-    from jobs.checkpoints import CheckpointError, parse_duration
+    from jobs.reconcile.checkpoints import CheckpointError, parse_duration
 
     try:
         return parse_duration(text)
@@ -168,7 +168,7 @@ def _duration(text: str) -> float:
 
 
 def _tolerance(text: str):
-    from jobs.checkpoints import CheckpointError, parse_tolerance
+    from jobs.reconcile.checkpoints import CheckpointError, parse_tolerance
 
     try:
         return parse_tolerance(text)
@@ -177,8 +177,8 @@ def _tolerance(text: str):
 
 
 def reconcile_options(args: argparse.Namespace):
-    from jobs.checkpoints import parse_time
-    from jobs.reconcile import ReconcileOptions
+    from jobs.reconcile.checkpoints import parse_time
+    from jobs.reconcile.stage import ReconcileOptions
 
     checked_at = getattr(args, "checked_at", None)
     delay = {} if args.capture_delay is None else {"capture_delay_s": args.capture_delay}
@@ -206,7 +206,7 @@ def _fraction(text: str) -> float:
 
 
 def _as_of(text: str):
-    from jobs.land import LandError, parse_time  # ISO-8601, a time without an offset is UTC
+    from jobs.land.command import LandError, parse_time  # ISO-8601, a time without an offset is UTC
 
     try:
         return parse_time(text)
@@ -215,7 +215,7 @@ def _as_of(text: str):
 
 
 def _expire_args(p: argparse.ArgumentParser) -> None:
-    from jobs.expire import DEFAULT_RETAIN_DAYS, DEFAULT_RETAIN_LAST
+    from jobs.iceberg.expire import DEFAULT_RETAIN_DAYS, DEFAULT_RETAIN_LAST
 
     p.add_argument("--as-of", type=_as_of, required=True, metavar="TIME",
                    help="the time the retention counts back from (the DAG passes its interval's end)")
@@ -261,7 +261,7 @@ def _check(args: argparse.Namespace) -> Lake:
         for path in expand(raw):
             input_files(path)  # something to read, landings complete: before Spark starts
     if getattr(args, "source_counts", None):  # read now: a bad file must not wait until after publishing
-        from jobs.reconcile import check_source_counts
+        from jobs.reconcile.stage import check_source_counts
 
         fmt = getattr(args, "format", None)
         check_source_counts(args.source_counts, None if fmt in (None, "auto") else fmt)
@@ -273,7 +273,7 @@ def _check(args: argparse.Namespace) -> Lake:
         _check_readable(lake)  # a dry run writes nothing, not even check_usable's probe
     else:
         lake.check_usable()
-    from jobs.spark import jvm_options
+    from jobs.spark.session import jvm_options
 
     jvm_options()  # CDC_JIT: a bad value is one line here, not a traceback when the JVM starts
     return lake
@@ -289,7 +289,7 @@ def _check_readable(lake: Lake) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["land"]:
-        from jobs.land import main as land_main
+        from jobs.land.command import main as land_main
 
         return land_main(argv[1:])
     args = build_parser().parse_args(argv)
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run_command(args, ctx, options)
     except Exception as exc:  # noqa: BLE001 - an operational failure is one line (jobs.errors), exit 1
-        from jobs.publish import embedded_catalog_file
+        from jobs.iceberg.publish import embedded_catalog_file
 
         print(failure_line(args.command, ctx.stage, exc, embedded_catalog_file(lake)), file=sys.stderr)
         if args.debug:
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
     from jobs import stages
-    from jobs.spark import build_spark
+    from jobs.spark.session import build_spark
 
     if args.command == "expire":  # pyiceberg only: no Spark
         report = stages.run_expire(ctx, args.as_of, args.retain_days, args.retain_last, args.dry_run)

@@ -20,16 +20,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs import failpoints
-from jobs.canonical import CHANGE_RECORD_SCHEMA
-from jobs.decode import Decoded, decode_counts, decode_messages, release
-from jobs.decoders import QUARANTINED, DecodeOptions
-from jobs.lake import Lake
-from jobs.lease import Attempt, Lease, new_attempt_id
+from jobs.decode.stage import Decoded, decode_counts, decode_messages, release
+from jobs.formats import QUARANTINED, DecodeOptions
+from jobs.lake.layout import Lake
+from jobs.lake.lease import Attempt, Lease, new_attempt_id
+from jobs.lake.raw import TaskSplit, raw_size, read_raw, task_split
+from jobs.model.record import CHANGE_RECORD_SCHEMA
 from jobs.progress import STAGE_REPORTS, stage_done
-from jobs.raw import TaskSplit, raw_size, read_raw, task_split
-from jobs.reconcile import ReconcileOptions
-from jobs.spark import session_conf
-from jobs.validate import profile_changes
+from jobs.quality.validate import profile_changes
+from jobs.reconcile.stage import ReconcileOptions
+from jobs.spark.session import session_conf
 
 
 @dataclass
@@ -45,7 +45,7 @@ class RunContext:
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        """The pipeline's lease held inside (jobs.lease): taken here unless this attempt holds it already,
+        """The pipeline's lease held inside (jobs.lake.lease): taken here unless this attempt holds it already,
         then checked (an attempt whose lease was taken over stops at its next stage)."""
         if self.attempt.lease is not None:
             self.attempt.check()
@@ -134,7 +134,7 @@ def _decode_outputs(ctx: RunContext, fmt: str, raw_path: str | list[str], decode
     when kept); the decoded messages' checkpoint is dropped once the records' cache is filled."""
     try:
         counts = decode_counts(decoded.outcomes)
-        # the change suite's figures, from the pass that fills the cache (jobs.validate)
+        # the change suite's figures, from the pass that fills the cache (jobs.quality.validate)
         profile = profile_changes(changes)
         if keep_changes:
             write_change_records(changes, ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id)))
@@ -171,7 +171,7 @@ class DecodedRun:
 
 def load_memory(ctx: RunContext) -> tuple[tuple[str, ...], dict[str, str]]:
     """Every document remembered by earlier runs of the pipeline, and the topic shapes they decided
-    (the first decision of a topic stands; see jobs.decoders.DecodeOptions)."""
+    (the first decision of a topic stands; see jobs.formats.DecodeOptions)."""
     docs: set[str] = set()
     shapes: dict[str, str] = {}
     for rel in sorted(ctx.lake.list_files(Lake.memory_dir(ctx.pipeline))):
@@ -186,7 +186,7 @@ def load_memory(ctx: RunContext) -> tuple[tuple[str, ...], dict[str, str]]:
 
 @contextmanager
 def input_tasks(spark: SparkSession, split: TaskSplit) -> Iterator[None]:
-    """The decode's queries cut the raw Parquet into splits of ``split.max_split_bytes`` (jobs.raw.task_split:
+    """The decode's queries cut the raw Parquet into splits of ``split.max_split_bytes`` (jobs.lake.raw.task_split:
     a bounded number of messages per task), and shuffle into at least as many partitions as the input
     makes tasks."""
     with ExitStack() as stack:
@@ -221,7 +221,7 @@ def read_changes(spark: SparkSession, ctx: RunContext) -> DataFrame:
 
 def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame, history: tuple[tuple[str, bool], ...] = (),
               buckets: int | None = None) -> dict:
-    from jobs.merge import merge_changes
+    from jobs.fold.stage import merge_changes
 
     with ctx.exclusive(), ctx.timed("fold_publish"), lake_scans(spark):
         report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, changes, history=history, buckets=buckets,
@@ -233,8 +233,8 @@ def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame, history:
 def run_validate(spark: SparkSession, ctx: RunContext, decode_report: dict | None = None) -> dict:
     """The change suite from the decode's record profile (no pass over the records), GX's state suite on
     every table the run published."""
-    from jobs import publish
-    from jobs.validate import check_changes, render_data_docs, validate_state, validation_report
+    from jobs.iceberg import publish
+    from jobs.quality.validate import check_changes, render_data_docs, validate_state, validation_report
 
     with ctx.exclusive(), ctx.timed("validate"), lake_scans(spark):
         decode_report = decode_report or ctx.read_report("decode.json")
@@ -263,7 +263,7 @@ def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str 
                   keep_changes: bool = False) -> None:
     """decode -> fold + publish -> validate in this one Spark application: the change records go from the
     decode to the fold in memory. Idempotent for a run id, as each stage is: a retry redoes all of it.
-    Under the pipeline's lease from start to end (jobs.lease): the decode's quarantine and reports are
+    Under the pipeline's lease from start to end (jobs.lake.lease): the decode's quarantine and reports are
     the run's, not the attempt's, and a second attempt is refused before it spends a decode."""
     with ctx.exclusive():
         decoded = run_decode(spark, ctx, fmt, raw_path, options, keep_changes)
@@ -277,10 +277,10 @@ def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str 
 
 def run_reconcile(ctx: RunContext, source_counts: str | None, options: ReconcileOptions | None = None) -> list[dict]:
     """This run's source checkpoints (a counts file or a SQL source) and the pending ones, judged against
-    the lake's counts through time (jobs.reconcile); reconciliation.json says what each table got."""
-    from jobs.landed_reach import run_landing_reach
-    from jobs.merge import state_summary
-    from jobs.reconcile import reconcile_run, source_checkpoints
+    the lake's counts through time (jobs.reconcile.stage); reconciliation.json says what each table got."""
+    from jobs.fold.stage import state_summary
+    from jobs.reconcile.landed_reach import run_landing_reach
+    from jobs.reconcile.stage import reconcile_run, source_checkpoints
 
     with ctx.timed("reconcile"):
         options = options or ReconcileOptions()
@@ -301,7 +301,7 @@ def run_reconcile(ctx: RunContext, source_counts: str | None, options: Reconcile
 def lake_keys(lake: Lake, pipeline: str, state: dict[str, dict], limit: Callable[[str], int]):
     """The keys a state table holds now, for the keys of a mismatch (None past the table's ``limit`` of rows;
     none for a table the lake never published)."""
-    from jobs import publish
+    from jobs.iceberg import publish
 
     def keys_now(table_id: str) -> list[str] | None:
         info = state.get(table_id)
@@ -313,8 +313,8 @@ def lake_keys(lake: Lake, pipeline: str, state: dict[str, dict], limit: Callable
 
 def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float, settings=None, sender=None) -> dict:
     """report.html from the run's reports, then at most one email, which links to it (``sender`` sends it,
-    else smtplib with ``settings``, default jobs.alert.smtp_settings)."""
-    from jobs.alert import run_alert as send
+    else smtplib with ``settings``, default jobs.alert.stage.smtp_settings)."""
+    from jobs.alert.stage import run_alert as send
 
     with ctx.timed("alert"):
         validation = ctx.read_report("validation.json") or {"success": True, "suites": []}
@@ -331,10 +331,10 @@ def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,
 
 
 def write_report_page(ctx: RunContext, reconciliation: dict, validation: dict, decode: dict) -> str:
-    """The run's report.html (jobs.report_page); its URI."""
-    from jobs import storage
-    from jobs.landing.outside import landing_summary
-    from jobs.report_page import quarantine_examples, render_report
+    """The run's report.html (jobs.alert.page); its URI."""
+    from jobs.alert.page import quarantine_examples, render_report
+    from jobs.lake import storage
+    from jobs.land.outside import landing_summary
 
     examples: dict[str, list[dict]] = {}
     quarantine = Lake.quarantine_dir(ctx.pipeline, ctx.run_id)
@@ -347,11 +347,11 @@ def write_report_page(ctx: RunContext, reconciliation: dict, validation: dict, d
 
 
 def run_expire(ctx: RunContext, as_of: datetime, retain_days: int, retain_last: int, dry_run: bool = False) -> dict:
-    """Snapshot expiry of the pipeline's tables (jobs.expire); expire.json says what went. A dry run
+    """Snapshot expiry of the pipeline's tables (jobs.iceberg.expire); expire.json says what went. A dry run
     writes nothing at all (a read-only lake allows it): its report is only returned."""
-    from jobs.count_ledger import drop_steps
-    from jobs.expire import expire_pipeline
-    from jobs.publish import open_catalog
+    from jobs.iceberg.expire import expire_pipeline
+    from jobs.iceberg.publish import open_catalog
+    from jobs.reconcile.ledger import drop_steps
 
     with ctx.timed("expire"):
         catalog = open_catalog(ctx.lake, read_only=dry_run)

@@ -46,7 +46,7 @@ fi
 # was built with, into .venv/s3a-jars. No Maven Central here: both jars are in the sdist of
 # sagemaker-pyspark on PyPI, which is downloaded (pinned, its sha256 checked) and read: never installed
 # (it pins an old pyspark) nor built (pip download would run its setup). hadoop-aws 3.3.1 does not match
-# pyspark's Hadoop: fine for tests (jobs/spark.py s3a_conf), production gives a pipeline the
+# pyspark's Hadoop: fine for tests (jobs/spark/session.py s3a_conf), production gives a pipeline the
 # hadoop-aws of Spark's own Hadoop in spark.packages (docs/operations.md, "S3 lakes").
 if [ "${1:-}" = "--dev" ]; then
   s3a_version=1.4.5
@@ -75,4 +75,4 @@ PY
     touch "$s3a_stamp"
   fi
 fi
-scripts/build_jvm.sh
+jvm/build.sh

@@ -26,7 +26,6 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
 from jobs.fold.events import (
     APPLIES_SQL,
     MOVE,
@@ -45,7 +44,8 @@ from jobs.fold.key_moves import stays_under_key, with_moved_rows, without_paired
 from jobs.fold.plan import TableChanges
 from jobs.fold.types import META_COLUMNS
 from jobs.fold.values import from_canonical_string, to_canonical_string
-from jobs.sql import sql_str
+from jobs.model import record as C
+from jobs.spark.sql import sql_str
 
 
 @dataclass
@@ -282,7 +282,7 @@ def removal_steps(keys: DataFrame, key: Column, position: str, time: datetime | 
 def count_steps(folded: DataFrame, key_columns: list[str]) -> DataFrame:
     """Every applied event that changed the table's row count (a key's row appearing: +1, going: -1),
     with the key as JSON text, its position and source time: the lake's row count at any moment of the
-    run is the prior count plus the steps up to it (jobs.checkpoints)."""
+    run is the prior count plus the steps up to it (jobs.reconcile.checkpoints)."""
     return folded.select(*key_columns, F.explode("_cdc_steps").alias("_s")).select(
         key_json(key_columns).alias("key"), F.col("_s.pos").alias("position"),
         F.unix_micros("_s.ts").alias("event_time_us"), F.col("_s.d").alias("delta"))

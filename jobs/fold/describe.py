@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
 from jobs.fold.plan import TableChanges
+from jobs.model import record as C
 
 
 def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:

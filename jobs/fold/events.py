@@ -7,7 +7,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
+from jobs.model import record as C
 
 
 def op_rank() -> Column:

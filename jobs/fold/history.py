@@ -8,9 +8,9 @@ from datetime import datetime
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
 from jobs.fold.events import aliased_keys_match
 from jobs.fold.values import from_canonical_string
+from jobs.model import record as C
 
 
 @dataclass

@@ -10,7 +10,6 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
 from jobs.fold.describe import partial_with_before
 from jobs.fold.events import (
     APPLIES_SQL,
@@ -23,6 +22,7 @@ from jobs.fold.events import (
     key_join,
 )
 from jobs.fold.values import from_canonical_string
+from jobs.model import record as C
 
 log = logging.getLogger(__name__)
 

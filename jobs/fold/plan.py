@@ -3,7 +3,7 @@
 The plan reads what the run brings (``TableChanges``, from jobs.fold.describe) and what the catalog
 holds of the table (``PublishedTable``); everything it decides -- columns and their types, keys and
 re-keying, the position fences of full loads and truncates, the full load's state, whether every
-bucket is rewritten -- is then followed by the Spark work (jobs.merge).
+bucket is rewritten -- is then followed by the Spark work (jobs.fold.stage).
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
+from jobs.model import record as C
 
 
 def _ended_by_later_changes(changes: DataFrame, open_ids: list[str]) -> set[str]:

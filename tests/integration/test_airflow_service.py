@@ -1,4 +1,4 @@
-"""Airflow as its users drive it: the local Airflow of ``make airflow`` (scripts/airflow_local.py, started
+"""Airflow as its users drive it: the local Airflow of ``make airflow`` (jobs/airflow/local.py, started
 by tests/support/airflow_service.py), pipelines as YAML files in a pipelines folder of the test's own, the
 commands of docs/operations.md's "Which interval a run covers" run as written (on the test's DAGs), runs
 triggered through the REST API, a backfill of a paused DAG, a cleared task, a failing task's email, and
@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 from aiosmtpd.smtp import AuthResult
 
-from jobs.intervals import run_id_for, utc
+from jobs.model.intervals import run_id_for, utc
 from tests.support.airflow_service import airflow_service
 from tests.support.paths import REPO
 from tests.support.pipelines import blocks, write_pipeline
@@ -325,8 +325,8 @@ def test_a_manual_run_after_the_pipelines_end_runs_its_window_and_an_empty_one_s
 # ---- a backfill equals the same intervals run one by one ------------------------------------------------
 def _tables(lake: Path, namespace: str) -> dict[str, dict]:
     """Every Iceberg table of the namespace (state and history): its rows (sorted) and current snapshot."""
-    from jobs.lake import Lake
-    from jobs.publish import TABLE_ID_PROP, open_catalog
+    from jobs.iceberg.publish import TABLE_ID_PROP, open_catalog
+    from jobs.lake.layout import Lake
 
     catalog = open_catalog(Lake.at(str(lake)))
     out = {}

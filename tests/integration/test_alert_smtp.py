@@ -10,7 +10,7 @@ from email import policy
 import pytest
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from jobs.alert import alert_reasons, render_alert_html, run_alert, smtp_settings
+from jobs.alert.stage import alert_reasons, render_alert_html, run_alert, smtp_settings
 from tests.support.servers import free_port
 from tests.support.smtp import Inbox, smtp_sink
 
@@ -268,7 +268,7 @@ def test_cli_exits_3_when_an_owed_alert_is_not_sent_and_refuses_a_threshold_outs
     were found for recipients and the email could not go, so that cron or another scheduler sees it; the
     reports stay as written."""
     from jobs import cli
-    from jobs.lake import Lake
+    from jobs.lake.layout import Lake
     from jobs.stages import RunContext
 
     lake = tmp_path / "lake"
@@ -311,9 +311,9 @@ def test_the_quarantine_by_reason_cell_reads_as_reasons_with_counts_not_json(smt
 
 
 def test_alert_through_the_dags_smtp_hook_is_text_and_html(smtp_server_with_login, monkeypatch, tmp_path):
-    """The DAG's path (the smtp provider's SmtpHook on the connection, jobs.airflow_tasks.smtp_sender) sends
+    """The DAG's path (the smtp provider's SmtpHook on the connection, jobs.airflow.tasks.smtp_sender) sends
     the same multipart/alternative email as the command line's, logged in as the connection says."""
-    from jobs.airflow_tasks import smtp_sender
+    from jobs.airflow.tasks import smtp_sender
 
     controller, inbox, credentials = smtp_server_with_login
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
@@ -334,7 +334,7 @@ def test_alert_through_the_dags_smtp_hook_is_text_and_html(smtp_server_with_logi
 def test_a_rerun_alerts_once_for_the_same_problems_and_again_for_a_new_one(smtp_server, monkeypatch, tmp_path):
     """Re-running a published run id runs its alert again: the email already sent for the same problems
     is not sent twice (alert.json keeps what was sent); a new problem sends."""
-    from jobs.lake import Lake
+    from jobs.lake.layout import Lake
     from jobs.stages import RunContext
     from jobs.stages import run_alert as alert_stage
 

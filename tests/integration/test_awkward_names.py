@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs import canonical, publish
-from jobs.lake import Lake
+from jobs.iceberg import publish
+from jobs.lake.layout import Lake
+from jobs.model import record as canonical
 from tests.support.pipeline_runs import jobs_run
 from tests.support.replay import published_rows
 from tests.support.shareplex import message, run, write

@@ -9,8 +9,8 @@ from urllib.parse import urlparse
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import publish
-from scripts.simulate_source import SourceSimulator
+from jobs.demo.simulator import SourceSimulator
+from jobs.iceberg import publish
 from tests.support.bucketed import BUCKETS, TABLE, Runs, loaded
 
 

@@ -20,9 +20,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 
-from jobs import airflow_tasks as tasks
-from jobs.canonical import safe_part
-from jobs.lake import Lake
+from jobs.airflow import tasks as tasks
+from jobs.lake.layout import Lake
+from jobs.model.record import safe_part
 from tests.support.demo_data import generate_demo
 from tests.support.pipelines import pipeline
 from tests.support.servers import KafkaMessage, create_topic, free_port, produce
@@ -78,7 +78,7 @@ def _airflow_env(tmp_path: Path, pipelines: Path, **extra: str) -> dict[str, str
         "PYTHONPATH": str(REPO),
         "CDC_PIPELINES_DIR": str(pipelines),
         "CDC_SHUFFLE_PARTITIONS": "2",
-        "CDC_JIT": "c1",  # each stage is a fresh JVM on a small interval (jobs.spark)
+        "CDC_JIT": "c1",  # each stage is a fresh JVM on a small interval (jobs.spark.session)
         **extra,
     }
     migrate = subprocess.run([f"{venv_bin}/airflow", "db", "migrate"], env=env, capture_output=True, text=True,
@@ -150,7 +150,7 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     assert all([c["verdict"] for c in r["checkpoints"]] == ["match"] and not r["pending"] for r in final["tables"])
 
     # the published Iceberg tables are what reconcile counted
-    from jobs.merge import state_summary
+    from jobs.fold.stage import state_summary
 
     state = state_summary(Lake.at(str(lake)), "demo")
     assert set(state) == TABLES

@@ -1,12 +1,12 @@
 """DTS Avro through a whole ``jobs run``: the published state typed from the records' own types (the
-decoder's own tests: tests/unit/decoders/test_dts_avro.py)."""
+decoder's own tests: tests/unit/formats/test_dts_avro.py)."""
 from __future__ import annotations
 
 import json
 from decimal import Decimal
 
-from jobs import publish
-from jobs.lake import Lake
+from jobs.iceberg import publish
+from jobs.lake.layout import Lake
 from tests.support.decoders import raw_frame
 from tests.support.dts_avro import NS, chars, dts, integer
 from tests.support.pipeline_runs import jobs_run

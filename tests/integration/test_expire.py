@@ -10,7 +10,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from jobs import cli, count_ledger, publish
+from jobs import cli
+from jobs.iceberg import publish
+from jobs.reconcile import ledger as count_ledger
 from tests.support.bucketed import TABLE_ID, loaded
 
 

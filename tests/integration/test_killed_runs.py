@@ -19,10 +19,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import publish
-from jobs.lake import Lake
-from scripts.format_streams import debezium_transaction_records
-from scripts.simulate_source import write_parquet
+from jobs.demo.simulator import write_parquet
+from jobs.demo.streams import debezium_transaction_records
+from jobs.iceberg import publish
+from jobs.lake.layout import Lake
 from tests.support.paths import REPO
 from tests.support.pipeline_runs import jobs_run
 from tests.support.replay import make_workload

@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from scripts.format_streams import FORMAT_RECORDS
-from scripts.simulate_source import SourceSimulator
+from jobs.demo.simulator import SourceSimulator
+from jobs.demo.streams import FORMAT_RECORDS
 from tests.support.replay import TABLES, assert_state_equals_source, assert_state_means_source, run_parts
 
 EXAMPLES = int(os.environ.get("CDC_PROPERTY_EXAMPLES", "3"))
@@ -41,7 +41,7 @@ STREAMS = [
     ("qlik", "qlik", "mysql", True),
     ("dts_avro", "dts_avro", "mysql", True),
 ]
-# formats whose streams (scripts/format_streams.py) say which message ends a transaction
+# formats whose streams (jobs/demo/streams.py) say which message ends a transaction
 MARK_TRANSACTION_ENDS = ("qlik", "maxwell")
 
 

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs import publish, stages
-from jobs.expire import expire_pipeline
-from jobs.lake import Lake
-from scripts.simulate_source import SourceSimulator, TableSpec, write_parquet
+from jobs import stages
+from jobs.demo.simulator import SourceSimulator, TableSpec, write_parquet
+from jobs.iceberg import publish
+from jobs.iceberg.expire import expire_pipeline
+from jobs.lake.layout import Lake
 from tests.support.pipeline_runs import decode_and_merge
 
 TABLE = TableSpec("db", "public", "accounts", [("id", "int"), ("owner", "text"), ("balance", "decimal(12,2)")],
@@ -25,7 +26,7 @@ def _rows(lake: Lake, table_id: str) -> list[dict]:
     # many changes of a small table: the touched buckets are rewritten; crash once the data is written
     (20, 60, "pyiceberg.table._parquet_files_to_data_files", "rewrite"),
     # few changes of a larger one: position deletes; crash once the delete files are written too
-    (400, 6, "jobs.publish._position_delete_file", "delta"),
+    (400, 6, "jobs.iceberg.publish._position_delete_file", "delta"),
 ])
 def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, monkeypatch, rows, ops, crash_in, mode):
     sim = SourceSimulator(21, [TABLE], "postgresql", n_partitions=2)
@@ -75,7 +76,7 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
 # written and read back its files, before its catalog commit (a hook on pyiceberg's reading of the new
 # files' footers, which runs A's real code and then the other attempt's), as a stalled Airflow attempt
 # would be while its retry runs. The attempts call merge_changes, below the pipeline's lease
-# (jobs.lease, tested in tests/unit/test_lease.py): what is checked is that the files and the commit
+# (jobs.lake.lease, tested in tests/unit/lake/test_lease.py): what is checked is that the files and the commit
 # stay sound where two attempts do meet.
 class _Stalled(Exception):
     """Attempt B stopped just before its catalog commit, never to commit."""
@@ -100,8 +101,8 @@ def _expected(sim) -> list[dict]:
 
 def _merge(spark, lake: Lake, run_id: str, raw) -> dict:
     """One attempt of the run's merge, below the lease: its decode, then merge_changes."""
-    from jobs.decoders import DecodeOptions
-    from jobs.merge import merge_changes
+    from jobs.fold.stage import merge_changes
+    from jobs.formats import DecodeOptions
 
     decoded = stages.run_decode(spark, stages.RunContext(lake, "atom", run_id), "debezium", str(raw), DecodeOptions())
     try:

@@ -1,14 +1,14 @@
 """Qlik Replicate through whole ``jobs run``s: metadata seen in an earlier run is remembered and the
-published state is exact (the decoder's own tests: tests/unit/decoders/test_qlik.py)."""
+published state is exact (the decoder's own tests: tests/unit/formats/test_qlik.py)."""
 from __future__ import annotations
 
 import json
 from datetime import date
 from decimal import Decimal
 
-from jobs import publish
-from jobs.lake import Lake
-from scripts.qlik_messages import avro_data, headers
+from jobs.demo.qlik import avro_data, headers
+from jobs.iceberg import publish
+from jobs.lake.layout import Lake
 from tests.support.decoders import raw_frame
 from tests.support.pipeline_runs import jobs_run
 from tests.support.qlik import ORDERS, ROW, cdc_messages, seq

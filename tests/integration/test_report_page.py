@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.report_page import quarantine_examples, render_report
+from jobs.alert.page import quarantine_examples, render_report
 from tests.support.paths import REPO
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'

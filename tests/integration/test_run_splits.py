@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scripts.simulate_source import SourceSimulator, write_parquet
+from jobs.demo.simulator import SourceSimulator, write_parquet
 from tests.support.replay import TABLES, assert_state_equals_source, published_rows, run_one, run_parts
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from jobs import publish
-from jobs.lake import Lake
-from scripts.qlik_messages import QlikColumn, QlikTable, change_sequence, headers, json_data, json_metadata
+from jobs.demo.qlik import QlikColumn, QlikTable, change_sequence, headers, json_data, json_metadata
+from jobs.iceberg import publish
+from jobs.lake.layout import Lake
 from tests.support.decoders import raw_frame
 from tests.support.pipeline_runs import jobs_run
 
@@ -75,7 +75,7 @@ def test_values_the_typed_state_cannot_hold_are_counted_and_alerted(spark, tmp_p
     text in a column whose published type was kept), a decimal with more fraction digits than the
     scale is published rounded: merge.json counts both per column with an example, and they are alert
     reasons. Values that fit are not counted (trailing zeros past the scale lose nothing)."""
-    from jobs.alert import alert_reasons
+    from jobs.alert.stage import alert_reasons
 
     raw = tmp_path / "raw-p1"
     raw_frame(spark, [

@@ -1,11 +1,11 @@
 """SharePlex JSON through whole ``jobs run``s: the product stream with a key change, a redelivery and
 garbage, and an update sent as its before and after images, published to Iceberg (the decoder's own
-tests: tests/unit/decoders/test_shareplex.py)."""
+tests: tests/unit/formats/test_shareplex.py)."""
 from __future__ import annotations
 
 import json
 
-from jobs.decoders import DecodeOptions
+from jobs.formats import DecodeOptions
 from tests.support.pipeline_runs import jobs_run, published_rows, run_lines
 from tests.support.shareplex import decode, product_stream
 from tests.support.shareplex import sp_message as _sp

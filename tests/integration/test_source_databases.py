@@ -17,13 +17,13 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from jobs.canonical import make_table_id
-from jobs.checkpoints import BEHIND, MATCH, MISMATCH
-from jobs.lake import Lake
-from jobs.merge import state_summary
-from jobs.reconcile import ReconcileOptions, reconcile_run, source_checkpoints
+from jobs.demo.simulator import write_parquet
+from jobs.fold.stage import state_summary
+from jobs.lake.layout import Lake
+from jobs.model.record import make_table_id
+from jobs.reconcile.checkpoints import BEHIND, MATCH, MISMATCH
+from jobs.reconcile.stage import ReconcileOptions, reconcile_run, source_checkpoints
 from jobs.stages import lake_keys
-from scripts.simulate_source import write_parquet
 from tests.support.databases import (
     PASSWORD,
     binlog_changes,

@@ -1,5 +1,5 @@
 """transform on a Spark standalone cluster (tests/support/spark_cluster.py) through Airflow's
-SparkSubmitOperator with jobs.spark_submit's settings: the ``jobs`` package reaches the driver and the
+SparkSubmitOperator with jobs.spark.submit's settings: the ``jobs`` package reaches the driver and the
 executors only as the shipped archive (the worker has no PYTHONPATH and its own cwd, the driver no
 checkout on its path), the decoders' jar with --jars, and the Iceberg state it publishes is the state
 the same interval gets on local Spark."""
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import airflow_tasks as tasks
-from jobs.pipeline_config import load_pipeline
-from jobs.spark_submit import submit_settings
+from jobs.airflow import tasks as tasks
+from jobs.config import load_pipeline
+from jobs.spark.submit import submit_settings
 from tests.support.spark_cluster import spark_standalone
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 def where(_):
     import os
     import jobs
-    from jobs.decoders import available_formats
+    from jobs.formats import available_formats
     return {"jobs": jobs.__file__, "cwd": os.getcwd(), "formats": available_formats(), "python": sys.executable}
 
 spark = SparkSession.builder.appName("cdc-probe").getOrCreate()
@@ -50,7 +50,7 @@ def clean_env(monkeypatch, tmp_path):
     for key in list(os.environ):
         if key.startswith(("CDC_", "AIRFLOW_VAR_CDC_")):
             monkeypatch.delenv(key)
-    monkeypatch.setenv("CDC_JIT", "c1")  # a fresh JVM on a small interval (jobs.spark)
+    monkeypatch.setenv("CDC_JIT", "c1")  # a fresh JVM on a small interval (jobs.spark.session)
     monkeypatch.setenv("CDC_SHUFFLE_PARTITIONS", "2")
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
@@ -65,8 +65,8 @@ def _landed(lake: Path, topics: Path):
 
 
 def _published(lake: Path) -> dict[str, list]:
-    from jobs.lake import Lake
-    from jobs.publish import open_catalog
+    from jobs.iceberg.publish import open_catalog
+    from jobs.lake.layout import Lake
 
     catalog = open_catalog(Lake.at(str(lake)))
     state = {}
@@ -116,7 +116,7 @@ def test_transform_on_a_standalone_cluster_publishes_what_local_spark_does(tmp_p
         _submit(cluster, {**settings, "application": str(tmp_path / "probe.py")}, [str(probe_out)], "cdc-probe")
 
         state = cluster.state()
-        # the job names itself (jobs.spark.build_spark): cdc-transform-<pipeline>
+        # the job names itself (jobs.spark.session.build_spark): cdc-transform-<pipeline>
         completed = {app["name"]: app for app in state.get("completedapps", [])}
         transform_apps = [app for name, app in completed.items() if name.startswith("cdc-transform")]
         assert len(transform_apps) == 1 and "cdc-probe" in completed, (sorted(completed), cluster.logs())

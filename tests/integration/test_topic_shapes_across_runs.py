@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from jobs import publish
-from jobs.lake import Lake
+from jobs.iceberg import publish
+from jobs.lake.layout import Lake
 from tests.support.decoders import raw_frame
 from tests.support.pipeline_runs import jobs_run
 from tests.support.topic_shapes import TOPIC, envelope

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from jobs.cli import parse_primary_keys
-from jobs.decoders import DecodeOptions
-from jobs.lake import Lake
+from jobs.demo.simulator import write_parquet
+from jobs.demo.streams import FORMAT_RECORDS, debezium_transaction_records, dts_avro_records, json_format_records
+from jobs.formats import DecodeOptions
+from jobs.lake.layout import Lake
 from jobs.stages import RunContext
-from scripts.format_streams import FORMAT_RECORDS, debezium_transaction_records, dts_avro_records, json_format_records
-from scripts.simulate_source import write_parquet
 from tests.support.pipeline_runs import decode_and_merge
 from tests.support.replay import assert_state_equals_source, assert_state_means_source, make_workload
 

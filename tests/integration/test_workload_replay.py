@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli, publish
-from jobs.lake import Lake
-from scripts.simulate_source import SourceSimulator, write_parquet
+from jobs import cli
+from jobs.demo.simulator import SourceSimulator, write_parquet
+from jobs.iceberg import publish
+from jobs.lake.layout import Lake
 from tests.support.checkpoints import assert_commit_points_hold
 from tests.support.pipeline_runs import jobs_run
 from tests.support.replay import assert_state_equals_source, make_workload, run_cli

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs import publish
-from jobs.lake import Lake
-from jobs.lease import Holder, LeaseHeld, LeaseLost
-from scripts.simulate_source import SourceSimulator, write_parquet
+from jobs.demo.simulator import SourceSimulator, write_parquet
+from jobs.iceberg import publish
+from jobs.lake.layout import Lake
+from jobs.lake.lease import Holder, LeaseHeld, LeaseLost
 from tests.support.paths import REPO
 from tests.support.replay import TABLES, assert_state_equals_source
 

@@ -2,9 +2,10 @@
 that publish it, stage by stage: shared by tests/integration/test_bucketed_state.py and test_expire.py."""
 from __future__ import annotations
 
-from jobs import publish, stages
-from jobs.lake import Lake
-from scripts.simulate_source import SourceSimulator, TableSpec, write_parquet
+from jobs import stages
+from jobs.demo.simulator import SourceSimulator, TableSpec, write_parquet
+from jobs.iceberg import publish
+from jobs.lake.layout import Lake
 from tests.support.pipeline_runs import decode_and_merge
 
 TABLE = TableSpec("db", "public", "accounts", [("id", "int"), ("owner", "text"), ("balance", "decimal(12,2)")],

@@ -2,7 +2,7 @@
 
 ``FoldChain`` carries what a catalog would keep between runs -- the state rows, the tombstones and the
 table properties the plan commits -- so that semantics across runs (redelivery, truncates, loads
-completed later) are tested at the fold's own level: describe -> plan -> fold, as jobs.merge runs it.
+completed later) are tested at the fold's own level: describe -> plan -> fold, as jobs.fold.stage runs it.
 """
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
 from jobs.fold.core import fold_table
 from jobs.fold.describe import describe_changes, load_start_after
 from jobs.fold.plan import PublishedTable, plan_table, replayed_load_floor
 from jobs.fold.transactions import split_open_transactions
+from jobs.model import record as C
 
 TABLE = "db.t"
 _EPOCH = datetime(2026, 1, 1)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from jobs.checkpoints import BEHIND, MATCH, MISMATCH, Checkpoint, format_time, position_moment, time_moment
-from jobs.lake import Lake
-from jobs.merge import state_summary
-from jobs.reconcile import ReconcileOptions, reconcile_run
-from scripts.simulate_source import SourceSimulator
+from jobs.demo.simulator import SourceSimulator
+from jobs.fold.stage import state_summary
+from jobs.lake.layout import Lake
+from jobs.reconcile.checkpoints import BEHIND, MATCH, MISMATCH, Checkpoint, format_time, position_moment, time_moment
+from jobs.reconcile.stage import ReconcileOptions, reconcile_run
 
 
 def quiet_commits(sim: SourceSimulator) -> list[int]:

@@ -16,7 +16,7 @@ def decode_and_merge(spark, ctx, fmt: str, raw: str | PathLike, options=None, **
     """The decode and the fold + publish of one run, in memory as ``transform`` hands them over, without
     its validation; the merge report."""
     from jobs import stages
-    from jobs.decoders import DecodeOptions
+    from jobs.formats import DecodeOptions
 
     decoded = stages.run_decode(spark, ctx, fmt, str(raw), options or DecodeOptions())
     try:
@@ -37,8 +37,8 @@ def run_lines(tmp_path, fmt: str, lines: list[str], pipeline: str, run_id: str =
 
 def published_rows(lake, pipeline: str, table_id: str, columns: list[str], key) -> list[dict]:
     """The published table's rows as a reader sees them (pyiceberg's scan), ``columns`` only, sorted by ``key``."""
-    from jobs import publish
-    from jobs.lake import Lake
+    from jobs.iceberg import publish
+    from jobs.lake.layout import Lake
 
     table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), pipeline, table_id)
     return sorted(table.scan().to_arrow().select(columns).to_pylist(), key=key)

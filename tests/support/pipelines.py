@@ -1,4 +1,4 @@
-"""Pipeline files for tests: the demo's blocks with overrides, written as YAML (jobs.pipeline_config)."""
+"""Pipeline files for tests: the demo's blocks with overrides, written as YAML (jobs.config)."""
 from __future__ import annotations
 
 import copy
@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from jobs.pipeline_config import PipelineConfig, load_pipeline
+from jobs.config import PipelineConfig, load_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 

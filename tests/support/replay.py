@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import publish
-from jobs.lake import Lake
-from scripts.simulate_source import INVENTORY_TABLES, SourceSimulator, encode_value, write_parquet
+from jobs.demo.simulator import INVENTORY_TABLES, SourceSimulator, encode_value, write_parquet
+from jobs.iceberg import publish
+from jobs.lake.layout import Lake
 from tests.support.paths import REPO
 from tests.support.pipeline_runs import jobs_run
 
@@ -162,7 +162,7 @@ def history_rows(lake, table: str) -> list[dict]:
 
 def run_cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     # the command line as a user runs it: adaptive execution on, as in production (conftest turns it off);
-    # a fresh JVM for a few thousand messages, so the JIT's quick compiler only (CDC_JIT, jobs.spark)
+    # a fresh JVM for a few thousand messages, so the JIT's quick compiler only (CDC_JIT, jobs.spark.session)
     env = {"CDC_JIT": "c1", **{k: v for k, v in (os.environ if env is None else env).items()
                                if k != "CDC_SPARK_ADAPTIVE"}, "PYTHONPATH": str(REPO), "CDC_SPARK_MASTER": "local[2]"}
     return subprocess.run([sys.executable, "-m", "jobs", *args], cwd=REPO, env=env, capture_output=True,

@@ -1,7 +1,7 @@
 """docker-compose.yml, checked without Docker: against the compose specification (its JSON schema, vendored
 in tests/resources/compose/, see its README.md) and against the code it runs: the services its
 connections and dependencies name, its published ports, bind mounts and images, the pipeline files it
-mounts (jobs.pipeline_config), the Spark cluster the pipelines submit to, the init services' scripts and
+mounts (jobs.config), the Spark cluster the pipelines submit to, the init services' scripts and
 their flags, and the commands its header comment tells users to run.
 
 The file is read as compose reads it on a fresh clone: YAML anchors and merge keys resolved (PyYAML's
@@ -25,7 +25,7 @@ import jsonschema
 import pytest
 import yaml
 
-from jobs.pipeline_config import PipelineConfig, load_pipeline
+from jobs.config import PipelineConfig, load_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"
@@ -566,11 +566,14 @@ def parser_of(module) -> argparse.ArgumentParser:
 
 
 def python_scripts(services) -> dict[str, tuple[Path, list[str], dict[str, Any]]]:
-    """Services whose command is ``python <script> args...``: the script's host path and the args."""
+    """Services whose command is ``python <script> args...`` (or ``python -m <module of jobs> args...``): the
+    script's host path and the args."""
     found = {}
     for name, service in services.items():
         command = command_of(service)
-        if command[:1] == ["python"] and len(command) > 1 and command[1].endswith(".py"):
+        if command[:2] == ["python", "-m"] and command[2].startswith("jobs."):
+            found[name] = (REPO / (command[2].replace(".", "/") + ".py"), command[3:], service)
+        elif command[:1] == ["python"] and len(command) > 1 and command[1].endswith(".py"):
             mounted = bind_for(service, command[1])
             assert mounted, f"{name} runs {command[1]}, which is in no bind mount of the service"
             found[name] = (mounted[1], command[2:], service)
@@ -615,7 +618,7 @@ def test_the_init_services_read_what_demo_init_generates(services):
 
 
 def test_kafka_pipelines_read_the_generated_topics(pipelines):
-    from scripts.make_demo import DEMO_SERVER, DEMO_TABLES
+    from jobs.demo.generate import DEMO_SERVER, DEMO_TABLES
 
     generated = {f"{DEMO_SERVER}.{spec.schema}.{spec.name}" for spec in DEMO_TABLES}  # Debezium's PostgreSQL names
     for path, cfg in pipelines.items():

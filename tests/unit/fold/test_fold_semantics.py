@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs import canonical as C
+from jobs.model import record as C
 from tests.support.change_records import FoldChain, change, pos
 
 I, U, D, S, T = C.INSERT, C.UPDATE, C.DELETE, C.SNAPSHOT, C.TRUNCATE
