@@ -29,9 +29,10 @@ PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist worksteal
 test: setup-dev lint
 	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL)
 
-## ruff (pyproject.toml) over the whole repository
+## ruff over the whole repository, and the package's layering (both configured in pyproject.toml)
 lint: setup-dev
 	.venv/bin/ruff check .
+	.venv/bin/lint-imports
 
 ## only the unit tests (no servers, no whole runs)
 test-unit: setup-dev

@@ -26,6 +26,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs.iceberg.catalog import load_table, open_catalog
+from jobs.iceberg.read import read_state
 from jobs.model import record as C
 
 TABLE_ID = "bench.public.accounts"
@@ -56,9 +58,7 @@ def change_records(ids: DataFrame, op: str, run: int) -> DataFrame:
 
 
 def table_bytes(lake, pipeline: str) -> int:
-    from jobs.iceberg import publish
-
-    table = publish.load_table(publish.open_catalog(lake), pipeline, TABLE_ID)
+    table = load_table(open_catalog(lake), pipeline, TABLE_ID)
     tasks = list(table.scan().plan_files())
     deletes = {d.file_path: d for task in tasks for d in task.delete_files}
     return sum(task.file.file_size_in_bytes for task in tasks) + sum(d.file_size_in_bytes for d in deletes.values())
@@ -67,23 +67,21 @@ def table_bytes(lake, pipeline: str) -> int:
 def read_back(spark: SparkSession, lake, pipeline: str) -> tuple[int, float]:
     """The table's rows as the next run and the validation read them (every column: a plain count
     would be answered from the Parquet footers), and the seconds it took."""
-    from jobs.iceberg import publish
-
     start = time.perf_counter()
-    state = publish.read_state(spark, publish.load_table(publish.open_catalog(lake), pipeline, TABLE_ID))
+    state = read_state(spark, load_table(open_catalog(lake), pipeline, TABLE_ID))
     # max, not count, of a hash: the optimizer turns a count of a never-null value into count(*)
     count, _ = state.select(F.count(F.lit(1)), F.max(F.xxhash64(*state.columns))).first()
     return count, time.perf_counter() - start
 
 
 def measure(spark: SparkSession, rows: int, shares: list[float], buckets: int, mode: str, root: Path) -> list[dict]:
-    from jobs.iceberg import publish
+    from jobs.iceberg import write
 
-    deltas, publish.DELTAS = publish.DELTAS, mode == "delta"
+    deltas, write.DELTAS = write.DELTAS, mode == "delta"
     try:
         return _runs(spark, rows, shares, buckets, mode, root)
     finally:
-        publish.DELTAS = deltas
+        write.DELTAS = deltas
 
 
 def _runs(spark: SparkSession, rows: int, shares: list[float], buckets: int, mode: str, root: Path) -> list[dict]:

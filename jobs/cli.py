@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run_command(args, ctx, options)
     except Exception as exc:  # noqa: BLE001 - an operational failure is one line (jobs.errors), exit 1
-        from jobs.iceberg.publish import embedded_catalog_file
+        from jobs.iceberg.catalog import embedded_catalog_file
 
         print(failure_line(args.command, ctx.stage, exc, embedded_catalog_file(lake)), file=sys.stderr)
         if args.debug:

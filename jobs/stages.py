@@ -22,6 +22,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 from jobs import failpoints
 from jobs.decode.stage import Decoded, decode_counts, decode_messages, release
 from jobs.formats import QUARANTINED, DecodeOptions
+from jobs.iceberg.catalog import key_columns_of, load_table, open_catalog
+from jobs.iceberg.read import read_state, state_keys
 from jobs.lake.layout import Lake
 from jobs.lake.lease import Attempt, Lease, new_attempt_id
 from jobs.lake.raw import TaskSplit, raw_size, read_raw, task_split
@@ -233,7 +235,6 @@ def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame, history:
 def run_validate(spark: SparkSession, ctx: RunContext, decode_report: dict | None = None) -> dict:
     """The change suite from the decode's record profile (no pass over the records), GX's state suite on
     every table the run published."""
-    from jobs.iceberg import publish
     from jobs.quality.validate import check_changes, render_data_docs, validate_state, validation_report
 
     with ctx.exclusive(), ctx.timed("validate"), lake_scans(spark):
@@ -243,11 +244,11 @@ def run_validate(spark: SparkSession, ctx: RunContext, decode_report: dict | Non
                                     "an older version): run the run again, or `python -m jobs decode` first")
         results = [check_changes(decode_report["record_profile"])]
         merge_report = ctx.read_report("merge.json") or {"tables": {}}
-        catalog = publish.open_catalog(ctx.lake)
+        catalog = open_catalog(ctx.lake)
         for table_id in sorted(merge_report["tables"]):
-            table = publish.load_table(catalog, ctx.pipeline, table_id)
-            state = publish.read_state(spark, table)
-            keys = publish.key_columns_of(table)
+            table = load_table(catalog, ctx.pipeline, table_id)
+            state = read_state(spark, table)
+            keys = key_columns_of(table)
             if state is not None and keys:
                 results.append(validate_state(state, table_id, keys))
         report = validation_report(results)
@@ -278,7 +279,7 @@ def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str 
 def run_reconcile(ctx: RunContext, source_counts: str | None, options: ReconcileOptions | None = None) -> list[dict]:
     """This run's source checkpoints (a counts file or a SQL source) and the pending ones, judged against
     the lake's counts through time (jobs.reconcile.stage); reconciliation.json says what each table got."""
-    from jobs.fold.stage import state_summary
+    from jobs.iceberg.catalog import state_summary
     from jobs.reconcile.landed_reach import run_landing_reach
     from jobs.reconcile.stage import reconcile_run, source_checkpoints
 
@@ -301,13 +302,11 @@ def run_reconcile(ctx: RunContext, source_counts: str | None, options: Reconcile
 def lake_keys(lake: Lake, pipeline: str, state: dict[str, dict], limit: Callable[[str], int]):
     """The keys a state table holds now, for the keys of a mismatch (None past the table's ``limit`` of rows;
     none for a table the lake never published)."""
-    from jobs.iceberg import publish
-
     def keys_now(table_id: str) -> list[str] | None:
         info = state.get(table_id)
         if not info or not info.get("key_columns") or info["state_rows"] > limit(table_id):
             return None if info else []
-        return publish.state_keys(publish.open_catalog(lake), pipeline, table_id, info["key_columns"])
+        return state_keys(open_catalog(lake), pipeline, table_id, info["key_columns"])
     return keys_now
 
 
@@ -349,9 +348,9 @@ def write_report_page(ctx: RunContext, reconciliation: dict, validation: dict, d
 def run_expire(ctx: RunContext, as_of: datetime, retain_days: int, retain_last: int, dry_run: bool = False) -> dict:
     """Snapshot expiry of the pipeline's tables (jobs.iceberg.expire); expire.json says what went. A dry run
     writes nothing at all (a read-only lake allows it): its report is only returned."""
+    from jobs.iceberg.catalog import open_catalog
     from jobs.iceberg.expire import expire_pipeline
-    from jobs.iceberg.publish import open_catalog
-    from jobs.reconcile.ledger import drop_steps
+    from jobs.lake.ledger import drop_steps
 
     with ctx.timed("expire"):
         catalog = open_catalog(ctx.lake, read_only=dry_run)

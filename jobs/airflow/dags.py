@@ -29,7 +29,7 @@ from jobs.config import PipelineConfig, PipelineConfigError, load_pipeline, pars
 from jobs.errors import mask
 
 log = logging.getLogger(__name__)
-EMBEDDED_CATALOG = "cdc"  # jobs.iceberg.publish.open_catalog's name for the SQLite catalog inside a lake
+EMBEDDED_CATALOG = "cdc"  # jobs.iceberg.catalog.open_catalog's name for the SQLite catalog inside a lake
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN_FILE = "cdc_timetables.py"  # registers jobs.airflow.timetable's timetable
 

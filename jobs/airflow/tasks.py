@@ -31,7 +31,7 @@ from jobs.model.intervals import IntervalError, checked, iso, run_id_for, utc
 REPO = Path(__file__).resolve().parents[1]
 LAND_TASK = "land"
 TRANSFORM_TASK = "transform"  # decode -> fold + publish -> validate: the one Spark application of a run
-CATALOG_ENV = "CDC_ICEBERG_CATALOG"  # jobs.iceberg.publish.open_catalog
+CATALOG_ENV = "CDC_ICEBERG_CATALOG"  # jobs.iceberg.catalog.open_catalog
 AIRFLOW_INTERVAL_HINT = ("An Airflow run covers the interval that ends at its logical date (`airflow dags test "
                          "<dag> <date>` too); params start and end choose another.")
 
@@ -58,7 +58,7 @@ def dag_params() -> dict[str, Any]:
 
 @contextmanager
 def catalog_of(cfg: PipelineConfig) -> Iterator[None]:
-    """The pipeline's Iceberg catalog for jobs.iceberg.publish while a task runs (none named: the lake's own)."""
+    """The pipeline's Iceberg catalog for jobs.iceberg.catalog while a task runs (none named: the lake's own)."""
     before = os.environ.get(CATALOG_ENV)
     if cfg.sink.catalog:
         os.environ[CATALOG_ENV] = cfg.sink.catalog

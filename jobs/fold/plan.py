@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from jobs.fold.types import META_COLUMNS, promotable, state_type
+from jobs.model.properties import (
+    FULL_LOAD_POSITION_PROP,
+    KEY_COLUMNS_PROP,
+    PENDING_LOAD_PROP,
+    TRUNCATE_POSITION_PROP,
+)
 
-# table properties the plan reads and writes (kept in the Iceberg table's properties)
-KEY_COLUMNS_PROP = "cdc.key-columns"
-FULL_LOAD_POSITION_PROP = "cdc.full-load-position"
-TRUNCATE_POSITION_PROP = "cdc.truncate-position"
-PENDING_LOAD_PROP = "cdc.pending-load"  # a full load not yet known complete: {"start", "end"} positions
 
 @dataclass
 class TableChanges:

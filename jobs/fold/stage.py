@@ -13,12 +13,26 @@ from jobs.fold.buckets import key_bucket, touched_buckets
 from jobs.fold.history import HISTORY_META, close_history
 from jobs.fold.types import META_COLUMNS
 from jobs.fold.values import unconverted_values
-from jobs.iceberg import publish
+from jobs.iceberg.catalog import (
+    ensure_namespace,
+    history_table_id,
+    is_bucketed,
+    key_columns_of,
+    load_table,
+    open_catalog,
+    published_by,
+    published_report,
+    snapshot_record_count,
+    table_columns,
+)
+from jobs.iceberg.read import read_state, read_tombstones
+from jobs.iceberg.write import DEFAULT_BUCKETS, Bucketing, deltas_fit, publish_state
+from jobs.lake import ledger as count_ledger
 from jobs.lake.layout import Lake, check_name
 from jobs.lake.lease import Attempt, attempt_folder, new_attempt_id
 from jobs.model import record as C
+from jobs.model.properties import BUCKETS_PROP, HISTORY_OF_PROP, KEY_COLUMNS_PROP, PENDING_LOAD_PROP, TABLE_ID_PROP
 from jobs.model.table_rules import setting_for
-from jobs.reconcile import ledger as count_ledger
 
 
 def held_pointer(lake: Lake, pipeline: str) -> str:
@@ -72,7 +86,7 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
 
     Records of transactions still open at the end of the run's snapshot are held back (written under
     ``held/<pipeline>/run=<run_id>/attempt=<attempt>``) and applied by the run that completes them.
-    ``buckets`` is the key-hash bucket count of a table laid out by this run (None: publish.DEFAULT_BUCKETS; an existing
+    ``buckets`` is the key-hash bucket count of a table laid out by this run (None: DEFAULT_BUCKETS; an existing
     layout keeps its own; 0 leaves a table without one unbucketed: one unpartitioned file set,
     rewritten whole by every run). ``history``: which tables also keep an SCD2 history table, as
     (table pattern, on) rules (jobs.model.table_rules; ``(("*", True),)``: every table). ``attempt``: this
@@ -80,9 +94,9 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     and each rewrite of the pipeline's logs (None: a new attempt id, no lease).
     """
     attempt = attempt or Attempt(new_attempt_id())
-    buckets = publish.DEFAULT_BUCKETS if buckets is None else buckets
-    catalog = publish.open_catalog(lake)
-    publish.ensure_namespace(catalog, pipeline)
+    buckets = DEFAULT_BUCKETS if buckets is None else buckets
+    catalog = open_catalog(lake)
+    ensure_namespace(catalog, pipeline)
     consumed = held_input(lake, pipeline, run_id)
     changes, held, ended_through = _hold_open_transactions(spark, lake, pipeline, run_id, changes, consumed,
                                                            attempt.id)
@@ -90,11 +104,11 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     reach = _reach(changes, held)
     tables: dict[str, dict] = {}
     for info in _tables_of(catalog, pipeline, changes):
-        table = publish.load_table(catalog, pipeline, info.table_id)
-        done = publish.published_by(table, run_id)
+        table = load_table(catalog, pipeline, info.table_id)
+        done = published_by(table, run_id)
         if done is not None:
             # what this run committed and reported, not a later run's rows
-            tables[info.table_id] = publish.published_report(table, done)
+            tables[info.table_id] = published_report(table, done)
             continue
         published = _published(table)
         replayed_through = plan.replayed_load_floor(info, published)
@@ -169,24 +183,24 @@ def _published(table) -> plan.PublishedTable:
     if table is None:
         return plan.PublishedTable()
     return plan.PublishedTable(
-        columns=publish.table_columns(table), key_columns=tuple(publish.key_columns_of(table) or ()),
+        columns=table_columns(table), key_columns=tuple(key_columns_of(table) or ()),
         properties=dict(table.properties),
-        buckets=int(table.properties[publish.BUCKETS_PROP]) if publish.is_bucketed(table) else None,
+        buckets=int(table.properties[BUCKETS_PROP]) if is_bucketed(table) else None,
     )
 
 
 def _fold_and_publish(spark: SparkSession, catalog, lake: Lake, pipeline: str, run_id: str, table,
                       p: plan.TablePlan, table_changes: DataFrame, history: bool, attempt: Attempt) -> dict:
     """The Spark work the plan asks for: fold the table's changes over the rows they touch, commit the
-    new state (a delta of position deletes where it fits, see jobs.iceberg.publish), and report it."""
+    new state (a delta of position deletes where it fits, see jobs.iceberg.write), and report it."""
     key_columns, key_types = list(p.key_columns), p.key_types
     bucketing = _bucketing(table_changes, p)
-    delta = bucketing is not None and publish.deltas_fit(table, bucketing.touched, p.changes.records)
-    tombstones = publish.read_tombstones(spark, table, key_types)
+    delta = bucketing is not None and deltas_fit(table, bucketing.touched, p.changes.records)
+    tombstones = read_tombstones(spark, table, key_types)
     if p.rekeyed_from and tombstones is not None:
-        tombstones = core.narrowed_tombstones(tombstones, publish.read_state(spark, table), key_columns)
+        tombstones = core.narrowed_tombstones(tombstones, read_state(spark, table), key_columns)
     folded = core.fold_table(
-        publish.read_state(spark, table, bucketing.touched if bucketing else None, positions=delta),
+        read_state(spark, table, bucketing.touched if bucketing else None, positions=delta),
         tombstones, table_changes, p.changes, dict(p.columns), key_columns, run_id,
         skip_cdc_through=p.skip_cdc_through, skip_all_through=p.skip_all_through, history=history,
         replace_before=p.replace_before, as_delta=delta,
@@ -200,7 +214,7 @@ def _fold_and_publish(spark: SparkSession, catalog, lake: Lake, pipeline: str, r
         if history:
             report["history"] = _publish_history(spark, catalog, pipeline, p.table_id, run_id, folded,
                                                  dict(p.columns), key_columns, attempt)
-        result = publish.publish_state(
+        result = publish_state(
             catalog, pipeline, p.table_id, folded.changed if delta else folded.state,
             {**p.columns, **META_COLUMNS}, run_id, dict(p.properties), tombstones=folded.tombstones,
             bucketing=bucketing, replaced=folded.replaced if delta else None, report=report, attempt=attempt,
@@ -212,9 +226,9 @@ def _fold_and_publish(spark: SparkSession, catalog, lake: Lake, pipeline: str, r
 
 def _write_steps(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, table, p: plan.TablePlan,
                  folded: core.FoldResult, table_changes: DataFrame, attempt: str) -> dict:
-    """The run's row-count steps of the table into the lake (jobs.reconcile.ledger), before its commit (a
+    """The run's row-count steps of the table into the lake (jobs.lake.ledger), before its commit (a
     re-run writes them again); with the rows it removes without an event of their key."""
-    rows_before = publish.snapshot_record_count(table)
+    rows_before = snapshot_record_count(table)
     steps, exact_from = folded.steps, None
     if p.changes.has_truncate and p.changes.truncate_position:
         # nothing before the TRUNCATE survives, nor is the count before it known within the run
@@ -222,7 +236,7 @@ def _write_steps(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, ta
         steps = steps.unionByName(_removal_steps(spark, table_changes, exact_from, C.TRUNCATE, rows=rows_before))
     if folded.removed is not None:
         steps = steps.unionByName(_removal_steps(spark, table_changes, p.replace_before, keys=folded.removed))
-    # the attempt's own folder below the table's (which jobs.reconcile.ledger.drop_steps deletes whole)
+    # the attempt's own folder below the table's (which jobs.lake.ledger.drop_steps deletes whole)
     rel = f"{count_ledger.steps_dir(pipeline, run_id, p.table_id)}/{attempt_folder(attempt)}"
     # as many files as the fold has partitions: a coalesce would run the fold in one task, when this write
     # is the job that fills the fold's cache (a table of strings checks no conversions first)
@@ -247,20 +261,20 @@ def _pending_load_tables(catalog, pipeline: str, ended_through: str, exclude: se
     pending = []
     for ident in catalog.list_tables(pipeline):
         props = catalog.load_table(ident).properties
-        table_id, load = props.get(publish.TABLE_ID_PROP), props.get(plan.PENDING_LOAD_PROP)
-        if (load and table_id and table_id not in exclude and publish.HISTORY_OF_PROP not in props
+        table_id, load = props.get(TABLE_ID_PROP), props.get(PENDING_LOAD_PROP)
+        if (load and table_id and table_id not in exclude and HISTORY_OF_PROP not in props
                 and json.loads(load)["end"] <= ended_through):
             pending.append(table_id)
     return sorted(pending)
 
 
-def _bucketing(table_changes: DataFrame, p: plan.TablePlan) -> publish.Bucketing | None:
+def _bucketing(table_changes: DataFrame, p: plan.TablePlan) -> Bucketing | None:
     """Which buckets of the table this run rewrites: those its changes touch, or all of them when the
     plan rewrites the whole table. None: the table is and stays unbucketed."""
     if p.buckets is None:
         return None
     touched = None if p.whole_table else touched_buckets(table_changes, p.key_types, p.buckets)
-    return publish.Bucketing(p.buckets, key_bucket(p.key_types, p.buckets), touched)
+    return Bucketing(p.buckets, key_bucket(p.key_types, p.buckets), touched)
 
 
 def _publish_history(spark: SparkSession, catalog, pipeline: str, table_id: str, run_id: str,
@@ -268,41 +282,16 @@ def _publish_history(spark: SparkSession, catalog, pipeline: str, table_id: str,
                      attempt: Attempt) -> dict:
     """The table's SCD2 history after this run, committed as one snapshot of its history table (first,
     so that a state published by this run always has its history)."""
-    history_id = publish.history_table_id(table_id)
-    table = publish.load_table(catalog, pipeline, history_id)
-    done = publish.published_by(table, run_id) if table is not None else None
+    history_id = history_table_id(table_id)
+    table = load_table(catalog, pipeline, history_id)
+    done = published_by(table, run_id) if table is not None else None
     if done is not None:
         return {"already_published": True, "snapshot_id": done}
-    prior_columns = publish.table_columns(table) if table is not None else {}
+    prior_columns = table_columns(table) if table is not None else {}
     columns = {**{c: t for c, t in prior_columns.items() if c not in HISTORY_META}, **data_columns}
-    rows = close_history(publish.read_state(spark, table), result_of_fold.versions, key_columns, columns,
+    rows = close_history(read_state(spark, table), result_of_fold.versions, key_columns, columns,
                               result_of_fold.removals)
-    result = publish.publish_state(catalog, pipeline, history_id, rows, {**columns, **HISTORY_META}, run_id,
-                                   {publish.HISTORY_OF_PROP: table_id,
-                                    plan.KEY_COLUMNS_PROP: json.dumps(key_columns)}, attempt=attempt)
+    result = publish_state(catalog, pipeline, history_id, rows, {**columns, **HISTORY_META}, run_id,
+                                   {HISTORY_OF_PROP: table_id,
+                                    KEY_COLUMNS_PROP: json.dumps(key_columns)}, attempt=attempt)
     return result.as_dict()
-
-
-def state_summary(lake: Lake, pipeline: str) -> dict[str, dict]:
-    """table_id -> state rows and snapshot id of every published table of the pipeline."""
-    from pyiceberg.exceptions import NoSuchNamespaceError
-
-    catalog = publish.open_catalog(lake)
-    out = {}
-    try:
-        identifiers = catalog.list_tables(pipeline)
-    except NoSuchNamespaceError:
-        return out
-    for ident in identifiers:
-        table = catalog.load_table(ident)
-        if publish.HISTORY_OF_PROP in table.properties:
-            continue  # a history table is not a state table
-        table_id = table.properties.get(publish.TABLE_ID_PROP, ident[-1])
-        snapshot = table.current_snapshot()
-        out[table_id] = {
-            "state_rows": publish.snapshot_record_count(table),
-            "snapshot_id": snapshot.snapshot_id if snapshot else None,
-            "iceberg_table": ".".join(ident),
-            "key_columns": publish.key_columns_of(table),
-        }
-    return out

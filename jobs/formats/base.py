@@ -208,7 +208,7 @@ def decoded_on_jvm(raw: DataFrame, class_name: str, fmt: str, options: DecodeOpt
         "max_part_chars": C.MAX_PART_CHARS,
         **settings,
     }
-    udf = jvm.register_udf(raw.sparkSession, class_name, config, jvm.outcome_type())
+    udf = jvm.register_udf(raw.sparkSession, class_name, config, outcome_type())
     # one column first: the projection below reads it four times, the UDF runs once
     decoded = raw.withColumn("_outcome", F.call_function(udf, *arguments))
     o = F.col("_outcome")
@@ -261,3 +261,13 @@ def is_truncate(sql: Column) -> Column:
     """Whether a DDL statement is a TRUNCATE; leading comments (/* hints */, -- lines) do not hide it."""
     stripped = F.regexp_replace(sql, r"^(\s|/\*.*?\*/|--[^\n]*\n|#[^\n]*\n)*", "")
     return F.upper(stripped).rlike(r"^TRUNCATE\b")
+
+
+def outcome_type():
+    """The outcome struct a JVM-side decoder returns: status, reason, table_id, its change records and
+    the message's shape (jobs.formats)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([StructField("status", StringType()), StructField("reason", StringType()),
+                       StructField("table_id", StringType()), StructField("records", RECORDS_TYPE),
+                       StructField("shape", StringType())])

@@ -28,15 +28,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from urllib.parse import urlparse
 
-from jobs.iceberg.publish import (
-    METADATA_DELETE_AFTER_COMMIT,
-    RUN_ID_PROP,
-    TABLE_ID_PROP,
-    TOMBSTONES_PROP,
-    list_file_info,
-    list_files,
-)
+from jobs.iceberg.write import METADATA_DELETE_AFTER_COMMIT
 from jobs.lake import storage
+from jobs.lake.storage import file_infos as list_file_info
+from jobs.lake.storage import file_uris as list_files
+from jobs.model.properties import RUN_ID_PROP, TABLE_ID_PROP, TOMBSTONES_PROP
 
 DEFAULT_RETAIN_DAYS = 7
 DEFAULT_RETAIN_LAST = 10

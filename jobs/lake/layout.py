@@ -109,7 +109,7 @@ class Lake:
 
     @staticmethod
     def counts_dir(pipeline: str) -> str:
-        """The lake's counts through time (jobs.reconcile.ledger) and the source's checkpoints
+        """The lake's counts through time (jobs.lake.ledger) and the source's checkpoints
         (jobs.reconcile.checkpoints)."""
         return f"counts/{check_name('pipeline', pipeline)}"
 

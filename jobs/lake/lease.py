@@ -17,7 +17,7 @@ past ``ttl``) learns it at its next check, made before each catalog commit and e
 pipeline log, and stops there (LeaseLost).
 
 Each attempt also writes the files a commit references under an ``attempt=<id>`` folder of its own
-(jobs.iceberg.publish, jobs.fold.stage), so that even two attempts that do meet never delete or take each other's.
+(jobs.iceberg.write, jobs.fold.stage), so that even two attempts that do meet never delete or take each other's.
 """
 from __future__ import annotations
 

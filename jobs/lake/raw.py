@@ -217,7 +217,7 @@ def parquet_files(folder: str) -> list[str]:
     landed interval (a folder ``interval=...``, see jobs.land.command) gives only the files its manifest lists,
     and one without a manifest is refused: its landing did not finish, and its files (complete Parquet
     files, each) hold an unknown part of the interval."""
-    from jobs.iceberg.publish import list_files
+    from jobs.lake.storage import file_uris as list_files
 
     found = list_files(folder)
     present = set(found)

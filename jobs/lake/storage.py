@@ -253,3 +253,16 @@ def parquet_dataset(location: str):
 
     filesystem, path = _resolve(location)
     return ds.dataset(path, filesystem=filesystem, format="parquet", exclude_invalid_files=False)
+
+
+def file_uris(uri: str, suffix: str = "") -> list[str]:
+    """The files under a folder of the lake, at any depth, whose names end with ``suffix``: sorted URIs
+    (``s3://`` or ``file://``), as pyiceberg's FileIO reads and deletes them."""
+    return [path for path, _, _ in file_infos(uri, suffix)]
+
+
+def file_infos(uri: str, suffix: str = "") -> list[tuple[str, float, int]]:
+    """(URI, modification time as epoch seconds, bytes) of each file file_uris names, in its order."""
+    # hidden names are no file of the lake's: the .crc checksums Hadoop writes beside local files
+    return [(f.uri, f.mtime, f.size) for f in list_files(uri, suffix=suffix)
+            if not any(part.startswith(".") for part in f.rel.split("/"))]

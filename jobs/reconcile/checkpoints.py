@@ -6,7 +6,7 @@ carry as ``event_time``), exact or a bracket ``[low, high]`` that the true cut l
 without a moment was true when it was read: its moment is assumed to be then (the counts file's
 modification time, the time a SQL source was queried), and it is judged within its tolerance.
 
-The lake's count at a moment is exact: the runs' ledger (jobs.reconcile.ledger) keeps, per run, how far
+The lake's count at a moment is exact: the runs' ledger (jobs.lake.ledger) keeps, per run, how far
 its changes reach and, per table, the count before it and every applied change that moved the count
 (a *step*, +1 or -1, with its position and time). The count at a cut is the count before the run that
 holds the cut plus its steps below the cut. Verdicts:
@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from jobs.lake.ledger import RunCounts
 from jobs.model.positions import JUST_AFTER, PositionError, bound
 
 MATCH, MISMATCH, BEHIND, UNKNOWN = "match", "mismatch", "behind", "unknown"
@@ -274,33 +275,13 @@ def _bracket(value: Any, where: str, name: str) -> tuple[str, str | None]:
 
 # ---- the lake's counts through time --------------------------------------------------------------
 class StepSource(Protocol):
-    """The row-count steps of one table in one run (jobs.reconcile.ledger reads them with pyarrow)."""
+    """The row-count steps of one table in one run (jobs.lake.ledger reads them with pyarrow)."""
 
     def total(self, rel: str) -> int: ...
     def sum_below(self, rel: str, kind: str, cut: str | int) -> int: ...
     def within(self, rel: str, kind: str, low: str | int, high: str | int) -> list[tuple[str | int, int]]: ...
     def group_below(self, rel: str, cut: str) -> str | None: ...
     def keys_from(self, rel: str, kind: str, cut: str | int) -> list[tuple[str, int]]: ...
-
-
-@dataclass(frozen=True)
-class RunCounts:
-    """One run's entry of the ledger: how far its changes reach, and per table its counts and steps."""
-
-    run_id: str
-    reach_position: str | None = None
-    reach_time: int | None = None  # epoch microseconds
-    held_position: str | None = None  # the first position of a transaction the run holds back
-    held_time: int | None = None
-    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # the landing's evidence (jobs.reconcile.landed_reach): the lake holds every change of source time at or before
-    # this, whether or not one came; set by reconcile for the run it reconciles
-    landed_time: int | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunCounts:
-        return cls(d["run_id"], d.get("reach_position"), d.get("reach_time"), d.get("held_position"),
-                   d.get("held_time"), d.get("tables") or {}, d.get("landed_time"))
 
 
 def _first_reaching(kind: str, cut: str | int, runs: Sequence[RunCounts], moment: Moment,

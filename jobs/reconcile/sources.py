@@ -21,13 +21,13 @@ Identifiers are quoted by the dialect; the password of a URL never reaches a mes
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.model.keys import key_text
 from jobs.reconcile.checkpoints import (
     SOURCE_QUERIED,
     CheckpointError,
@@ -85,18 +85,6 @@ class _Snapshot:
         if t.key_columns and rows <= (self._limit if t.key_rows_limit is None else t.key_rows_limit):
             result = self._conn.execute(self._select(t, *(sa.column(c) for c in t.key_columns)))
             out.keys[t.table_id] = [key_text(t.key_columns, row) for row in result]
-
-
-def key_text(columns: tuple[str, ...], values) -> str:
-    """A key as the count steps name it (jobs.fold.core.key_json): JSON of the values as text."""
-    return json.dumps({c: (None if v is None else _text(v)) for c, v in zip(columns, values)},
-                      separators=(",", ":"), ensure_ascii=False)
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _time_of(value) -> int:

@@ -3,7 +3,7 @@
 Source counts come from a JSON counts file (jobs.reconcile.checkpoints.read_counts_file: a count, or checkpoints
 with ``as_of`` / ``position``) or from a SQL source through a SQLAlchemy URL (jobs.reconcile.sources:
 one consistent snapshot and its moment). Each becomes a checkpoint; the new ones and those earlier runs
-left pending are judged against the lake's counts through time (jobs.reconcile.checkpoints, jobs.reconcile.ledger),
+left pending are judged against the lake's counts through time (jobs.reconcile.checkpoints, jobs.lake.ledger),
 and the pending ones are kept in the lake for the run that reaches them. Table ids are
 ``<database>.<schema>.<table>`` made safe by ``jobs.model.record.table_part``, so the source table a table
 id stands for is found by comparing names, not by trusting the id. No Spark.
@@ -311,7 +311,7 @@ def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state
     """Judge this run's checkpoints and those earlier runs left pending; keep the still pending (and the
     judged, for re-runs) in the lake; one row per table (state tables and source-only tables).
     ``landing``: the run's landing's evidence of reach (jobs.reconcile.landed_reach)."""
-    from jobs.reconcile.ledger import CHECKPOINTS, ArrowSteps, read_ledger
+    from jobs.lake.ledger import CHECKPOINTS, ArrowSteps, read_ledger
 
     stored_rel = f"{lake.counts_dir(pipeline)}/{CHECKPOINTS}"
     stored = cps.loads(lake.read_text(stored_rel)) if lake.exists(stored_rel) else []

@@ -91,15 +91,3 @@ def register_udf(spark: SparkSession, class_name: str, config: dict, return_type
     decoder = _java_class(spark, class_name)
     decoder.register(spark._jsparkSession, name, text, return_type.json())  # noqa: SLF001
     return name
-
-
-def outcome_type() -> DataType:
-    """The outcome struct a JVM-side decoder returns: status, reason, table_id, its change records and
-    the message's shape (jobs.formats)."""
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    from jobs.formats.base import RECORDS_TYPE
-
-    return StructType([StructField("status", StringType()), StructField("reason", StringType()),
-                       StructField("table_id", StringType()), StructField("records", RECORDS_TYPE),
-                       StructField("shape", StringType())])

@@ -325,8 +325,9 @@ def test_a_manual_run_after_the_pipelines_end_runs_its_window_and_an_empty_one_s
 # ---- a backfill equals the same intervals run one by one ------------------------------------------------
 def _tables(lake: Path, namespace: str) -> dict[str, dict]:
     """Every Iceberg table of the namespace (state and history): its rows (sorted) and current snapshot."""
-    from jobs.iceberg.publish import TABLE_ID_PROP, open_catalog
+    from jobs.iceberg.catalog import open_catalog
     from jobs.lake.layout import Lake
+    from jobs.model.properties import TABLE_ID_PROP
 
     catalog = open_catalog(Lake.at(str(lake)))
     out = {}

@@ -150,7 +150,7 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     assert all([c["verdict"] for c in r["checkpoints"]] == ["match"] and not r["pending"] for r in final["tables"])
 
     # the published Iceberg tables are what reconcile counted
-    from jobs.fold.stage import state_summary
+    from jobs.iceberg.catalog import state_summary
 
     state = state_summary(Lake.at(str(lake)), "demo")
     assert set(state) == TABLES

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from jobs.demo.qlik import json_metadata
-from jobs.iceberg import publish
+from jobs.iceberg.catalog import load_table, open_catalog
 from jobs.lake.layout import Lake
 from tests.support.decoders import raw_frame
 from tests.support.pipeline_runs import jobs_run
@@ -23,7 +23,7 @@ def run(spark, tmp_path, run_id: str, values: list[str]) -> dict:
 
 
 def balances(tmp_path) -> dict[int, int]:
-    table = publish.load_table(publish.open_catalog(Lake.at(str(tmp_path / "lake"))), "bank", "_.bank.accounts")
+    table = load_table(open_catalog(Lake.at(str(tmp_path / "lake"))), "bank", "_.bank.accounts")
     return {r["id"]: r["balance"] for r in table.scan().to_arrow().to_pylist()}
 
 

@@ -50,7 +50,7 @@ def test_history_has_every_version_of_every_key(spark, tmp_path):
         assert current == state
 
     # history tables are not state tables: reconciliation lists the two source tables only
-    from jobs.fold.stage import state_summary
+    from jobs.iceberg.catalog import state_summary
     assert sorted(state_summary(Lake.at(str(lake)), "wl")) == ["inv._.items", "inv._.stock"]
 
 

@@ -8,9 +8,10 @@ import pytest
 
 from jobs import stages
 from jobs.demo.simulator import SourceSimulator, TableSpec, write_parquet
-from jobs.iceberg import publish
+from jobs.iceberg.catalog import load_table, open_catalog
 from jobs.iceberg.expire import expire_pipeline
 from jobs.lake.layout import Lake
+from jobs.model.properties import RUN_ID_PROP, TOMBSTONES_PROP
 from tests.support.pipeline_runs import decode_and_merge
 
 TABLE = TableSpec("db", "public", "accounts", [("id", "int"), ("owner", "text"), ("balance", "decimal(12,2)")],
@@ -18,7 +19,7 @@ TABLE = TableSpec("db", "public", "accounts", [("id", "int"), ("owner", "text"),
 
 
 def _rows(lake: Lake, table_id: str) -> list[dict]:
-    table = publish.load_table(publish.open_catalog(lake), "atom", table_id)
+    table = load_table(open_catalog(lake), "atom", table_id)
     return sorted(table.scan().to_arrow().select(["id", "owner", "balance"]).to_pylist(), key=lambda r: r["id"])
 
 
@@ -26,7 +27,7 @@ def _rows(lake: Lake, table_id: str) -> list[dict]:
     # many changes of a small table: the touched buckets are rewritten; crash once the data is written
     (20, 60, "pyiceberg.table._parquet_files_to_data_files", "rewrite"),
     # few changes of a larger one: position deletes; crash once the delete files are written too
-    (400, 6, "jobs.iceberg.publish._position_delete_file", "delta"),
+    (400, 6, "jobs.iceberg._position_delete_file", "delta"),
 ])
 def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, monkeypatch, rows, ops, crash_in, mode):
     sim = SourceSimulator(21, [TABLE], "postgresql", n_partitions=2)
@@ -45,7 +46,7 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
 
     run("r1", tmp_path / "r1")
     table_id = "db.public.accounts"
-    table = publish.load_table(publish.open_catalog(lake), "atom", table_id)
+    table = load_table(open_catalog(lake), "atom", table_id)
     snapshot_before = table.current_snapshot().snapshot_id
     rows_before = _rows(lake, table_id)
 
@@ -56,7 +57,7 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
     monkeypatch.setattr(crash_in, crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run("r2", tmp_path / "r2")
-    table = publish.load_table(publish.open_catalog(lake), "atom", table_id)
+    table = load_table(open_catalog(lake), "atom", table_id)
     assert table.current_snapshot().snapshot_id == snapshot_before
     assert _rows(lake, table_id) == rows_before
 
@@ -67,8 +68,8 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
         key=lambda r: r["id"],
     )
     assert _rows(lake, table_id) == expected
-    table = publish.load_table(publish.open_catalog(lake), "atom", table_id)
-    assert table.current_snapshot().summary.additional_properties[publish.RUN_ID_PROP] == "r2"
+    table = load_table(open_catalog(lake), "atom", table_id)
+    assert table.current_snapshot().summary.additional_properties[RUN_ID_PROP] == "r2"
 
 
 # ---- two attempts of one run ------------------------------------------------------------------------
@@ -113,11 +114,11 @@ def _merge(spark, lake: Lake, run_id: str, raw) -> dict:
 
 def _files_exist(lake: Lake) -> None:
     """Every file the table's current snapshot sends a reader to exists."""
-    table = publish.load_table(publish.open_catalog(lake), "atom", "db.public.accounts")
+    table = load_table(open_catalog(lake), "atom", "db.public.accounts")
     for task in table.scan().plan_files():
         for path in (task.file.file_path, *(d.file_path for d in task.delete_files)):
             assert Path(path.removeprefix("file://")).exists(), path
-    tombstones = table.properties.get(publish.TOMBSTONES_PROP)
+    tombstones = table.properties.get(TOMBSTONES_PROP)
     if tombstones:
         assert list(Path(tombstones.removeprefix("file://")).glob("*.parquet")), tombstones
 
@@ -166,8 +167,8 @@ def test_an_attempt_never_commits_files_another_attempt_of_the_run_replaced(spar
     table_dir = next((tmp_path / "lake" / "warehouse").glob("atom*/db__public__accounts"))
     assert all(len(list((table_dir / kind / "run=r2").iterdir())) == 2 for kind in kinds)
     as_of = datetime.now(UTC) + timedelta(days=2)
-    expire_pipeline(publish.open_catalog(lake), "atom", as_of, retain_days=0, retain_last=10)
-    table = publish.load_table(publish.open_catalog(lake), "atom", "db.public.accounts")
+    expire_pipeline(open_catalog(lake), "atom", as_of, retain_days=0, retain_last=10)
+    table = load_table(open_catalog(lake), "atom", "db.public.accounts")
     named = {Path(t.file.file_path).parent.parent.name for t in table.scan().plan_files() if "/run=r2/" in t.file.file_path}
     assert [[p.name for p in (table_dir / kind / "run=r2").iterdir()] for kind in kinds] == [list(named)] * len(kinds)
     _files_exist(lake)
@@ -204,7 +205,7 @@ def test_a_commit_refuses_files_gone_since_they_were_written(spark, tmp_path, mo
     sim = _two_runs(tmp_path, 400, 6)
     lake = Lake.at(str(tmp_path / "lake"))
     _merge(spark, lake, "r1", tmp_path / "r1")
-    table = publish.load_table(publish.open_catalog(lake), "atom", "db.public.accounts")
+    table = load_table(open_catalog(lake), "atom", "db.public.accounts")
     snapshot_before = table.current_snapshot().snapshot_id
     gone = []
 
@@ -219,7 +220,7 @@ def test_a_commit_refuses_files_gone_since_they_were_written(spark, tmp_path, mo
     monkeypatch.undo()
     assert type(refused.value).__name__ == "MissingFiles", repr(refused.value)
     assert gone[0].name in str(refused.value) and "re-run run r2" in str(refused.value)
-    table = publish.load_table(publish.open_catalog(lake), "atom", "db.public.accounts")
+    table = load_table(open_catalog(lake), "atom", "db.public.accounts")
     assert table.current_snapshot().snapshot_id == snapshot_before
     assert _merge(spark, lake, "r2", tmp_path / "r2")["mode"] == "delta"
     _files_exist(lake)

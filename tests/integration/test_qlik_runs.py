@@ -7,7 +7,7 @@ from datetime import date
 from decimal import Decimal
 
 from jobs.demo.qlik import avro_data, headers
-from jobs.iceberg import publish
+from jobs.iceberg.catalog import load_table, open_catalog
 from jobs.lake.layout import Lake
 from tests.support.decoders import raw_frame
 from tests.support.pipeline_runs import jobs_run
@@ -30,7 +30,7 @@ def test_metadata_seen_in_an_earlier_run_is_remembered_and_the_state_is_exact(sp
     assert run(tmp_path / "r2", lake, "r2", [messages[0], *messages[2:5]], spark) == 0
     report = json.loads((lake / "reports/q/run=r2/decode.json").read_text())
     assert report["total"]["quarantined"] == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "q", "_.sales.orders")
+    table = load_table(open_catalog(Lake.at(str(lake))), "q", "_.sales.orders")
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert [(r["id"], r["region"], r["amount"], r["note"], r["placed"], r["paid"], r["blob"]) for r in rows] == [
         (1, "US", Decimal("12.00"), "first", date(2026, 11, 1), False, b"\x00\xff"),
@@ -42,7 +42,7 @@ def test_metadata_seen_in_an_earlier_run_is_remembered_and_the_state_is_exact(sp
                             headers("UPDATE", seq(6), column_mask=ORDERS.mask(
                                 ["id", "region", "amount", "placed", "paid", "blob"])), before=before)
     assert run(tmp_path / "r3", lake, "r3", [masked_move], spark) == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "q", "_.sales.orders")
+    table = load_table(open_catalog(Lake.at(str(lake))), "q", "_.sales.orders")
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert [(r["id"], r["region"], r["amount"], r["note"]) for r in rows] == [
         (1, "APAC", Decimal("13.00"), "first"), (2, "EU", Decimal("10.50"), "first")]

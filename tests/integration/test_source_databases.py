@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobs.demo.simulator import write_parquet
-from jobs.fold.stage import state_summary
+from jobs.iceberg.catalog import state_summary
 from jobs.lake.layout import Lake
 from jobs.model.record import make_table_id
 from jobs.reconcile.checkpoints import BEHIND, MATCH, MISMATCH

@@ -65,7 +65,7 @@ def _landed(lake: Path, topics: Path):
 
 
 def _published(lake: Path) -> dict[str, list]:
-    from jobs.iceberg.publish import open_catalog
+    from jobs.iceberg.catalog import open_catalog
     from jobs.lake.layout import Lake
 
     catalog = open_catalog(Lake.at(str(lake)))

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from jobs.iceberg.expire import _delete_tree
-from jobs.iceberg.publish import list_file_info
 from jobs.lake import storage
 from jobs.lake.layout import Lake, LakeError
 from jobs.lake.raw import RawInputError, parquet_files
+from jobs.lake.storage import file_infos as list_file_info
 from tests.support.servers import create_bucket, free_port, s3_client, s3_env
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jobs import stages
 from jobs.demo.simulator import SourceSimulator, TableSpec, write_parquet
-from jobs.iceberg import publish
+from jobs.iceberg.catalog import load_table, open_catalog
 from jobs.lake.layout import Lake
 from tests.support.pipeline_runs import decode_and_merge
 
@@ -31,7 +31,7 @@ class Runs:
         return decode_and_merge(self.spark, ctx, "debezium", raw.parent, buckets=buckets)["tables"][TABLE_ID]
 
     def table(self):
-        return publish.load_table(publish.open_catalog(self.lake), "buckets", TABLE_ID)
+        return load_table(open_catalog(self.lake), "buckets", TABLE_ID)
 
     def rows(self) -> list[dict]:
         arrow = self.table().scan().to_arrow().select(["id", "owner", "balance"])

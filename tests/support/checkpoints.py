@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jobs.demo.simulator import SourceSimulator
-from jobs.fold.stage import state_summary
+from jobs.iceberg.catalog import state_summary
 from jobs.lake.layout import Lake
 from jobs.reconcile.checkpoints import BEHIND, MATCH, MISMATCH, Checkpoint, format_time, position_moment, time_moment
 from jobs.reconcile.stage import ReconcileOptions, reconcile_run

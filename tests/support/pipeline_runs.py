@@ -4,6 +4,7 @@ from __future__ import annotations
 from os import PathLike
 
 from jobs import cli
+from jobs.iceberg.catalog import load_table, open_catalog
 
 
 def jobs_run(fmt: str, raw: str | PathLike, lake: str | PathLike, pipeline: str, run_id: str, *extra: str) -> int:
@@ -37,8 +38,7 @@ def run_lines(tmp_path, fmt: str, lines: list[str], pipeline: str, run_id: str =
 
 def published_rows(lake, pipeline: str, table_id: str, columns: list[str], key) -> list[dict]:
     """The published table's rows as a reader sees them (pyiceberg's scan), ``columns`` only, sorted by ``key``."""
-    from jobs.iceberg import publish
     from jobs.lake.layout import Lake
 
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), pipeline, table_id)
+    table = load_table(open_catalog(Lake.at(str(lake))), pipeline, table_id)
     return sorted(table.scan().to_arrow().select(columns).to_pylist(), key=key)

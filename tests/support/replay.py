@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from jobs.demo.simulator import INVENTORY_TABLES, SourceSimulator, encode_value, write_parquet
-from jobs.iceberg import publish
+from jobs.iceberg.catalog import open_catalog
 from jobs.lake.layout import Lake
 from tests.support.paths import REPO
 from tests.support.pipeline_runs import jobs_run
@@ -62,7 +62,7 @@ def run_parts(tmp: Path, parts: Iterable[list], fmt: str = "debezium", pipeline:
 
 def published_rows(lake: Path | str, pipeline: str, table: str, catalog=None) -> list[dict]:
     """The state rows of ``table`` without the fold's columns; ``catalog``: another than the lake's own."""
-    catalog = catalog or publish.open_catalog(Lake.at(str(lake)))
+    catalog = catalog or open_catalog(Lake.at(str(lake)))
     (ident,) = [t for t in catalog.list_tables(pipeline) if t[-1].endswith(f"__{table}")]
     rows = catalog.load_table(ident).scan().to_arrow().to_pylist()
     return [{k: v for k, v in r.items() if not k.startswith("_cdc_")} for r in rows]
@@ -155,7 +155,7 @@ def expected_versions(sim: SourceSimulator) -> dict[str, dict[tuple, list]]:
 
 
 def history_rows(lake, table: str) -> list[dict]:
-    catalog = publish.open_catalog(Lake.at(str(lake)))
+    catalog = open_catalog(Lake.at(str(lake)))
     (ident,) = [t for t in catalog.list_tables("wl") if t[-1].endswith(f"__{table}__history")]
     return catalog.load_table(ident).scan().to_arrow().to_pylist()
 

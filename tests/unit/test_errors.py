@@ -165,7 +165,7 @@ def test_a_full_disk_says_so_and_where_to_make_room(spark, full_disk):
 def test_a_locked_embedded_catalog_says_another_run_may_hold_it(tmp_path, capsys):
     import sqlite3
 
-    from jobs.iceberg.publish import open_catalog
+    from jobs.iceberg.catalog import open_catalog
     from jobs.lake.layout import Lake
 
     lake = Lake.at(str(tmp_path / "lake"))

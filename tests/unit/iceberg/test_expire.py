@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from jobs import cli
-from jobs.iceberg.publish import open_catalog
+from jobs.iceberg.catalog import open_catalog
 from jobs.lake.layout import Lake
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.iceberg.publish import list_file_info
 from jobs.lake import storage
 from jobs.lake.layout import Lake, LakeError
+from jobs.lake.storage import file_infos as list_file_info
 
 
 def test_locations_name_one_place_whatever_their_form(tmp_path: Path, monkeypatch) -> None:

@@ -260,9 +260,9 @@ def test_counts_find_names_made_safe_or_cut_in_either_source(tmp_path):
 
 
 def test_a_run_without_a_count_of_a_table_shows_the_last_verdict_beside_unknown(tmp_path):
+    from jobs.lake.ledger import CHECKPOINTS
     from jobs.reconcile import checkpoints as cps
     from jobs.reconcile.checkpoints import Checkpoint, time_moment
-    from jobs.reconcile.ledger import CHECKPOINTS
 
     lake = Lake.at(str(tmp_path / "lake"))
     judged = Checkpoint("t", 3, time_moment("2026-11-01T23:00:00Z"), "file", "r1", table_id="t", judged_in="r1",
@@ -333,7 +333,7 @@ def write_run(lake: Lake, pipeline: str, run_id: str, tables: dict[str, tuple[in
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from jobs.reconcile import ledger as count_ledger
+    from jobs.lake import ledger as count_ledger
 
     entries = {}
     for table, (before, steps) in tables.items():

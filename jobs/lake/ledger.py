@@ -10,13 +10,33 @@ moment from them; ``ArrowSteps`` reads them in batches with pyarrow (no Spark), 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.lake import storage
 from jobs.lake.layout import Lake, check_name
-from jobs.reconcile.checkpoints import POSITION, RunCounts
 
 LEDGER = "ledger.json"
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """One run's entry of the ledger: how far its changes reach, and per table its counts and steps."""
+
+    run_id: str
+    reach_position: str | None = None
+    reach_time: int | None = None  # epoch microseconds
+    held_position: str | None = None  # the first position of a transaction the run holds back
+    held_time: int | None = None
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the landing's evidence (jobs.reconcile.landed_reach): the lake holds every change of source time at or before
+    # this, whether or not one came; set by reconcile for the run it reconciles
+    landed_time: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunCounts:
+        return cls(d["run_id"], d.get("reach_position"), d.get("reach_time"), d.get("held_position"),
+                   d.get("held_time"), d.get("tables") or {}, d.get("landed_time"))
 CHECKPOINTS = "checkpoints.json"
 
 
@@ -83,7 +103,7 @@ class ArrowSteps:
 
     @staticmethod
     def _column(kind: str) -> str:
-        return "position" if kind == POSITION else "event_time_us"
+        return "position" if kind == "position" else "event_time_us"
 
     def _below(self, kind: str, cut):
         import pyarrow.dataset as ds
@@ -121,7 +141,7 @@ class ArrowSteps:
         """The start of the last transaction group below the cut (the positions' first component)."""
         import pyarrow.compute as pc
 
-        batches = self._batches(rel, ["position"], self._below(POSITION, cut))
+        batches = self._batches(rel, ["position"], self._below("position", cut))
         tops = [pc.max(b.column("position")).as_py() for b in batches]
         best = max((t for t in tops if t is not None), default=None)
         return best.split(".", 1)[0] if best else None

@@ -1,4 +1,4 @@
-"""The checks a commit makes last (jobs.iceberg.publish): every folder it names holds exactly the files its attempt
+"""The checks a commit makes last (jobs.iceberg.write): every folder it names holds exactly the files its attempt
 wrote there, and losing a race to another writer says so (the commits themselves: tests/integration/
 test_publish_atomicity.py)."""
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from pyiceberg.exceptions import CommitFailedException
 
-from jobs.iceberg.publish import CommitConflict, MissingFiles, check_written, commit_conflict, list_files
+from jobs.iceberg.write import CommitConflict, MissingFiles, check_written, commit_conflict
+from jobs.lake.storage import file_uris as list_files
 
 
 def _folder(root: Path, name: str, files: int) -> tuple[str, list[str]]:

@@ -24,51 +24,68 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs import failpoints
-from jobs.fold.plan import KEY_COLUMNS_PROP
-from jobs.lake import storage
-from jobs.lake.layout import Lake
+from jobs.iceberg.catalog import (
+    BUCKET_COLUMN,
+    _free_table_name,
+    _live_records,
+    arrow_schema,
+    ensure_namespace,
+    is_bucketed,
+    load_table,
+)
+from jobs.iceberg.read import FILE_COLUMN, ROW_COLUMN, _delete_files, _file_keys, _scan_tasks, _spark_uri
 from jobs.lake.lease import Attempt, attempt_folder, new_attempt_id
-from jobs.model.record import hashed_table_name, iceberg_table_name, joined_table_name
+from jobs.lake.storage import file_uris
+from jobs.model.properties import (
+    ATTEMPT_PROP,
+    BUCKETS_PROP,
+    REPORT_PROP,
+    RUN_ID_PROP,
+    TABLE_ID_PROP,
+    TOMBSTONES_PROP,
+)
 
-RUN_ID_PROP = "cdc.run-id"
-ATTEMPT_PROP = "cdc.attempt"  # the attempt of the run that committed the snapshot (jobs.lake.lease)
-# the committing run's report of the table, in its snapshot's summary (JSON)
-REPORT_PROP = "cdc.report"
-TABLE_ID_PROP = "cdc.table-id"
-# where the table's tombstones (deleted keys and their positions) of this snapshot are: a Parquet
-# folder written before the commit and named in the same commit, so it changes atomically with the state
-TOMBSTONES_PROP = "cdc.tombstones"
-HISTORY_OF_PROP = "cdc.history-of"  # on an SCD2 history table: the table_id whose history it is
-BUCKETS_PROP = "cdc.buckets"  # a state table's number of key-hash buckets (fixed when the layout is made)
-BUCKET_COLUMN = "_cdc_bucket"
 # enough buckets that a run touching a few keys rewrites a small share, few enough that files stay large
 DEFAULT_BUCKETS = int(os.environ.get("CDC_STATE_BUCKETS", "16"))
+
+
 _BUCKET_DIR = "_cdc_b"
+
+
 # merge-on-read: on unless CDC_STATE_DELTAS=0; a run rewrites its touched buckets instead once their
 # deleted rows would pass this share of their rows, or one of them has this many data files
 DELTAS = os.environ.get("CDC_STATE_DELTAS", "1") != "0"
+
+
 MAX_DELETED_SHARE = float(os.environ.get("CDC_STATE_MAX_DELETED_SHARE", "0.2"))
+
+
 MAX_FILES_PER_BUCKET = int(os.environ.get("CDC_STATE_MAX_FILES_PER_BUCKET", "16"))
+
+
 # Iceberg's table property for the codec of a table's Parquet files, and its default (Iceberg's since
 # 1.4, and pyiceberg's) rather than Spark's snappy: a state table takes about half the space and
 # a full rewrite as much time (bench/README.md, "Rewrites"); a table that names another codec gets it
 CODEC_PROP = "write.parquet.compression-codec"
+
+
 DEFAULT_CODEC = "zstd"
+
+
 # Every commit writes a new metadata JSON (hourly runs: thousands a year per table). Iceberg's own
 # cleanup: after a commit, metadata files past the last 100 are deleted (the snapshots, and so time
 # travel, live in the current one). A table that sets either property otherwise keeps its setting.
 METADATA_DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
+
+
 METADATA_CLEANUP = {METADATA_DELETE_AFTER_COMMIT: "true", "write.metadata.previous-versions-max": "100"}
+
+
 _SPARK_CODECS = {"zstd", "snappy", "gzip", "lz4", "brotli", "uncompressed", "none", "lzo", "lz4_raw"}
-# a state row read with its place: the data file (its name; with the bucket, see _file_keys) and row index in it
-FILE_COLUMN = "_cdc_file"
-ROW_COLUMN = "_cdc_row"
-# up to this many deleted positions are broadcast to the readers (about 80 bytes each)
-BROADCAST_DELETES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -79,209 +96,6 @@ class Bucketing:
     buckets: int
     bucket: Column
     touched: frozenset[int] | None = None
-
-
-def history_table_id(table_id: str) -> str:
-    """The history table of a table sits beside it: ``<db>__<schema>__<table>__history``."""
-    return f"{table_id}.history"
-
-
-def open_catalog(lake: Lake, read_only: bool = False):
-    """The Iceberg catalog of a lake.
-
-    Embedded default: pyiceberg's SQL catalog on SQLite at ``<lake>/warehouse/catalog.db``; ``read_only``
-    (``expire --dry-run``) opens it so that nothing is written, and a lake without one as an empty catalog.
-    Production: set ``CDC_ICEBERG_CATALOG`` to the name of a catalog configured for pyiceberg
-    (``~/.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*`` variables: REST, Glue, Hive, SQL).
-    """
-    from pyiceberg.catalog import load_catalog
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    named = os.environ.get("CDC_ICEBERG_CATALOG")
-    if named:
-        return load_catalog(named)
-    if lake.is_s3:
-        raise ValueError("an S3 lake needs CDC_ICEBERG_CATALOG naming a pyiceberg catalog (SQLite cannot live on S3)")
-    file = embedded_catalog_file(lake)
-    if read_only:  # SQLite's read-only mode: no journal, no table made
-        uri = f"sqlite:///file:{file}?mode=ro&uri=true" if storage.exists(file) else "sqlite:///:memory:"
-    else:
-        lake.make_dirs(lake.warehouse)
-        uri = f"sqlite:///{file}"
-    return SqlCatalog("cdc", uri=uri, warehouse=lake.uri(lake.warehouse))
-
-
-def embedded_catalog_file(lake: Lake) -> str | None:
-    """The SQLite file of the lake's embedded catalog; None where CDC_ICEBERG_CATALOG names the catalog."""
-    if os.environ.get("CDC_ICEBERG_CATALOG") or lake.is_s3:
-        return None
-    return f"{lake.join(lake.warehouse)}/catalog.db"
-
-
-def ensure_namespace(catalog, pipeline: str) -> None:
-    from pyiceberg.exceptions import NamespaceAlreadyExistsError
-
-    try:
-        catalog.create_namespace(pipeline)
-    except NamespaceAlreadyExistsError:
-        pass
-
-
-def _table_names(table_id: str) -> tuple[str, ...]:
-    """Where the table of ``table_id`` may be: its name (jobs.model.record.iceberg_table_name); the plain
-    join of its parts, under which tables were published before names were made one-to-one; its hashed
-    name, taken when another table already held its name."""
-    return tuple(dict.fromkeys((iceberg_table_name(table_id), joined_table_name(table_id),
-                                hashed_table_name(table_id))))
-
-
-def load_table(catalog, pipeline: str, table_id: str):
-    """The state table of ``table_id``, or None: the table under one of its names that says it holds
-    this table id (a table without the property, under its own name)."""
-    from pyiceberg.exceptions import NoSuchTableError
-
-    names = _table_names(table_id)
-    for candidate in names:
-        try:
-            table = catalog.load_table((pipeline, candidate))
-        except NoSuchTableError:
-            continue
-        held = table.properties.get(TABLE_ID_PROP)
-        if held == table_id or (held is None and candidate == names[0]):
-            return table
-    return None
-
-
-def _free_table_name(catalog, pipeline: str, table_id: str) -> str:
-    """The name a new table of ``table_id`` is created under: its own, unless a table of another id
-    published before names were made one-to-one holds it (then its hashed name)."""
-    name = iceberg_table_name(table_id)
-    return hashed_table_name(table_id) if catalog.table_exists((pipeline, name)) else name
-
-
-def published_by(table, run_id: str) -> int | None:
-    """The snapshot this run id already committed to the table, if any."""
-    if table is None:
-        return None
-    for snapshot in table.metadata.snapshots:
-        summary = snapshot.summary.additional_properties if snapshot.summary else {}
-        if summary.get(RUN_ID_PROP) == run_id:
-            return snapshot.snapshot_id
-    return None
-
-
-# ---- Spark <-> Iceberg schemas ---------------------------------------------------------------
-def arrow_type(spark_type: str) -> pa.DataType:
-    simple = {
-        "string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "float": pa.float32(),
-        "double": pa.float64(), "boolean": pa.bool_(), "date": pa.date32(),
-        "timestamp": pa.timestamp("us", tz="UTC"), "binary": pa.binary(),
-    }
-    if spark_type in simple:
-        return simple[spark_type]
-    if spark_type.startswith("decimal("):
-        precision, scale = (int(x) for x in spark_type[len("decimal("):-1].split(","))
-        return pa.decimal128(precision, scale)
-    raise ValueError(f"no Iceberg type for {spark_type}")
-
-
-def arrow_schema(columns: dict[str, str]) -> pa.Schema:
-    # every field nullable: Spark marks some written columns required, which add_files rejects
-    return pa.schema([pa.field(name, arrow_type(t), nullable=True) for name, t in columns.items()])
-
-
-def spark_type_of(iceberg_type) -> str:
-    from pyiceberg import types as T
-
-    mapping = {
-        T.StringType: "string", T.IntegerType: "int", T.LongType: "bigint", T.FloatType: "float",
-        T.DoubleType: "double", T.BooleanType: "boolean", T.DateType: "date", T.TimestamptzType: "timestamp",
-        T.TimestampType: "timestamp", T.BinaryType: "binary",
-    }
-    for cls, name in mapping.items():
-        if isinstance(iceberg_type, cls):
-            return name
-    if isinstance(iceberg_type, T.DecimalType):
-        return f"decimal({iceberg_type.precision},{iceberg_type.scale})"
-    return "string"
-
-
-def table_columns(table, layout: bool = False) -> dict[str, str]:
-    """Column name -> Spark type of the table's current schema, in order (without the bucket column
-    unless ``layout``: it is where a row is stored, not what it says)."""
-    return {f.name: spark_type_of(f.field_type) for f in table.schema().fields
-            if layout or f.name != BUCKET_COLUMN}
-
-
-def is_bucketed(table) -> bool:
-    """Whether the table's current layout is the key-hash buckets (tables of earlier versions are not)."""
-    if table is None or BUCKETS_PROP not in table.properties:
-        return False
-    names = {f.name for f in table.spec().fields}
-    return BUCKET_COLUMN in names
-
-
-def _scan_tasks(table, buckets: frozenset[int] | None) -> list:
-    """The current data files of the given buckets (None: all), each with the delete files that apply
-    to it; pruned by partition, nothing read."""
-    from pyiceberg.expressions import In
-
-    if buckets is None:
-        return list(table.scan().plan_files())
-    if not buckets:
-        return []
-    return list(table.scan(row_filter=In(BUCKET_COLUMN, set(buckets))).plan_files())
-
-
-def _delete_files(tasks: list) -> list:
-    """The distinct delete files of the scan tasks (one applies to many data files)."""
-    return list({d.file_path: d for task in tasks for d in task.delete_files}.values())
-
-
-def _file_keys(spark: SparkSession, tasks: list) -> DataFrame:
-    """How a row read with positions names its data file (its bucket and file name, unique in a
-    bucketed table: Spark names a file by its write job's uuid), against the file's Iceberg path."""
-    return spark.createDataFrame(
-        [(t.file.file_path, int(t.file.partition[0]), t.file.file_path.rsplit("/", 1)[1]) for t in tasks],
-        f"file_path string, {BUCKET_COLUMN} int, {FILE_COLUMN} string",
-    )
-
-
-def _ddl(columns: dict[str, str]) -> str:
-    """A Spark schema string of column -> type, every name quoted (names come from messages)."""
-    return ", ".join(f"`{c.replace('`', '``')}` {t}" for c, t in columns.items())
-
-
-def read_state(spark: SparkSession, table, buckets: frozenset[int] | None = None,
-               positions: bool = False) -> DataFrame | None:
-    """The table's current snapshot (or the rows of some of its buckets) as a DataFrame, read from
-    its own data files, without the rows its position-delete files delete. With ``positions``, each
-    row also says where it is: ``_cdc_file`` (its data file's name) and ``_cdc_row`` (its index in it)."""
-    if table is None or table.current_snapshot() is None:
-        return None
-    tasks = _scan_tasks(table, buckets)
-    columns = table_columns(table, layout=True)
-    if not tasks:
-        return spark.createDataFrame([], _ddl({**columns, **({FILE_COLUMN: "string", ROW_COLUMN: "bigint"}
-                                                              if positions else {})}))
-    rows = spark.read.schema(_ddl(columns)).parquet(*[_spark_uri(t.file.file_path) for t in tasks])
-    deletes = _delete_files(tasks)
-    if not deletes and not positions:
-        return rows
-    # the file's name, not its path: Spark's path is URL-encoded and scheme-normalised, and a string
-    # function over every row's path costs more than the read (bench/README.md, "Rewrites")
-    rows = rows.withColumns({FILE_COLUMN: F.col("_metadata.file_name"), ROW_COLUMN: F.col("_metadata.row_index")})
-    if deletes:
-        deleted = spark.read.schema("file_path string, pos bigint").parquet(
-            *[_spark_uri(d.file_path) for d in deletes]
-        ).join(F.broadcast(_file_keys(spark, tasks)), "file_path").select(
-            BUCKET_COLUMN, FILE_COLUMN, F.col("pos").alias(ROW_COLUMN))
-        # Spark estimates a join's size as the product of its sides', so it would shuffle the whole
-        # state for a few positions (bench/README.md, "Rewrites")
-        if sum(d.record_count for d in deletes) <= BROADCAST_DELETES:
-            deleted = F.broadcast(deleted)
-        rows = rows.join(deleted, [BUCKET_COLUMN, FILE_COLUMN, ROW_COLUMN], "left_anti")
-    return rows if positions else rows.drop(FILE_COLUMN, ROW_COLUMN)
 
 
 def deltas_fit(table, touched: frozenset[int] | None, changes: int) -> bool:
@@ -299,26 +113,9 @@ def deltas_fit(table, touched: frozenset[int] | None, changes: int) -> bool:
             and max(files.values(), default=0) < MAX_FILES_PER_BUCKET)
 
 
-def _spark_uri(uri: str) -> str:
-    return "s3a://" + uri.split("://", 1)[1] if uri.startswith("s3://") else uri
-
-
-def list_files(uri: str, suffix: str = "") -> list[str]:
-    """The files under a folder of the lake, at any depth, whose names end with ``suffix``: sorted URIs
-    (``s3://`` or ``file://``), as pyiceberg's FileIO reads and deletes them."""
-    return [path for path, _, _ in list_file_info(uri, suffix)]
-
-
-def list_file_info(uri: str, suffix: str = "") -> list[tuple[str, float, int]]:
-    """(URI, modification time as epoch seconds, bytes) of each file list_files names, in its order."""
-    # hidden names are no file of the lake's: the .crc checksums Hadoop writes beside local files
-    return [(f.uri, f.mtime, f.size) for f in storage.list_files(uri, suffix=suffix)
-            if not any(part.startswith(".") for part in f.rel.split("/"))]
-
-
 def _list_parquet(uri: str) -> list[str]:
     # bucketed states are written one folder per bucket
-    return list_files(uri, ".parquet")
+    return file_uris(uri, ".parquet")
 
 
 @dataclass
@@ -343,14 +140,6 @@ class Published:
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-def read_tombstones(spark: SparkSession, table, key_types: dict[str, str]) -> DataFrame | None:
-    path = table.properties.get(TOMBSTONES_PROP) if table is not None else None
-    if not path:
-        return None
-    return spark.read.schema(_ddl({**key_types, "_cdc_position": "string", "_cdc_run_id": "string"})).parquet(
-        _spark_uri(path))
 
 
 def parquet_codec(table) -> str:
@@ -414,7 +203,7 @@ def check_written(table_id: str, run_id: str, written: dict[str, list[str]]) -> 
     """Every folder a commit references holds exactly the files the attempt wrote there (a reader reads a
     tombstones folder whole): raises MissingFiles otherwise, before anything is committed."""
     for folder, paths in written.items():
-        present = set(list_files(folder, ".parquet"))
+        present = set(file_uris(folder, ".parquet"))
         gone, extra = sorted(set(paths) - present), sorted(present - set(paths))
         if gone or extra:
             what = f"{len(gone)} of its files are gone (first: {gone[0]})" if gone else \
@@ -569,17 +358,6 @@ def publish_state(
                    state_rows=_live_records(snapshot))
 
 
-def published_report(table, snapshot_id: int) -> dict:
-    """What the run that committed ``snapshot_id`` reported of the table (REPORT_PROP), with the
-    snapshot's id and rows, marked ``already_published``; the id and rows alone for a snapshot
-    committed without one."""
-    snapshot = table.metadata.snapshot_by_id(snapshot_id)
-    summary = snapshot.summary.additional_properties if snapshot and snapshot.summary else {}
-    stored = json.loads(summary[REPORT_PROP]) if REPORT_PROP in summary else {}
-    return {**stored, "already_published": True, "snapshot_id": snapshot_id,
-            "state_rows": snapshot_record_count(table, snapshot_id)}
-
-
 def _write_position_deletes(replaced: DataFrame, tasks: list, deletes_dir: str, codec: str) -> None:
     """The replaced rows' positions as position-delete files, one per bucket (in its folder, like the
     data): each row names its data file by the full path the table's metadata gives it."""
@@ -618,38 +396,3 @@ def _position_delete_file(txn, path: str):
     )
     data_file.spec_id = txn.table_metadata.default_spec_id
     return data_file
-
-
-def _live_records(snapshot) -> int:
-    """The rows of a snapshot: its data files' rows less the rows its position deletes delete (each
-    deletes one live row: positions are taken from rows read without the earlier deletes)."""
-    if snapshot is None:
-        return 0
-    summary = snapshot.summary.additional_properties
-    return int(summary.get("total-records", 0)) - int(summary.get("total-position-deletes", 0))
-
-
-def snapshot_record_count(table, snapshot_id: int | None = None) -> int:
-    """The rows of the table's current snapshot, or of the snapshot ``snapshot_id``."""
-    if table is None:
-        return 0
-    return _live_records(table.current_snapshot() if snapshot_id is None else table.snapshot_by_id(snapshot_id))
-
-
-def state_keys(catalog, pipeline: str, table_id: str, key_columns: list[str]) -> list[str]:
-    """Every key of a (small) state table, as count steps name keys (JSON of the values as text)."""
-    from jobs.reconcile.sources import key_text
-
-    table = load_table(catalog, pipeline, table_id)
-    if table is None or table.current_snapshot() is None:
-        return []
-    rows = table.scan(selected_fields=tuple(key_columns)).to_arrow()
-    columns = [rows.column(k).to_pylist() for k in key_columns]
-    return [key_text(tuple(key_columns), values) for values in zip(*columns)]
-
-
-def key_columns_of(table) -> list[str] | None:
-    if table is None:
-        return None
-    raw = table.properties.get(KEY_COLUMNS_PROP)
-    return json.loads(raw) if raw else None
