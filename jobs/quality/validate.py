@@ -1,4 +1,5 @@
-"""The validate stage: Great Expectations 1.x suites (JSON under expectations/) on Spark DataFrames.
+"""The validate stage: Great Expectations 1.x suites (JSON files the package ships, see suite_file) on Spark
+DataFrames.
 
 - ``changes.json`` checks change records, evaluated from the decode's record profile rather than by GX
   over the records (see profile_changes); ``state.json``, run by GX, is a template for one state table whose
@@ -24,6 +25,8 @@ import math
 import os
 import threading
 import time
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +38,7 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 log = logging.getLogger(__name__)
 
-EXPECTATIONS_DIR = Path(
-    os.environ.get("CDC_EXPECTATIONS_DIR", Path(__file__).resolve().parent / "suites")
-)
+SUITES_OVERRIDE = "CDC_EXPECTATIONS_DIR"  # a folder of suite files read instead of the package's
 CHANGES_SUITE = "changes"
 STATE_SUITE = "state"
 KEY_COLUMN = "$key_column"  # in "column": repeat the expectation once per key column
@@ -67,9 +68,18 @@ _gx_source: Any = None
 
 
 # ---- suites ------------------------------------------------------------------------------------
+def suite_file(name: str) -> Traversable:
+    """A suite's file: ``<name>.json`` of the folder CDC_EXPECTATIONS_DIR names (read when asked, not at
+    import), else the one the package ships in jobs/quality/suites, through importlib.resources: the same
+    call reads it from a checkout, an installed wheel or the zip spark-submit ships to a cluster's driver."""
+    override = (os.environ.get(SUITES_OVERRIDE) or "").strip()
+    folder = Path(override) if override else resources.files(__package__) / "suites"
+    return folder / f"{name}.json"
+
+
 def load_suite(name: str) -> dict:
-    """A suite file from EXPECTATIONS_DIR, in GX 1.x form ({"name", "expectations": [{"type", "kwargs"}]})."""
-    suite = json.loads((EXPECTATIONS_DIR / f"{name}.json").read_text(encoding="utf-8"))
+    """A suite (:func:`suite_file`) in GX 1.x form ({"name", "expectations": [{"type", "kwargs"}]})."""
+    suite = json.loads(suite_file(name).read_text(encoding="utf-8"))
     for exp in suite.get("expectations", []):
         if "type" not in exp or "kwargs" not in exp:
             raise ValueError(f"suite {name}: every expectation needs 'type' and 'kwargs' (GX 1.x form): {exp}")
@@ -113,7 +123,7 @@ def _profiled_columns(suite: dict) -> tuple[list[str], list[str]]:
     for exp in suite["expectations"]:
         column = exp["kwargs"].get("column")
         if exp["type"] not in (NOT_NULL, IN_SET) or not column:
-            raise ValueError(f"suite {suite['name']} ({EXPECTATIONS_DIR / CHANGES_SUITE}.json): {exp['type']} "
+            raise ValueError(f"suite {suite['name']} ({suite_file(CHANGES_SUITE)}): {exp['type']} "
                              f"cannot be evaluated from the decode's record profile; the change suite takes "
                              f"{NOT_NULL} and {IN_SET} on a column (checks of the published state go in state.json)")
         (grouped if exp["type"] == IN_SET else counted).append(column)

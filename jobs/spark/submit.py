@@ -9,16 +9,17 @@ Light at import (standard library only, no pyspark, no Airflow): the DAGs are bu
 The package ships as a zip (``cdc-jobs-<digest>.zip``), not as a wheel: spark-submit and PySpark put
 ``--py-files`` ending in .zip, .egg or .jar on the Python path of the driver and of every executor's
 Python worker (pyspark.SparkContext.PACKAGE_EXTENSIONS), a .whl only on the driver's. The zip holds what
-the wheel holds (every module and the package data of pyproject.toml), under ``jobs/``; its name is a
-digest of those files, so a changed module gives a new archive and a stale one is never shipped.
+the wheel holds (every module and the package data of pyproject.toml: the Great Expectations suites, the
+Avro schemas), under ``jobs/``, but the decoders' jar, which goes with ``--jars``; its name is a digest of
+those files, so a changed module gives a new archive and a stale one is never shipped.
 
 One rule for jars: every jar goes to ``--jars`` (the decoders' jar first, then any ``spark.jars`` of the
 user's settings), never to ``--conf spark.jars``, which spark-submit would let ``--jars`` overwrite.
 
 Where the driver runs: on the machine that calls spark-submit (client mode; PySpark on a standalone
 cluster has no cluster deploy mode). It imports ``jobs`` from the archive too (spark-submit puts
-``--py-files`` before everything else on its path), and reads the Great Expectations suites from this
-checkout's ``expectations/`` (``CDC_EXPECTATIONS_DIR``).
+``--py-files`` before everything else on its path), and reads the suites and schemas from it
+(importlib.resources), as the executors do.
 """
 from __future__ import annotations
 
@@ -32,12 +33,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-PACKAGE_DIR = Path(__file__).resolve().parent  # the `jobs` package
-REPO = PACKAGE_DIR.parent  # the checkout (or site-packages, where the wheel was installed)
+import jobs
+
+PACKAGE_DIR = Path(jobs.__file__).resolve().parent  # the `jobs` package
+PACKAGE_PARENT = PACKAGE_DIR.parent  # where `jobs` is imported from: a checkout, or site-packages
 ENTRY = PACKAGE_DIR / "spark_entry.py"  # spark-submit's application
 ARCHIVE_PREFIX = "cdc-jobs-"
 # besides the modules, the files of [tool.setuptools.package-data] in pyproject.toml (relative to jobs/)
+# that the archive holds, and those it leaves out (the decoders' jar: --jars ships it)
 PACKAGE_DATA = ("formats/*/schemas/*", "quality/suites/*.json")
+NOT_IN_ARCHIVE = ("spark/jars/*.jar",)
 # the zip's entries get one fixed time: the same files give the same bytes
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
@@ -157,22 +162,11 @@ def submit_packages(packages: Iterable[str] | None = None) -> str | None:
     return ",".join(p.strip() for p in packages or () if p.strip()) or None
 
 
-def _is_repo(entry: str) -> bool:
+def _is_package_parent(entry: str) -> bool:
     try:
-        return Path(entry).resolve() in (REPO, PACKAGE_DIR)
+        return Path(entry).resolve() in (PACKAGE_PARENT, PACKAGE_DIR)
     except OSError:
         return False
-
-
-def expectations_dir(env: Mapping[str, str] | None = None) -> str | None:
-    """The Great Expectations suites the driver reads: ``CDC_EXPECTATIONS_DIR``, else this checkout's
-    ``expectations/`` (None where there is none, e.g. a wheel installed without the checkout)."""
-    env = os.environ if env is None else env
-    configured = (env.get("CDC_EXPECTATIONS_DIR") or "").strip()
-    if configured:
-        return configured
-    found = REPO / "expectations"
-    return str(found) if found.is_dir() else None
 
 
 def driver_env(shipped: bool = True, env: Mapping[str, str] | None = None, python: str | None = None,
@@ -180,11 +174,11 @@ def driver_env(shipped: bool = True, env: Mapping[str, str] | None = None, pytho
     """Environment of the spark-submit'ed driver (what SparkSubmitOperator's ``env_vars`` adds to the
     submitting process's own): ``python`` (default: this interpreter) for Python, its folder first on
     PATH (spark-submit lives there), ``SPARK_SUBMIT_ACTIVE`` (jobs.spark.session.build_spark then takes the master
-    from spark-submit). ``shipped``: ``jobs`` comes from the ``--py-files`` archive, so PYTHONPATH is the
-    submitter's without this checkout (always set, so an inherited one does not put it back), and the
-    driver is told where the expectations are (the archive holds only the package). Not ``shipped``: this
-    checkout on PYTHONPATH (local Spark, the driver and executors on this machine). ``extra`` last (e.g.
-    a pipeline's ``CDC_ICEBERG_CATALOG``)."""
+    from spark-submit). ``shipped``: ``jobs`` comes from the ``--py-files`` archive (its suites and
+    schemas too), so PYTHONPATH is the submitter's without the folder this ``jobs`` is imported from
+    (always set, so an inherited one does not put it back). Not ``shipped``: that folder on PYTHONPATH
+    (local Spark, the driver and executors on this machine). ``extra`` last (e.g. a pipeline's
+    ``CDC_ICEBERG_CATALOG``)."""
     env = os.environ if env is None else env
     python = python or sys.executable
     out = {
@@ -195,12 +189,9 @@ def driver_env(shipped: bool = True, env: Mapping[str, str] | None = None, pytho
     }
     if shipped:
         inherited = (env.get("PYTHONPATH") or "").split(os.pathsep)
-        out["PYTHONPATH"] = os.pathsep.join(p for p in inherited if p and not _is_repo(p))
-        expectations = expectations_dir(env)
-        if expectations:
-            out["CDC_EXPECTATIONS_DIR"] = expectations
+        out["PYTHONPATH"] = os.pathsep.join(p for p in inherited if p and not _is_package_parent(p))
     else:
-        out["PYTHONPATH"] = str(REPO)
+        out["PYTHONPATH"] = str(PACKAGE_PARENT)
     out.update({str(k): str(v) for k, v in (extra or {}).items()})
     return out
 
@@ -215,7 +206,7 @@ def submit_settings(cache_dir: str | os.PathLike | None = None, *, ship: bool = 
 
     - ``application``: jobs/spark_entry.py, which runs jobs.cli with the ``jobs`` on spark-submit's path;
     - ``py_files``: with ``ship``, the package's archive (:func:`package_for_executors` in ``cache_dir``,
-      default :func:`default_cache_dir`); without, None (local Spark on this checkout);
+      default :func:`default_cache_dir`); without, None (local Spark: ``jobs`` from where this process has it);
     - ``jars``: :func:`submit_jars`; ``conf``: :func:`submit_conf` (``executor_python``: the executors'
       interpreter, ``spark.pyspark.python``); ``env_vars``: :func:`driver_env` (``extra_env`` added);
       ``packages``: :func:`submit_packages`.

@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from pyspark import StorageLevel
@@ -18,6 +19,7 @@ from jobs.quality.validate import (
     narrow_projection,
     profile_changes,
     render_data_docs,
+    suite_file,
     validate_state,
     validation_report,
 )
@@ -67,6 +69,19 @@ def test_state_template_expands_per_table():
     ]
     with pytest.raises(ValueError, match="key column"):
         expand_state_suite(suite, [])
+
+
+def test_suites_come_from_the_package_unless_a_folder_is_named_when_they_are_read(tmp_path, monkeypatch):
+    monkeypatch.delenv("CDC_EXPECTATIONS_DIR", raising=False)
+    shipped = suite_file("state")
+    assert Path(str(shipped)) == Path(validate.__file__).parent / "suites" / "state.json"
+    assert load_suite("state") == json.loads(shipped.read_text(encoding="utf-8"))
+
+    (tmp_path / "state.json").write_text(json.dumps({"name": "mine", "expectations": []}))
+    monkeypatch.setenv("CDC_EXPECTATIONS_DIR", str(tmp_path))  # after import: read when a suite is loaded
+    assert load_suite("state") == {"name": "mine", "expectations": []}
+    with pytest.raises(FileNotFoundError):
+        load_suite("changes")  # the named folder replaces the package's whole: no fallback per suite
 
 
 # ---- change records: the suite from the decode's record profile ------------------------------------
@@ -133,7 +148,7 @@ def test_the_profile_gives_what_gx_finds_over_the_records_themselves(spark):
 def test_the_change_suite_refuses_an_expectation_the_profile_cannot_evaluate(tmp_path, monkeypatch):
     (tmp_path / "changes.json").write_text(json.dumps({"name": "change_records", "expectations": [
         {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "event_id"}}]}))
-    monkeypatch.setattr(validate, "EXPECTATIONS_DIR", tmp_path)
+    monkeypatch.setenv("CDC_EXPECTATIONS_DIR", str(tmp_path))
     with pytest.raises(ValueError, match="expect_column_values_to_be_unique cannot be evaluated from the decode"):
         check_changes([])
 

@@ -13,21 +13,21 @@ from pathlib import Path
 from jobs.spark import submit as ss
 from jobs.spark.session import driver_memory, jvm_options
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 NO_ENV: dict[str, str] = {}
 
 
 def _toy_package(root: Path) -> Path:
     package = root / "jobs"
-    (package / "decoders" / "schemas").mkdir(parents=True)
+    (package / "formats" / "dts_avro" / "schemas").mkdir(parents=True)
     (package / "__pycache__").mkdir()
-    (package / "jvm" / "build").mkdir(parents=True)
+    (package / "spark" / "jars").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "a.py").write_text("A = 1\n")
-    (package / "decoders" / "__init__.py").write_text("")
-    (package / "decoders" / "schemas" / "x.avsc").write_text("{}")
+    (package / "formats" / "__init__.py").write_text("")
+    (package / "formats" / "dts_avro" / "schemas" / "x.avsc").write_text("{}")
     (package / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
-    (package / "jvm" / "build" / "cdc-jvm.jar").write_bytes(b"PK")
+    (package / "spark" / "jars" / "cdc-jvm.jar").write_bytes(b"PK")
     (package / "notes.txt").write_text("not shipped")
     return package
 
@@ -38,13 +38,14 @@ def test_the_archive_holds_every_module_and_the_package_data_of_pyproject():
     modules = sorted(p.relative_to(ss.PACKAGE_DIR).as_posix() for p in ss.PACKAGE_DIR.rglob("*.py")
                      if "__pycache__" not in p.parts)
     assert [f for f in shipped if f.endswith(".py")] == modules
-    assert {"fold/core.py", "decoders/debezium.py", "spark_entry.py", "decoders/schemas/dts_record.avsc"} <= set(shipped)
-    assert not [f for f in shipped if f.startswith("jvm/build/") or f.startswith("jvm/src/")]
-    # the same package data as the wheel's (pyproject.toml)
+    assert {"fold/core.py", "formats/debezium/decoder.py", "spark_entry.py", "formats/dts_avro/schemas/dts_record.avsc",
+            "quality/suites/changes.json", "quality/suites/state.json"} <= set(shipped)
+    assert not [f for f in shipped if f.endswith(".jar")]  # the decoders' jar goes with --jars
+    # the wheel's package data (pyproject.toml), the jar apart
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     data = pyproject["tool"]["setuptools"]["package-data"]
     assert {f"{package.removeprefix('jobs').strip('.').replace('.', '/')}/{pattern}".lstrip("/")
-            for package, patterns in data.items() for pattern in patterns} == set(ss.PACKAGE_DATA)
+            for package, patterns in data.items() for pattern in patterns} == {*ss.PACKAGE_DATA, *ss.NOT_IN_ARCHIVE}
 
 
 def test_archive_is_built_once_per_content_and_again_when_a_module_changes(tmp_path):
@@ -84,15 +85,19 @@ def test_archive_bytes_depend_only_on_the_files(tmp_path):
 def test_jobs_imports_from_the_archive_alone(tmp_path):
     archive = ss.package_for_executors(tmp_path / "cache")
     code = ("import importlib.resources, json, jobs, jobs.cli, jobs.fold.core, jobs.formats as d; "
+            "from jobs.quality.validate import load_suite, suite_file; "
             "print(json.dumps([jobs.__file__, d.available_formats(), "
-            "len(importlib.resources.files('jobs.formats').joinpath('schemas/dts_record.avsc').read_text())]))")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": archive}
+            "len(importlib.resources.files('jobs.formats.dts_avro').joinpath('schemas/dts_record.avsc').read_text()), "
+            "str(suite_file('state')), [load_suite(s)['name'] for s in ('changes', 'state')]]))")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CDC_EXPECTATIONS_DIR")} | {"PYTHONPATH": archive}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    where, formats, schema_chars = json.loads(out.stdout.splitlines()[-1])
+    where, formats, schema_chars, state_suite, suites = json.loads(out.stdout.splitlines()[-1])
     assert where == f"{archive}/jobs/__init__.py"
     assert "debezium" in formats and "dts_avro" in formats and schema_chars > 0
+    # the driver reads the suites from the archive: nothing tells it where a checkout's are
+    assert state_suite == f"{archive}/jobs/quality/suites/state.json" and len(suites) == 2
 
 
 def test_archives_go_to_the_users_cache_unless_told():
@@ -161,8 +166,7 @@ def test_a_shipping_driver_does_not_see_this_checkout():
     assert ss.driver_env(shipped=True, env={"PYTHONPATH": str(REPO)})["PYTHONPATH"] == ""  # set: overrides the inherited
     assert shipped["PYSPARK_PYTHON"] == shipped["PYSPARK_DRIVER_PYTHON"] == "/venv/bin/python"
     assert shipped["PATH"] == f"/venv/bin{os.pathsep}/usr/bin" and shipped["SPARK_SUBMIT_ACTIVE"] == "1"
-    assert shipped["CDC_EXPECTATIONS_DIR"] == str(REPO / "expectations")  # the archive holds only the package
-    assert ss.driver_env(env={"CDC_EXPECTATIONS_DIR": "/suites"})["CDC_EXPECTATIONS_DIR"] == "/suites"
+    assert "CDC_EXPECTATIONS_DIR" not in shipped  # the archive holds the suites
 
     local = ss.driver_env(shipped=False, env=env, extra={"CDC_ICEBERG_CATALOG": "prod"})
     assert local["PYTHONPATH"] == str(REPO) and "CDC_EXPECTATIONS_DIR" not in local
@@ -202,6 +206,6 @@ def test_module_is_light_to_import():
 def test_dts_avro_reads_its_schema_from_the_archive(tmp_path):
     archive = ss.package_for_executors(tmp_path / "cache")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": archive}
-    out = subprocess.run([sys.executable, "-c", "from jobs.formats import dts_avro; dts_avro.record_schema()"],
+    out = subprocess.run([sys.executable, "-c", "from jobs.formats.dts_avro import decoder; decoder.record_schema()"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
