@@ -1,11 +1,19 @@
 # The README's two commands: `make demo` and `make test`.
-.PHONY: setup setup-dev demo airflow airflow-stop lint test test-unit test-properties test-fuzz demo-topics bench
+.PHONY: setup setup-dev wheel demo airflow airflow-stop lint test test-unit test-properties test-fuzz demo-topics bench
 
+## .venv with the runtime, [airflow] and [demo] pins (-dev: and [dev]'s test tools), and the JVM-side
+## decoders' jar; AIRFLOW_CONSTRAINTS names Airflow's constraints file (docs/operations.md, "Setup")
 setup:
 	scripts/setup.sh
 
 setup-dev:
 	scripts/setup.sh --dev
+
+## the package as a wheel in dist/, its suites, schemas and the decoders' jar inside (tests/integration/test_wheel.py
+## builds and runs one); setuptools builds in build/, whose lib/ would keep a deleted module
+wheel: setup
+	rm -rf dist build/lib build/bdist.*
+	.venv/bin/python -m pip wheel --no-deps -q -w dist .
 
 ## set up, then run the main job end to end on the embedded default
 demo: setup

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Creates .venv at the repository root and installs what the pipeline needs (idempotent).
-#   scripts/setup.sh            runtime
-#   scripts/setup.sh --dev      runtime + test tools
+# Creates .venv at the repository root and installs what the pipeline needs (idempotent): the package's
+# dependencies and extras from the requirements files pyproject.toml reads them from, not the package
+# itself (the checkout's jobs/ is what runs here; the wheel is for installs elsewhere: make wheel).
+#   scripts/setup.sh            runtime + [airflow] + [demo]
+#   scripts/setup.sh --dev      the same + [dev] (test and lint tools)
+# AIRFLOW_CONSTRAINTS (a path or URL): Airflow's constraints file for the pinned Airflow and this Python,
+# under which apache-airflow is installed first (docs/operations.md, "Setup").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-req=requirements.txt
-[ "${1:-}" = "--dev" ] && req=requirements-dev.txt
+reqs=(requirements.txt requirements-airflow.txt requirements-demo.txt)
+[ "${1:-}" = "--dev" ] && reqs+=(requirements-dev.txt)
 
 # Spark needs Java; the JVM-side decoders (jobs/jvm) are compiled with the JDK's javac
 if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
@@ -36,10 +40,16 @@ PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-stamp=".venv/.installed-$(cat "$req" requirements.txt | sha256sum | cut -c1-16)"
+stamp=".venv/.installed-$( (cat "${reqs[@]}"; echo "${AIRFLOW_CONSTRAINTS:-}") | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r "$req"
+  # Airflow's reproducible step, as its docs give it: apache-airflow alone under its constraints; then our
+  # pins without them (they may move a package the constraints pin; Airflow stays at its pin)
+  if [ -n "${AIRFLOW_CONSTRAINTS:-}" ]; then
+    .venv/bin/python -m pip install -q "$(grep -E '^apache-airflow==' requirements-airflow.txt)" \
+      --constraint "$AIRFLOW_CONSTRAINTS"
+  fi
+  .venv/bin/python -m pip install -q "${reqs[@]/#/--requirement=}"
   touch "$stamp"
 fi
 # the tests' Spark on s3a:// (tests/integration/test_s3_lake.py): hadoop-aws and the AWS SDK bundle it
