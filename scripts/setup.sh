@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 reqs=(requirements.txt requirements-airflow.txt requirements-demo.txt)
 [ "${1:-}" = "--dev" ] && reqs+=(requirements-dev.txt)
 
-# Spark needs Java; the JVM-side decoders (jobs/jvm) are compiled with the JDK's javac
+# Spark needs Java; the JVM-side decoders (jvm/) are compiled with the JDK's javac
 if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: installing a Java 17 JDK for Spark and the JVM-side decoders" >&2

@@ -36,7 +36,7 @@ def pinned(name: str, extra: str | None = RUNTIME) -> str:
             (spec,) = req.specifier
             assert spec.operator == "==", f"{req} is not an exact pin"
             return spec.version
-    raise AssertionError(f"{requirement_files()[extra]} pin no {name}")
+    raise AssertionError(f"{requirement_files()[extra]} pins no {name}")
 
 
 def installed_closure(reqs: list[Requirement]) -> set[str]:
