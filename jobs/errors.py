@@ -10,6 +10,7 @@ checker's output, a DAG's doc) goes through :func:`mask`. The traceback is for `
 from __future__ import annotations
 
 import re
+import sys
 from urllib.parse import urlsplit
 
 _SCHEME = r"\b[a-zA-Z][a-zA-Z0-9+.-]*://"
@@ -109,13 +110,23 @@ _MEMORY_HINT = "the Spark driver's heap: give it more (a pipeline file's spark.c
 
 def jvm_gone(stage: str | None, exc: BaseException) -> bool:
     """Whether ``exc`` is Python losing the Spark JVM in the middle of a stage (the JVM exits on an
-    OutOfMemoryError, or was killed): py4j then reports only a refused or broken connection."""
+    OutOfMemoryError, or was killed): py4j then reports only a refused or broken connection. A refused
+    connection while the JVM still runs is another service's (a REST catalog's)."""
     if stage not in _SPARK_STAGES:
         return False
     names = {cls.__name__ for cls in type(exc).__mro__}
-    text = str(exc).lower()
-    return bool(names & {"Py4JNetworkError", "ConnectionRefusedError", "ConnectionResetError", "BrokenPipeError"}) \
-        or any(word in text for word in _JVM_GONE_WORDS)
+    if "Py4JNetworkError" in names or any(word in str(exc).lower() for word in _JVM_GONE_WORDS):
+        return True
+    lost = {"ConnectionRefusedError", "ConnectionResetError", "BrokenPipeError"}
+    return bool(names & lost) and _spark_jvm_exited()
+
+
+def _spark_jvm_exited() -> bool:
+    """Whether this process started a Spark JVM that has since exited."""
+    pyspark = sys.modules.get("pyspark")
+    context = getattr(getattr(pyspark, "SparkContext", None), "_active_spark_context", None)
+    process = getattr(getattr(context, "_gateway", None), "proc", None)
+    return process is not None and process.poll() is not None
 
 
 def what_to_check(stage: str | None, exc: BaseException, catalog_file: str | None = None) -> str | None:

@@ -102,7 +102,9 @@ def test_unusable_arguments_exit_2_with_one_line(tmp_path):
                     str(tmp_path / "l"), "--pipeline", "p", "--run-id", "r"])
     assert proc.returncode == 2 and "no such file" in proc.stderr
     (tmp_path / "file").write_text("x")
-    proc = run_cli(["run", "--format", "debezium", "--raw", str(tmp_path), "--lake", str(tmp_path / "file"),
+    (raw := tmp_path / "raw").mkdir()
+    (raw / "t.jsonl").write_text("{}\n")
+    proc = run_cli(["run", "--format", "debezium", "--raw", str(raw), "--lake", str(tmp_path / "file"),
                     "--pipeline", "p", "--run-id", "r"])
     assert proc.returncode == 2 and "is a file" in proc.stderr
     proc = run_cli(["run", "--format", "debezium", "--raw", str(tmp_path), "--lake", str(tmp_path / "l"),
