@@ -21,7 +21,6 @@ import itertools
 import json
 import logging
 import math
-import os
 import threading
 import time
 from pathlib import Path
@@ -30,14 +29,18 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-# GX reads this when a context is created; set before anything imports great_expectations
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+from jobs import env
 
 log = logging.getLogger(__name__)
 
-EXPECTATIONS_DIR = Path(
-    os.environ.get("CDC_EXPECTATIONS_DIR", Path(__file__).resolve().parent / "suites")
-)
+# the suites the package ships; CDC_EXPECTATIONS_DIR, read when a suite is loaded, names others
+EXPECTATIONS_DIR = Path(__file__).resolve().parent / "suites"
+
+
+def suites_dir() -> Path:
+    return Path(env.text("CDC_EXPECTATIONS_DIR") or EXPECTATIONS_DIR)
+
+
 CHANGES_SUITE = "changes"
 STATE_SUITE = "state"
 KEY_COLUMN = "$key_column"  # in "column": repeat the expectation once per key column
@@ -68,8 +71,8 @@ _gx_source: Any = None
 
 # ---- suites ------------------------------------------------------------------------------------
 def load_suite(name: str) -> dict:
-    """A suite file from EXPECTATIONS_DIR, in GX 1.x form ({"name", "expectations": [{"type", "kwargs"}]})."""
-    suite = json.loads((EXPECTATIONS_DIR / f"{name}.json").read_text(encoding="utf-8"))
+    """A suite file of suites_dir(), in GX 1.x form ({"name", "expectations": [{"type", "kwargs"}]})."""
+    suite = json.loads((suites_dir() / f"{name}.json").read_text(encoding="utf-8"))
     for exp in suite.get("expectations", []):
         if "type" not in exp or "kwargs" not in exp:
             raise ValueError(f"suite {name}: every expectation needs 'type' and 'kwargs' (GX 1.x form): {exp}")
@@ -113,7 +116,7 @@ def _profiled_columns(suite: dict) -> tuple[list[str], list[str]]:
     for exp in suite["expectations"]:
         column = exp["kwargs"].get("column")
         if exp["type"] not in (NOT_NULL, IN_SET) or not column:
-            raise ValueError(f"suite {suite['name']} ({EXPECTATIONS_DIR / CHANGES_SUITE}.json): {exp['type']} "
+            raise ValueError(f"suite {suite['name']} ({suites_dir() / CHANGES_SUITE}.json): {exp['type']} "
                              f"cannot be evaluated from the decode's record profile; the change suite takes "
                              f"{NOT_NULL} and {IN_SET} on a column (checks of the published state go in state.json)")
         (grouped if exp["type"] == IN_SET else counted).append(column)
