@@ -20,6 +20,7 @@ the DAG processor imports it on every parse.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -361,30 +362,35 @@ def expand_env(value: Any, env: dict[str, str], where: list[str],
 
 def load_pipeline(path: str | Path, env: dict[str, str] | None = None) -> PipelineConfig:
     """The validated pipeline of one file; :class:`PipelineConfigError` names what to fix. Read once per
-    process while the file and the environment stay as they are (an Airflow worker parses the DAG stub,
-    then runs the task, in one process)."""
+    process while the file and the variables it reads stay as they are (an Airflow worker parses the DAG
+    stub, then runs the task, in one process)."""
     path = Path(path)
     env = environ.environment() if env is None else dict(env)
     try:
         stat = path.stat()
-        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, tuple(sorted(env.items())))
     except OSError:
-        return _load(path, env)  # the error read_document names
-    if key not in _LOADED:
+        return _load(path, env)[0]  # the error read_document names
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    loaded = _LOADED.get(key)
+    if loaded is None or any(env.get(name) != value for name, value in loaded[1].items()):
         if len(_LOADED) >= 64:
             _LOADED.clear()
-        _LOADED[key] = _load(path, env)
-    return _LOADED[key]
+        config, names = _load(path, env)
+        loaded = _LOADED[key] = (config, {name: env.get(name) for name in names})
+    return loaded[0]
 
 
-_LOADED: dict[tuple[Any, ...], PipelineConfig] = {}
+# file (path, change time, size) -> its pipeline and the values of the variables it read
+_LOADED: dict[tuple[Any, ...], tuple[PipelineConfig, dict[str, str | None]]] = {}
 
 
-def _load(path: Path, env: dict[str, str]) -> PipelineConfig:
+def _load(path: Path, env: dict[str, str]) -> tuple[PipelineConfig, set[str]]:
+    """The pipeline of a file, and the variables it read (its ``${NAME}``s and CDC_HOME)."""
     document = read_document(path)
     if not isinstance(document, dict):
         raise PipelineConfigError(f"{path}: expected a mapping with blocks pipeline, source, sink ... "
                                   f"(see {DOCS}); fix: start from dags/pipelines/demo.yaml")
+    names = {"CDC_HOME", *(m.group(1) for m in _ENV_REF.finditer(json.dumps(document, default=str)))}
     hidden: dict[tuple[str, ...], tuple[str, str]] = {}
     try:
         document = expand_env(document, env, [], hidden)
@@ -395,7 +401,7 @@ def _load(path: Path, env: dict[str, str]) -> PipelineConfig:
         lines = (_shown_line(f"{path}: {line}", hidden.values()) for line in _explain(exc))
         raise PipelineConfigError("\n".join(lines)) from None
     config._shown_values = {where: shown for where, (_, shown) in hidden.items()}
-    return resolve_paths(config, Path(env.get("CDC_HOME") or path.resolve().parent), path)
+    return resolve_paths(config, Path(env.get("CDC_HOME") or path.resolve().parent), path), names
 
 
 def _shown_line(line: str, hidden: Iterable[tuple[str, str]]) -> str:
@@ -569,7 +575,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m jobs.config [FILE...]``: each file's resolved settings (stdout), or its
     mistakes (stderr, exit 1); exit 2 for unusable arguments."""
     import argparse
-    import json
     import sys
 
     parser = argparse.ArgumentParser(

@@ -186,7 +186,7 @@ def driver_env(shipped: bool = True, env: Mapping[str, str] | None = None, pytho
     submitter's without this checkout (always set, so an inherited one does not put it back), and the
     driver is told where the expectations are (the archive holds only the package). Not ``shipped``: this
     checkout on PYTHONPATH (local Spark, the driver and executors on this machine). ``extra`` last (e.g.
-    a pipeline's ``CDC_ICEBERG_CATALOG``)."""
+    a deployment's own variables)."""
     env = environment() if env is None else env
     python = python or sys.executable
     out = {

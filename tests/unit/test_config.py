@@ -53,11 +53,14 @@ def test_without_cdc_home_relative_paths_resolve_against_the_files_folder(tmp_pa
         str(tmp_path / "counts.json"))
 
 
-def test_a_file_is_read_once_per_process_until_it_or_the_environment_changes(tmp_path):
-    path = write_pipeline(tmp_path, blocks(lake="${LAKE_ROOT}"))
+def test_a_file_is_read_once_per_process_until_it_or_a_variable_it_reads_changes(tmp_path):
+    path = write_pipeline(tmp_path, blocks(lake="${LAKE_ROOT}", source={"files": "topics"}))
     first = load_pipeline(path, env={"LAKE_ROOT": "/a"})
-    assert load_pipeline(path, env={"LAKE_ROOT": "/a"}) is first  # a DAG stub's parse, then its task
+    # a DAG stub's parse, then its task, which Airflow gives variables of its own (AIRFLOW_CTX_*)
+    assert load_pipeline(path, env={"LAKE_ROOT": "/a", "AIRFLOW_CTX_DAG_ID": "cdc_demo"}) is first
     assert load_pipeline(path, env={"LAKE_ROOT": "/b"}).sink.lake == "/b"
+    assert first.source.files == str(tmp_path / "topics")
+    assert load_pipeline(path, env={"LAKE_ROOT": "/a", "CDC_HOME": "/srv"}).source.files == "/srv/topics"
     path.write_text(path.read_text().replace("pipeline:\n  name: demo", "pipeline:\n  name: renamed"))
     assert load_pipeline(path, env={"LAKE_ROOT": "/a"}).name == "renamed"
 
