@@ -1,7 +1,7 @@
 """A pipeline is a YAML file: its schema, its validation, and what each setting means for a run.
 
-One file per pipeline in the pipelines folder (``dags/pipelines/`` or ``$CDC_PIPELINES_DIR``); the loader
-(jobs.airflow.dags) makes one DAG of each. The blocks follow Flink CDC's YAML pipelines::
+One file per pipeline, beside its DAG stub of the same name in Airflow's DAGs folder (``dags/pipelines/``):
+jobs.airflow.dags makes its DAG. The blocks follow Flink CDC's YAML pipelines::
 
     pipeline:   name, schedule, start, owner, tags, retries ...  (the DAG)
     source:     format + where the topics are (Kafka through an Airflow connection, or files)
@@ -12,7 +12,7 @@ One file per pipeline in the pipelines folder (``dags/pipelines/`` or ``$CDC_PIP
     tables:     per-table settings, matched by table pattern (jobs.model.table_rules), like Flink's ``source-table``
 
 Strings may use ``${NAME}`` or ``${NAME:-default}`` for environment variables (a deployment's paths);
-relative paths resolve against ``$CDC_HOME`` (default: the repository). Secrets never belong in a file:
+relative paths resolve against ``$CDC_HOME``, else the file's own folder. Secrets never belong in a file:
 they come from Airflow connections. Every error names the file, the field and the fix
 (:class:`PipelineConfigError`). Light at import (pydantic and PyYAML, which Airflow ships; no pyspark):
 the DAG processor imports it on every parse.
@@ -20,6 +20,7 @@ the DAG processor imports it on every parse.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -30,13 +31,13 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from jobs import env as environ
 from jobs.errors import CREDENTIALS_FIX, mask, uri_credentials
 from jobs.model.names import pipeline_name_problem
 from jobs.model.table_rules import setting_for
 from jobs.reconcile.landed_reach import DEFAULT_CAPTURE_DELAY
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_PIPELINES_DIR = REPO / "dags" / "pipelines"
+DEFAULT_PIPELINES_DIR = Path("dags") / "pipelines"  # of the working folder, for the checker
 # the decoders' registry (jobs.formats) imports pyspark; tests/unit/test_config.py keeps the two equal
 FORMATS = ("auto", "canal", "dataworks", "debezium", "dts_avro", "maxwell", "ogg", "qlik", "shareplex")
 PIPELINE_SUFFIXES = (".yaml", ".yml")
@@ -360,13 +361,36 @@ def expand_env(value: Any, env: dict[str, str], where: list[str],
 
 
 def load_pipeline(path: str | Path, env: dict[str, str] | None = None) -> PipelineConfig:
-    """The validated pipeline of one file; :class:`PipelineConfigError` names what to fix."""
+    """The validated pipeline of one file; :class:`PipelineConfigError` names what to fix. Read once per
+    process while the file and the variables it reads stay as they are (an Airflow worker parses the DAG
+    stub, then runs the task, in one process)."""
     path = Path(path)
-    env = dict(os.environ if env is None else env)
+    env = environ.environment() if env is None else dict(env)
+    try:
+        stat = path.stat()
+    except OSError:
+        return _load(path, env)[0]  # the error read_document names
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    loaded = _LOADED.get(key)
+    if loaded is None or any(env.get(name) != value for name, value in loaded[1].items()):
+        if len(_LOADED) >= 64:
+            _LOADED.clear()
+        config, names = _load(path, env)
+        loaded = _LOADED[key] = (config, {name: env.get(name) for name in names})
+    return loaded[0]
+
+
+# file (path, change time, size) -> its pipeline and the values of the variables it read
+_LOADED: dict[tuple[Any, ...], tuple[PipelineConfig, dict[str, str | None]]] = {}
+
+
+def _load(path: Path, env: dict[str, str]) -> tuple[PipelineConfig, set[str]]:
+    """The pipeline of a file, and the variables it read (its ``${NAME}``s and CDC_HOME)."""
     document = read_document(path)
     if not isinstance(document, dict):
         raise PipelineConfigError(f"{path}: expected a mapping with blocks pipeline, source, sink ... "
                                   f"(see {DOCS}); fix: start from dags/pipelines/demo.yaml")
+    names = {"CDC_HOME", *(m.group(1) for m in _ENV_REF.finditer(json.dumps(document, default=str)))}
     hidden: dict[tuple[str, ...], tuple[str, str]] = {}
     try:
         document = expand_env(document, env, [], hidden)
@@ -377,7 +401,7 @@ def load_pipeline(path: str | Path, env: dict[str, str] | None = None) -> Pipeli
         lines = (_shown_line(f"{path}: {line}", hidden.values()) for line in _explain(exc))
         raise PipelineConfigError("\n".join(lines)) from None
     config._shown_values = {where: shown for where, (_, shown) in hidden.items()}
-    return resolve_paths(config, Path(env.get("CDC_HOME") or REPO), path)
+    return resolve_paths(config, Path(env.get("CDC_HOME") or path.resolve().parent), path), names
 
 
 def _shown_line(line: str, hidden: Iterable[tuple[str, str]]) -> str:
@@ -517,11 +541,12 @@ def _known_fields(loc: list[str]) -> list[str]:
 def _local(value: str | None, home: Path) -> str | None:
     if value is None or "://" in value or Path(value).is_absolute():
         return value
-    return str(home / value)
+    return os.path.normpath(home / value)
 
 
 def resolve_paths(config: PipelineConfig, home: Path, path: Path) -> PipelineConfig:
-    """Relative local paths made absolute against ``home``; an S3 lake needs a named catalog."""
+    """Relative local paths made absolute against ``home`` ($CDC_HOME, else the file's folder); an S3 lake
+    needs a named catalog."""
     source = config.source.model_copy(update={n: _local(getattr(config.source, n), home)
                                               for n in ("files", "connect_s3", "eventhubs_capture")})
     sink = config.sink.model_copy(update={"lake": _local(config.sink.lake, home)})
@@ -532,9 +557,15 @@ def resolve_paths(config: PipelineConfig, home: Path, path: Path) -> PipelineCon
     return config.model_copy(update={"source": source, "sink": sink, "reconcile": reconcile})
 
 
+def dag_stub(path: str | Path) -> Path:
+    """The DAG stub of a pipeline file: the Python file of its name beside it (jobs.airflow.dags)."""
+    return Path(path).with_suffix(".py")
+
+
 def pipeline_files(folder: str | Path | None = None) -> list[Path]:
-    """The pipeline files of a folder (``$CDC_PIPELINES_DIR``, else dags/pipelines/), in name order."""
-    folder = Path(folder or os.environ.get("CDC_PIPELINES_DIR") or DEFAULT_PIPELINES_DIR)
+    """The pipeline files of a folder (``$CDC_PIPELINES_DIR``, else dags/pipelines/ of the working folder), in
+    name order."""
+    folder = Path(folder or environ.text("CDC_PIPELINES_DIR") or DEFAULT_PIPELINES_DIR)
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.iterdir() if p.suffix in PIPELINE_SUFFIXES and not p.name.startswith("."))
@@ -544,7 +575,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m jobs.config [FILE...]``: each file's resolved settings (stdout), or its
     mistakes (stderr, exit 1); exit 2 for unusable arguments."""
     import argparse
-    import json
     import sys
 
     parser = argparse.ArgumentParser(
@@ -568,6 +598,9 @@ def main(argv: list[str] | None = None) -> int:
             failed = True
             continue
         mistakes, notes = location_problems(config, Path(path))
+        if not dag_stub(path).is_file():
+            notes.append(f"{path}: no DAG stub {dag_stub(path).name} beside it: Airflow makes no DAG of it; fix: "
+                         "copy dags/pipelines/demo.py there (every pipeline's stub is the same)")
         for line in [*mistakes, *notes]:
             print(line, file=sys.stderr)
         failed = failed or bool(mistakes)
@@ -601,7 +634,7 @@ def location_problems(config: PipelineConfig, path: Path) -> tuple[list[str], li
                          "does not use")
         elif not (Path(value).is_dir() if kind == "folder" else Path(value).is_file()):
             mistakes.append(f"{where}: no such {kind}; fix: {fix}, or correct the path (a relative one resolves "
-                            "against $CDC_HOME)")
+                            "against $CDC_HOME, else the file's folder)")
     return mistakes, notes
 
 

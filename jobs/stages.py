@@ -31,6 +31,7 @@ from jobs.model.record import CHANGE_RECORD_SCHEMA
 from jobs.progress import STAGE_REPORTS, stage_done
 from jobs.quality.validate import profile_changes
 from jobs.reconcile.stage import ReconcileOptions
+from jobs.settings import RunSettings, TransformSettings
 from jobs.spark.session import session_conf
 
 
@@ -44,6 +45,11 @@ class RunContext:
     progress: Callable[[str], None] | None = None  # told when each stage starts and ends (jobs.progress)
     # this attempt of the run: the id its files are written under, and the pipeline's lease while held
     attempt: Attempt = field(default_factory=lambda: Attempt(new_attempt_id()))
+
+    @classmethod
+    def of(cls, settings: RunSettings, progress: Callable[[str], None] | None = None) -> RunContext:
+        """The context of the run ``settings`` name: its lake (with its catalog), pipeline and run id."""
+        return cls(settings.lake_at(), settings.pipeline, settings.run_id, progress=progress)
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -259,18 +265,18 @@ def run_validate(spark: SparkSession, ctx: RunContext, decode_report: dict | Non
     return report
 
 
-def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | list[str],
-                  options: DecodeOptions, history: tuple[tuple[str, bool], ...] = (), buckets: int | None = None,
-                  keep_changes: bool = False) -> None:
+def run_transform(spark: SparkSession, ctx: RunContext, settings: TransformSettings) -> None:
     """decode -> fold + publish -> validate in this one Spark application: the change records go from the
     decode to the fold in memory. Idempotent for a run id, as each stage is: a retry redoes all of it.
     Under the pipeline's lease from start to end (jobs.lake.lease): the decode's quarantine and reports are
-    the run's, not the attempt's, and a second attempt is refused before it spends a decode."""
+    the run's, not the attempt's, and a second attempt is refused before it spends a decode. ``settings.raw``
+    names the input (jobs.cli fills it with the interval's landed folders where the settings named none)."""
     with ctx.exclusive():
-        decoded = run_decode(spark, ctx, fmt, raw_path, options, keep_changes)
+        decoded = run_decode(spark, ctx, settings.fmt, list(settings.raw), settings.decode_options(),
+                             settings.keep_changes)
         try:
             with input_tasks(spark, replace(decoded.split, max_split_bytes=None)):
-                run_merge(spark, ctx, decoded.changes, history=history, buckets=buckets)
+                run_merge(spark, ctx, decoded.changes, history=settings.history, buckets=settings.state_buckets)
         finally:
             decoded.release()
         run_validate(spark, ctx, decoded.report)

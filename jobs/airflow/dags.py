@@ -1,17 +1,20 @@
-"""One Airflow DAG per pipeline file (jobs.config): the loader ``dags/cdc_pipelines.py`` calls
-:func:`load_dags`, and nothing else.
+"""One Airflow DAG per pipeline file (jobs.config), made by the file's DAG stub: a three-line Python file of
+the same name beside it (``orders.py`` beside ``orders.yaml``: :data:`STUB`, which :func:`write_stub` writes)
+that calls :func:`pipeline_dag` with its own path.
+
+Airflow parses each stub on its own, so a pipeline file that does not validate is the import error of its
+stub (the message names the file, the field and the fix) while the other stubs' DAGs load as usual, and a
+worker running a task parses only that task's stub: no loader of many files, nothing of Airflow's internals.
 
 Each DAG is ``land → transform → reconcile → alert → expire`` for the data interval ``[start, end)``
-(jobs.airflow.tasks holds what the tasks run). A file that does not validate becomes an import error of
-its own, named by the file, beside the other pipelines' DAGs, which load as usual. The transform task's
-outlets are the pipeline's Iceberg namespace and an alias through which each run names the tables it
-committed, so downstream DAGs can be scheduled on a pipeline, or on one of its tables.
+(jobs.airflow.tasks holds what the tasks run). The transform task's outlets are the pipeline's Iceberg
+namespace and an alias through which each run names the tables it committed, so downstream DAGs can be
+scheduled on a pipeline, or on one of its tables.
 
 No pyspark here: the DAG processor imports this module on every parse.
 """
 from __future__ import annotations
 
-import inspect
 import logging
 from datetime import date, datetime
 from pathlib import Path
@@ -25,13 +28,27 @@ from airflow.sdk import DAG, Asset, AssetAlias
 from airflow.timetables.interval import CronDataIntervalTimetable
 
 from jobs.airflow import tasks as tasks
-from jobs.config import PipelineConfig, PipelineConfigError, load_pipeline, parse_duration, pipeline_files
+from jobs.config import (
+    PIPELINE_SUFFIXES,
+    PipelineConfig,
+    PipelineConfigError,
+    dag_stub,
+    load_pipeline,
+    parse_duration,
+    read_document,
+)
 from jobs.errors import mask
+from jobs.model.intervals import utc
+from jobs.settings import RunSettings
 
 log = logging.getLogger(__name__)
 EMBEDDED_CATALOG = "cdc"  # jobs.iceberg.catalog.open_catalog's name for the SQLite catalog inside a lake
-REPO = Path(__file__).resolve().parents[1]
 PLUGIN_FILE = "cdc_timetables.py"  # registers jobs.airflow.timetable's timetable
+STUB = '''"""The Airflow DAG of the pipeline file beside this stub, of the same name (docs/pipelines.md)."""
+from jobs.airflow.dags import pipeline_dag
+
+dag = pipeline_dag(__file__)
+'''
 
 
 # ---- assets ---------------------------------------------------------------------------------------
@@ -57,26 +74,26 @@ def tables_alias(cfg: PipelineConfig) -> AssetAlias:
 
 
 class TransformOperator(SparkSubmitOperator):
-    """spark-submit of the run's transform, then one asset event per table it committed a snapshot to.
+    """spark-submit of the run's transform (``transform --pipeline-file FILE --start S --end E``: the driver
+    makes the run's settings of the file), then one asset event per table it committed a snapshot to.
 
-    The submit's settings are made again where the task runs, from the file as it is then (the DAG may be
-    parsed on another machine: its interpreter, paths and jar are not the worker's); with
-    ``spark.ship_package``, the ``jobs`` archive is built there too (once per code version)."""
+    Its arguments are the worker's own: Airflow 3 builds a task's operator where the task runs, from its DAG
+    stub parsed there; with ``spark.ship_package``, the ``jobs`` archive is built when ``py_files`` is rendered
+    there (tasks.ARCHIVE_MACRO), once per code version."""
 
     def __init__(self, *, pipeline_file: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pipeline_file = pipeline_file
 
     def execute(self, context: Any) -> None:
-        cfg = load_pipeline(self.pipeline_file)
-        for name, value in tasks.spark_settings(cfg, ship_archive=cfg.spark.ship_package).items():
-            setattr(self, name, value)
         super().execute(context)
-        plan = context["ti"].xcom_pull(task_ids=tasks.LAND_TASK, key="plan")
+        start, end = (utc(context["ti"].xcom_pull(task_ids=tasks.LAND_TASK, key=k)) for k in ("start", "end"))
+        cfg = load_pipeline(self.pipeline_file)  # read once by this process: when it parsed the stub
+        settings = RunSettings.from_pipeline(cfg, (start, end))
         events = context["outlet_events"][tables_alias(cfg)]
-        for table in tasks.published_tables(plan):
+        for table in tasks.published_tables(settings):
             events.add(table_asset(cfg, table["table"], table["iceberg_table"]),
-                       extra={"run_id": plan["run_id"], "snapshot_id": table["snapshot_id"], "rows": table["rows"]})
+                       extra={"run_id": settings.run_id, "snapshot_id": table["snapshot_id"], "rows": table["rows"]})
 
 
 # ---- one DAG ----------------------------------------------------------------------------------------
@@ -99,8 +116,8 @@ def schedule_of(cfg: PipelineConfig, path: Path) -> CronDataIntervalTimetable:
     if name not in plugins_manager.get_timetables_plugins():  # the DAG could not be serialized nor scheduled
         raise PipelineConfigError(
             f"{path}: pipeline.end: its timetable is registered by plugins/{PLUGIN_FILE}, which this Airflow "
-            f"did not load; fix: set [core] plugins_folder (AIRFLOW__CORE__PLUGINS_FOLDER) to "
-            f"{REPO / 'plugins'}, or remove pipeline.end")
+            f"did not load; fix: set [core] plugins_folder (AIRFLOW__CORE__PLUGINS_FOLDER) to the repository's "
+            f"plugins/ folder (the one holding {PLUGIN_FILE}), or remove pipeline.end")
     return EndingCronDataIntervalTimetable(p.schedule, "UTC", _utc(p.end))
 
 
@@ -119,6 +136,7 @@ def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
         max_active_runs=1,
         tags=sorted({"cdc", cfg.source.format, *map(mask, shown.tags)}),
         params=tasks.dag_params(),
+        user_defined_macros={tasks.ARCHIVE_MACRO: tasks.jobs_archive},
         default_args={
             "owner": mask(shown.owner),
             "depends_on_past": True,
@@ -131,19 +149,19 @@ def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
     ) as dag:
         land = PythonOperator(task_id=tasks.LAND_TASK, python_callable=tasks.land, op_kwargs=file_arg,
                               multiple_outputs=True)
+        run = {**file_arg, "start": land.output["start"], "end": land.output["end"]}  # the interval land resolved
         transform = TransformOperator(
             task_id=tasks.TRANSFORM_TASK,
             pipeline_file=str(path),
-            application_args=land.output["transform_args"],
+            application_args=tasks.transform_args(**run),
             conn_id=cfg.spark.connection,
             name=f"cdc-transform-{cfg.name}",
             outlets=[namespace_asset(cfg), tables_alias(cfg)],
             **tasks.spark_settings(cfg),
         )
-        plan = {**file_arg, "plan": land.output["plan"]}
-        reconcile = PythonOperator(task_id="reconcile", python_callable=tasks.reconcile, op_kwargs=plan)
-        alert = PythonOperator(task_id="alert", python_callable=tasks.alert, op_kwargs=plan)
-        expire = PythonOperator(task_id="expire", python_callable=tasks.expire, op_kwargs=plan)
+        reconcile = PythonOperator(task_id="reconcile", python_callable=tasks.reconcile, op_kwargs=run)
+        alert = PythonOperator(task_id="alert", python_callable=tasks.alert, op_kwargs=run)
+        expire = PythonOperator(task_id="expire", python_callable=tasks.expire, op_kwargs=run)
         land >> transform >> reconcile >> alert >> expire
     return dag
 
@@ -202,46 +220,64 @@ def _kafka_where(source: Any) -> str:
     return ", ".join(p for p in parts if p)
 
 
-# ---- every file of the folder --------------------------------------------------------------------
-def load_dags(folder: str | Path | None = None) -> dict[str, DAG]:
-    """The DAGs of every pipeline file; a broken file is reported as its own import error."""
-    dags: dict[str, DAG] = {}
-    owners: dict[str, Path] = {}
-    for path in pipeline_files(folder):
+# ---- a pipeline file's DAG stub --------------------------------------------------------------------
+def pipeline_dag(stub: str | Path) -> DAG:
+    """The DAG of the pipeline file beside ``stub`` (a DAG file: :data:`STUB`) with its name. A file that
+    cannot make one raises PipelineConfigError, which Airflow shows as the stub's import error."""
+    try:
+        return _dag_of(_pipeline_file(Path(stub)))
+    except PipelineConfigError as exc:  # raised here: the import error's last frames are the stub and this line
+        raise PipelineConfigError(str(exc)) from None
+
+
+def _dag_of(path: Path) -> DAG:
+    cfg = load_pipeline(path)
+    taken = _name_taken(cfg, path)
+    if taken:
+        raise PipelineConfigError(f"{path}: pipeline.name: {cfg.name!r} is also the name in {taken}; "
+                                  "fix: give each pipeline its own name")
+    try:
+        return build_dag(cfg, path)
+    except PipelineConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever Airflow refuses, said as the file's mistake
+        raise PipelineConfigError(f"{path}: Airflow refused the DAG: {type(exc).__name__}: {exc}") from None
+
+
+def _pipeline_file(stub: Path) -> Path:
+    for suffix in PIPELINE_SUFFIXES:
+        if stub.with_suffix(suffix).is_file():
+            return stub.with_suffix(suffix)
+    raise PipelineConfigError(f"{stub}: a DAG stub without its pipeline file {stub.stem}.yaml beside it; fix: put "
+                              "the pipeline file there, or remove the stub")
+
+
+def _name_taken(cfg: PipelineConfig, path: Path) -> Path | None:
+    """A pipeline file with a stub before ``path`` in its folder (name order) whose valid pipeline has the
+    same name: that one keeps its DAG (Airflow parses each stub alone, and would take either)."""
+    for other in sorted(p for p in path.parent.iterdir() if p.suffix in PIPELINE_SUFFIXES and p.name < path.name):
+        if not dag_stub(other).is_file() or not _may_be_named(other, cfg.name):
+            continue
         try:
-            cfg = load_pipeline(path)
-            if cfg.dag_id in owners:
-                raise PipelineConfigError(f"{path}: pipeline.name: {cfg.name!r} is also the name in "
-                                          f"{owners[cfg.dag_id]}; "
-                                          "fix: give each pipeline its own name")
-            dags[cfg.dag_id] = build_dag(cfg, path)
-            owners[cfg.dag_id] = path
-        except PipelineConfigError as exc:
-            report_import_error(path, str(exc))
-        except Exception as exc:  # noqa: BLE001 - whatever Airflow refuses in one file leaves the others' DAGs
-            report_import_error(path, f"{path}: Airflow refused the DAG: {type(exc).__name__}: {exc}")
-    return dags
-
-
-def report_import_error(path: Path, message: str) -> None:
-    """Shows a pipeline file's error in Airflow as an import error of that file, leaving the others' DAGs.
-
-    Airflow records import errors per file parsed; the loader parses many files in one, so it adds the
-    file's entry to the DagBag that is importing it (the DAG processor's, or a test's)."""
-    log.error("pipeline file not loaded: %s", message)
-    bag = _importing_dagbag()
-    if bag is None:
-        return
-    relative = bag._get_relative_fileloc(str(path)) if hasattr(bag, "_get_relative_fileloc") else str(path)
-    bag.import_errors[relative] = message
-
-
-def _importing_dagbag() -> Any:
-    from airflow.dag_processing.dagbag import DagBag
-
-    for frame_info in inspect.stack(context=0):
-        candidate = frame_info.frame.f_locals.get("self")
-        if isinstance(candidate, DagBag):
-            return candidate
+            if load_pipeline(other).dag_id == cfg.dag_id:
+                return other
+        except PipelineConfigError:
+            continue  # a broken file holds no name
     return None
 
+
+def _may_be_named(path: Path, name: str) -> bool:
+    """Whether the file's pipeline.name, as written, is ``name`` or reads a variable (cheap: no validation)."""
+    try:
+        written = str(((read_document(path) or {}).get("pipeline") or {}).get("name"))
+    except (PipelineConfigError, AttributeError):
+        return False
+    return written == name or "${" in written
+
+
+def write_stub(pipeline_file: str | Path) -> Path:
+    """The DAG stub of a pipeline file, written beside it unless one is there: what makes its DAG."""
+    stub = dag_stub(Path(pipeline_file))
+    if not stub.exists():
+        stub.write_text(STUB)
+    return stub

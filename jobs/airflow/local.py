@@ -44,7 +44,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from jobs import env as environ
+
+REPO = Path(__file__).resolve().parents[2]  # the checkout this launcher serves
 DEFAULT_HOME = REPO / "build" / "airflow"
 DEFAULT_PORT = 8080
 HOST = "127.0.0.1"
@@ -79,7 +81,7 @@ def airflow_env(home: Path, port: int, database_url: str | None = None, settings
     """The environment of every service, task and ``airflow`` command of the local Airflow: the shell's
     (``base_env``, default ``os.environ``) without another Airflow's home and settings, then this
     Airflow's, then ``settings`` (e.g. ``AIRFLOW__...`` overrides, ``AIRFLOW_CONN_...`` connections)."""
-    base = os.environ if base_env is None else base_env
+    base = environ.environment() if base_env is None else base_env
     inherited = {k: v for k, v in base.items() if not k.startswith("AIRFLOW__") and k != "AIRFLOW_HOME"}
     url = f"http://{HOST}:{port}"
     env = {
@@ -282,9 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.airflow.local", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("start", "stop", "status"))
-    parser.add_argument("--home", type=Path, default=Path(os.environ.get("CDC_AIRFLOW_HOME", DEFAULT_HOME)))
-    parser.add_argument("--port", type=int, default=int(os.environ.get("CDC_AIRFLOW_PORT", DEFAULT_PORT)))
-    parser.add_argument("--db", default=os.environ.get("CDC_AIRFLOW_DB"), metavar="URL",
+    parser.add_argument("--home", type=Path, default=Path(environ.text("CDC_AIRFLOW_HOME") or DEFAULT_HOME))
+    parser.add_argument("--port", type=int, default=int(environ.text("CDC_AIRFLOW_PORT") or DEFAULT_PORT))
+    parser.add_argument("--db", default=environ.text("CDC_AIRFLOW_DB") or None, metavar="URL",
                         help="SQLAlchemy URL of the metadata database (default: SQLite in the home)")
     args = parser.parse_args(argv)
     if args.command == "stop":

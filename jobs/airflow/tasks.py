@@ -1,12 +1,14 @@
 """Everything the pipelines' DAGs run, so that the DAG files only wire tasks (jobs.airflow.dags).
 
-Light at import (standard library and jobs.config only; Airflow, pyarrow and pyspark are
+Light at import (standard library, jobs.config and jobs.settings only; Airflow, pyarrow and pyspark are
 imported inside the functions that need them): the DAG processor imports this module on every parse.
 
-A task gets its pipeline's file (``pipeline_file``) and reads it when it runs (jobs.config), so a
-fix to a file reaches the next try; ``land`` hands the later tasks the run's plan (:class:`RunPlan`, an
-XCom that holds no secret). Secrets stay in Airflow connections: Kafka (apache-kafka provider), the
-source database (common-sql hooks), SMTP (smtp provider), Spark (apache-spark provider).
+A task gets its pipeline's file (``pipeline_file``) and the run's interval (``start`` and ``end``, which
+``land`` resolves: the only XComs, no setting among them), and makes the run's settings of them where it runs
+(jobs.settings.RunSettings.from_pipeline), so a fix to a file reaches the next try. The transform task's
+spark-submit gets the same three (``transform --pipeline-file FILE --start S --end E``). Secrets stay in
+Airflow connections: Kafka (apache-kafka provider), the source database (common-sql hooks), SMTP (smtp
+provider), Spark (apache-spark provider).
 
 The run id is the interval, ``20261101T000000Z_20261102T000000Z``: a re-run or a backfill of an
 interval reuses it, and every stage is idempotent for a run id.
@@ -15,23 +17,19 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from jobs.config import PipelineConfig, load_pipeline
 from jobs.land.outside import combine, quiet_interval_warning
 from jobs.model.intervals import IntervalError, checked, iso, run_id_for, utc
+from jobs.settings import RunSettings
 
-REPO = Path(__file__).resolve().parents[1]
 LAND_TASK = "land"
 TRANSFORM_TASK = "transform"  # decode -> fold + publish -> validate: the one Spark application of a run
-CATALOG_ENV = "CDC_ICEBERG_CATALOG"  # jobs.iceberg.catalog.open_catalog
 AIRFLOW_INTERVAL_HINT = ("An Airflow run covers the interval that ends at its logical date (`airflow dags test "
                          "<dag> <date>` too); params start and end choose another.")
 
@@ -55,22 +53,6 @@ def dag_params() -> dict[str, Any]:
                      description="ISO-8601, exclusive; empty: the run's data interval"),
     }
 
-
-@contextmanager
-def catalog_of(cfg: PipelineConfig) -> Iterator[None]:
-    """The pipeline's Iceberg catalog for jobs.iceberg.catalog while a task runs (none named: the lake's own)."""
-    before = os.environ.get(CATALOG_ENV)
-    if cfg.sink.catalog:
-        os.environ[CATALOG_ENV] = cfg.sink.catalog
-    else:
-        os.environ.pop(CATALOG_ENV, None)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(CATALOG_ENV, None)
-        else:
-            os.environ[CATALOG_ENV] = before
 
 # ---- interval and run id (jobs.model.intervals) -------------------------------------------------------
 def resolve_interval(params: Mapping[str, Any] | None, data_interval_start: Any,
@@ -122,121 +104,84 @@ def covers_text(start: datetime, end: datetime, origin: str) -> str:
     return f"run {run_id_for(start, end)} covers [{iso(start)}, {iso(end)}): {origin}"
 
 
-# ---- the plan of a run: what land hands to the later tasks ---------------------------------------
+# ---- what land hands on: the interval, and what it landed -----------------------------------------
+def run_settings(pipeline_file: str, start: str, end: str) -> RunSettings:
+    """The settings of the run of ``pipeline_file`` over [start, end) (land's XComs), from the file as it is."""
+    return RunSettings.from_pipeline(load_pipeline(pipeline_file), (utc(start, "start"), utc(end, "end")))
+
+
+def transform_args(pipeline_file: str, start: Any, end: Any) -> list[Any]:
+    """Arguments of ``jobs/cli.py transform``: the file and the interval (land's XComs), of which the driver
+    makes the run's settings; it reads the folders landed for the interval, never another one beside them."""
+    return [TRANSFORM_TASK, "--pipeline-file", pipeline_file, "--start", start, "--end", end]
+
+
 @dataclass(frozen=True)
-class RunPlan:
-    """Everything the stages after land need; travels as XCom, so it holds no secret."""
+class Landed:
+    """What land brought for a run: one folder per topic, their messages, and what the source holds outside
+    the interval (jobs.land.outside)."""
 
     run_id: str
     start: str
     end: str
-    lake: str
-    pipeline: str
-    fmt: str
-    raw: tuple[str, ...]  # one landed interval folder per topic
     topics: tuple[str, ...]
+    folders: tuple[str, ...]
     messages: int
-    outside: dict[str, Any] | None = None  # what the source holds outside the interval (jobs.land.outside)
+    outside: dict[str, Any] | None = None
 
-    def to_xcom(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_xcom(cls, value: Mapping[str, Any]) -> RunPlan:
-        data = {k: v for k, v in dict(value).items() if k in cls.__dataclass_fields__}
-        for name in ("raw", "topics"):
-            data[name] = tuple(data.get(name) or ())
-        return cls(**data)
+    def window(self) -> dict[str, str]:
+        """land's XComs (``multiple_outputs``): the interval the later tasks make the run's settings of."""
+        return {"start": self.start, "end": self.end}
 
 
-def build_plan(cfg: PipelineConfig, start: datetime, end: datetime, manifests: list[Mapping[str, Any]],
-               lake_join: Callable[[str], str]) -> RunPlan:
-    """The plan from land's manifests; ``lake_join`` turns a lake-relative folder into a full path."""
+def landed(start: datetime, end: datetime, manifests: list[Mapping[str, Any]],
+           lake_join: Callable[[str], str]) -> Landed:
+    """What the manifests of a landing say; ``lake_join`` turns a lake-relative folder into a full path."""
     if not manifests:
         raise ValueError("nothing was landed: no topic found (check the source block's topics and location)")
     ordered = sorted(manifests, key=lambda m: m["topic"])
-    return RunPlan(
-        run_id=run_id_for(start, end),
-        start=start.isoformat().replace("+00:00", "Z"),
-        end=end.isoformat().replace("+00:00", "Z"),
-        lake=cfg.sink.lake,
-        pipeline=cfg.name,
-        fmt=cfg.source.format,
-        raw=tuple(lake_join(m["path"]) for m in ordered),
-        topics=tuple(m["topic"] for m in ordered),
-        messages=sum(int(m["totals"]["records"]) for m in ordered),
-        outside=combine(m.get("outside") for m in ordered),
-    )
-
-
-def transform_args(plan: RunPlan, cfg: PipelineConfig) -> list[str]:
-    """Arguments of ``jobs/cli.py transform``: one ``--raw`` per landed folder, so the run decodes exactly
-    this interval and never another one landed beside it; then the pipeline's per-table settings."""
-    args = [TRANSFORM_TASK, "--lake", plan.lake, "--pipeline", plan.pipeline, "--run-id", plan.run_id,
-            "--format", plan.fmt, "--message-shape", cfg.source.message_shape]
-    for folder in plan.raw:
-        args += ["--raw", folder]
-    for pattern, columns in cfg.per_table("primary_keys"):
-        args += ["--primary-keys", f"{pattern}={','.join(columns)}"]
-    for pattern, on in cfg.per_table("history"):
-        args += ["--history-of" if on else "--no-history-of", pattern]
-    if cfg.sink.state_buckets is not None:
-        args += ["--state-buckets", str(cfg.sink.state_buckets)]
-    return args + (["--keep-changes"] if cfg.sink.keep_changes else [])
-
-
-def land_outputs(plan: RunPlan, cfg: PipelineConfig) -> dict[str, Any]:
-    """land's XComs (``multiple_outputs``): ``plan`` for the Python tasks, ``transform_args`` for spark-submit."""
-    return {"plan": plan.to_xcom(), "transform_args": transform_args(plan, cfg)}
+    return Landed(run_id=run_id_for(start, end), start=iso(start), end=iso(end),
+                  topics=tuple(m["topic"] for m in ordered), folders=tuple(lake_join(m["path"]) for m in ordered),
+                  messages=sum(int(m["totals"]["records"]) for m in ordered),
+                  outside=combine(m.get("outside") for m in ordered))
 
 
 # ---- task callables ------------------------------------------------------------------------------
-def land_interval(cfg: PipelineConfig, start: datetime, end: datetime) -> RunPlan:
-    """Land [start, end) of every topic of the pipeline's source."""
+def land_interval(cfg: PipelineConfig, start: datetime, end: datetime) -> Landed:
+    """Land [start, end) of every topic of the pipeline's source (jobs.land.command, as the command line)."""
     from jobs.lake.layout import Lake, check_name
-    from jobs.land import command as landing
+    from jobs.land.command import TopicSource, land_source
 
     check_name("pipeline", cfg.name)
-    lake = Lake.at(cfg.sink.lake)
+    lake = Lake.at(cfg.sink.lake, cfg.sink.catalog)
     lake.check_usable()
-    source = cfg.source
-    topics = list(source.topics) or None
-    if source.kafka is not None:
-        kafka = source.kafka
-        consumer = landing.kafka_consumer_config(kafka.connection) if kafka.connection else {}
-        bootstrap = kafka.bootstrap or consumer.pop("bootstrap.servers", "")
-        consumer.pop("bootstrap.servers", None)
-        manifests = [landing.land_kafka(bootstrap, topic, lake, cfg.name, start, end, consumer_config=consumer)
-                     for topic in source.kafka.topics]
-    elif source.files is not None:
-        manifests = landing.land_files(source.files, topics, lake, cfg.name, start, end)
-    elif source.connect_s3 is not None:
-        manifests = landing.land_connect_s3(source.connect_s3, topics, lake, cfg.name, start, end)
+    s = cfg.source
+    if s.kafka is not None:
+        source = TopicSource("kafka", s.kafka.bootstrap, tuple(s.kafka.topics), s.kafka.connection)
     else:
-        manifests = landing.land_eventhubs_capture(source.eventhubs_capture, topics, lake, cfg.name, start, end)
-    return build_plan(cfg, start, end, manifests, lake.join)
+        source = TopicSource(s.location, getattr(s, s.location), tuple(s.topics))
+    return landed(start, end, land_source(source, lake, cfg.name, start, end), lake.join)
 
 
 def land(pipeline_file: str, params: Mapping[str, Any] | None = None, data_interval_start: Any = None,
          data_interval_end: Any = None, logical_date: Any = None, dag_run: Any = None,
-         **_context: Any) -> dict[str, Any]:
-    """Airflow callable of the land task; returns its XComs (see :func:`land_outputs`). Its first log line
-    says which interval the run covers and why; the run's note says it too, with what landed."""
+         **_context: Any) -> dict[str, str]:
+    """Airflow callable of the land task; returns its XComs, the run's interval (:meth:`Landed.window`). Its
+    first log line says which interval the run covers and why; the run's note says it too, with what landed."""
     start, end = resolve_interval(params, data_interval_start, data_interval_end)
     origin = interval_origin(params, getattr(dag_run, "run_type", None), logical_date, data_interval_end)
     covers = covers_text(start, end, origin)
     log.info(covers)
-    cfg = load_pipeline(pipeline_file)
-    plan = land_interval(cfg, start, end)
-    landed = f"landed {plan.messages} messages of {len(plan.topics)} topics"
-    log.info("%s for run %s", landed, plan.run_id)
-    warning = quiet_interval_warning(plan.start, plan.end, plan.messages, plan.outside)
+    run = land_interval(load_pipeline(pipeline_file), start, end)
+    what = f"landed {run.messages} messages of {len(run.topics)} topics"
+    log.info("%s for run %s", what, run.run_id)
+    warning = quiet_interval_warning(run.start, run.end, run.messages, run.outside)
     if warning:
         warning += f" {AIRFLOW_INTERVAL_HINT}"
         log.warning(warning)
     if dag_run is not None:
-        note_dag_run(dag_run, "\n\n".join(filter(None, [f"{covers}; {landed}.", warning and f"**{warning}**"])))
-    return land_outputs(plan, cfg)
+        note_dag_run(dag_run, "\n\n".join(filter(None, [f"{covers}; {what}.", warning and f"**{warning}**"])))
+    return run.window()
 
 
 # ---- the run's note ----------------------------------------------------------------------------------
@@ -300,11 +245,10 @@ def _api_request(method: str, url: str, token: str | None, body: Mapping[str, An
     return json.loads(answer) if answer.strip() else None
 
 
-def _run_context(plan: RunPlan):
-    from jobs.lake.layout import Lake
+def _run_context(settings: RunSettings):
     from jobs.stages import RunContext
 
-    return RunContext(Lake.at(plan.lake), plan.pipeline, plan.run_id, progress=log.info)
+    return RunContext.of(settings, progress=log.info)
 
 
 def _mask(secret: str | None) -> None:
@@ -374,35 +318,18 @@ def source_counts_spec(value: str | None, get_connection: Callable[[str], Any] |
     return value
 
 
-def reconcile_options(cfg: PipelineConfig, plan: RunPlan):
-    """The reconcile settings of a pipeline: its lag, tolerance and key-diff size, and the tables' own."""
-    from jobs.reconcile.checkpoints import parse_duration, parse_time, parse_tolerance
-    from jobs.reconcile.stage import ReconcileOptions
-
-    settings = cfg.reconcile
-    return ReconcileOptions(
-        fmt=plan.fmt, tolerance=parse_tolerance(settings.count_tolerance),
-        max_lag_s=parse_duration(settings.max_lag) if settings.max_lag else None,
-        as_of=parse_time(plan.end), key_rows_limit=settings.key_rows_limit,
-        capture_delay_s=parse_duration(settings.capture_delay),
-        table_tolerances=tuple((p, parse_tolerance(t)) for p, t in cfg.per_table("count_tolerance")),
-        table_key_rows_limits=cfg.per_table("key_rows_limit"),
-    )
-
-
-def reconcile(pipeline_file: str, plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
+def reconcile(pipeline_file: str, start: str, end: str, **_context: Any) -> dict[str, Any]:
     """Airflow callable of the reconcile task: the source's checkpoints judged against the lake (no Spark);
     a checkpoint's wait is measured at the interval's end."""
     from jobs.reconcile.stage import BEHIND, MISMATCH
     from jobs.stages import run_reconcile
 
-    cfg, run = load_pipeline(pipeline_file), RunPlan.from_xcom(plan)
-    source = f"conn:{cfg.reconcile.connection}" if cfg.reconcile.connection else cfg.reconcile.counts
-    with catalog_of(cfg):  # the source is read here, from the connection: never through XCom
-        rows = run_reconcile(_run_context(run), source_counts_spec(source), reconcile_options(cfg, run))
+    settings = run_settings(pipeline_file, start, end)
+    source = source_counts_spec(settings.reconcile.source_counts)  # read here, from the connection: never XCom
+    rows = run_reconcile(_run_context(settings), source, settings.reconcile.options(settings.transform.fmt))
     mismatched = sorted(r["table"] for r in rows if r["status"] == MISMATCH)
     behind = sorted(r["table"] for r in rows if r["status"] == BEHIND)
-    log.info("reconciled %d tables of run %s; mismatched: %s; behind: %s", len(rows), run.run_id,
+    log.info("reconciled %d tables of run %s; mismatched: %s; behind: %s", len(rows), settings.run_id,
              ", ".join(mismatched) or "none", ", ".join(behind) or "none")
     return {"tables": len(rows), "mismatched": mismatched, "behind": behind}
 
@@ -426,47 +353,45 @@ def smtp_sender(conn_id: str, from_email: str | None) -> Callable[[list[str], st
     return send
 
 
-def alert(pipeline_file: str, plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
+def alert(pipeline_file: str, start: str, end: str, **_context: Any) -> dict[str, Any]:
     """Airflow callable of the alert task: one data-quality email when a check failed.
 
     Data-quality problems do not fail the task (they are the email's content); an email that
     should go out but cannot does, so that Airflow retries it and the failure is visible."""
     from jobs.stages import run_alert
 
-    cfg, run = load_pipeline(pipeline_file), RunPlan.from_xcom(plan)
-    send = smtp_sender(cfg.alert.smtp_connection, cfg.alert.from_email) if cfg.alert.to else None
-    result = run_alert(_run_context(run), list(cfg.alert.to), cfg.alert.quarantine_threshold, sender=send)
+    settings = run_settings(pipeline_file, start, end)
+    to = list(settings.alert.to)
+    send = smtp_sender(settings.alert.smtp_connection, settings.alert.from_email) if to else None
+    result = run_alert(_run_context(settings), to, settings.alert.quarantine_threshold, sender=send)
     summary = {"sent": result["sent"], "problems": len(result["reasons"]), "skipped": result["skipped"],
                "error": result["error"]}
-    log.info("alert of run %s: %s", run.run_id, json.dumps(summary))
+    log.info("alert of run %s: %s", settings.run_id, json.dumps(summary))
     if result["error"]:
-        raise AlertNotSent(f"data-quality alert of run {run.run_id} not sent: {result['error']}")
+        raise AlertNotSent(f"data-quality alert of run {settings.run_id} not sent: {result['error']}")
     return summary
 
 
-def expire(pipeline_file: str, plan: Mapping[str, Any], **_context: Any) -> dict[str, Any]:
+def expire(pipeline_file: str, start: str, end: str, **_context: Any) -> dict[str, Any]:
     """Airflow callable of the expire task: the tables' snapshots older than the retention before the
     interval's end go, with the files only they held (jobs.iceberg.expire; no Spark)."""
     from jobs.stages import run_expire
 
-    cfg, run = load_pipeline(pipeline_file), RunPlan.from_xcom(plan)
-    with catalog_of(cfg):
-        report = run_expire(_run_context(run), utc(run.end, "interval end"), cfg.sink.retain_days,
-                            cfg.sink.retain_last)
+    settings = run_settings(pipeline_file, start, end)
+    report = run_expire(_run_context(settings), settings.expire.as_of, *settings.expire.retention())
     summary = {"snapshots_expired": sum(t["snapshots_expired"] for t in report["tables"]),
                "bytes_deleted": sum(t["bytes_deleted"] for t in report["tables"])}
-    log.info("expired snapshots of run %s (committed before %s): %s", run.run_id, report["older_than"],
+    log.info("expired snapshots of run %s (committed before %s): %s", settings.run_id, report["older_than"],
              json.dumps(summary))
     return summary
 
 
-def published_tables(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
+def published_tables(settings: RunSettings) -> list[dict[str, Any]]:
     """The tables the run committed a snapshot to, from its merge report: what its asset events name."""
     from jobs.lake.layout import Lake
 
-    run = RunPlan.from_xcom(plan)
-    lake = Lake.at(run.lake)
-    rel = f"{Lake.report_dir(run.pipeline, run.run_id)}/merge.json"
+    lake = settings.lake_at()
+    rel = f"{Lake.report_dir(settings.pipeline, settings.run_id)}/merge.json"
     report = lake.read_json(rel) if lake.exists(rel) else {"tables": {}}
     return [{"table": t, "iceberg_table": r.get("iceberg_table") or t, "snapshot_id": r.get("snapshot_id"),
              "rows": r.get("state_rows")}
@@ -474,16 +399,27 @@ def published_tables(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 # ---- parse-time pieces of the DAG ----------------------------------------------------------------
-def spark_settings(cfg: PipelineConfig, ship_archive: bool = False) -> dict[str, Any]:
+ARCHIVE_MACRO = "cdc_jobs_archive"  # the DAG's macro of :func:`jobs_archive`
+
+
+def spark_settings(cfg: PipelineConfig) -> dict[str, Any]:
     """SparkSubmitOperator's application, py_files, jars, conf, env_vars and packages for the pipeline
-    (jobs.spark.submit): with ``spark.ship_package`` the driver and executors run the ``jobs`` archive,
-    built on the submitting machine when ``ship_archive`` (at run time, not when the DAG is parsed)."""
+    (jobs.spark.submit): with ``spark.ship_package`` the driver and executors run the ``jobs`` archive, which
+    ``py_files`` names through the DAG's macro :data:`ARCHIVE_MACRO`, rendered where the task runs (so a
+    parse of the DAG builds none)."""
     from jobs.spark.submit import submit_settings
 
-    return submit_settings(ship=cfg.spark.ship_package, executor_python=cfg.spark.executor_python,
-                           conf=cfg.spark.conf, packages=cfg.spark.packages,
-                           extra_env={CATALOG_ENV: cfg.sink.catalog} if cfg.sink.catalog else None,
-                           build_archive=ship_archive)
+    settings = submit_settings(ship=cfg.spark.ship_package, executor_python=cfg.spark.executor_python,
+                               conf=cfg.spark.conf, packages=cfg.spark.packages, build_archive=False)
+    return {**settings, "py_files": f"{{{{ {ARCHIVE_MACRO}() }}}}" if cfg.spark.ship_package else None}
+
+
+def jobs_archive() -> str:
+    """The ``jobs`` archive for spark-submit's ``--py-files``, built on this machine once per code version
+    (jobs.spark.submit.package_for_executors)."""
+    from jobs.spark.submit import default_cache_dir, package_for_executors
+
+    return package_for_executors(default_cache_dir())
 
 
 def failure_notifiers(cfg: PipelineConfig) -> list[Any]:

@@ -13,7 +13,6 @@ import hashlib
 import html as html_lib
 import json
 import logging
-import os
 import re
 import smtplib
 import ssl
@@ -23,6 +22,7 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
+from jobs import env
 from jobs.reconcile.stage import MISMATCH, balance_problems
 
 log = logging.getLogger(__name__)
@@ -262,37 +262,37 @@ def _truthy(value, default: bool) -> bool:
 
 def smtp_settings() -> SmtpSettings | None:
     """The SMTP server: Airflow's smtp_default connection from the env, else SMTP_* env vars, else None."""
-    conn_value = os.environ.get(AIRFLOW_CONN_ENV, "").strip()
+    conn_value = env.get(AIRFLOW_CONN_ENV, "").strip()
     if conn_value:
         return _settings_from_airflow_connection(conn_value)
-    host = os.environ.get("SMTP_HOST", "").strip()
+    host = env.get("SMTP_HOST", "").strip()
     if not host:
         return None
-    use_ssl = _truthy(os.environ.get("SMTP_SSL"), False)
-    port_text = os.environ.get("SMTP_PORT", "").strip()
+    use_ssl = _truthy(env.get("SMTP_SSL"), False)
+    port_text = env.get("SMTP_PORT", "").strip()
     try:
         port = int(port_text) if port_text else (465 if use_ssl else 25)
-        timeout = float(os.environ.get("SMTP_TIMEOUT", "").strip() or 30)
+        timeout = float(env.get("SMTP_TIMEOUT", "").strip() or 30)
     except ValueError:
         raise SmtpConfigError("SMTP_PORT and SMTP_TIMEOUT must be numbers") from None
-    user = os.environ.get("SMTP_USER") or None
+    user = env.get("SMTP_USER") or None
     return SmtpSettings(
         host=host,
         port=port,
         user=user,
-        password=os.environ.get("SMTP_PASSWORD") or None,
-        from_addr=os.environ.get("SMTP_FROM") or airflow_from_email() or user or DEFAULT_FROM,
-        starttls=_truthy(os.environ.get("SMTP_STARTTLS"), False),
+        password=env.get("SMTP_PASSWORD") or None,
+        from_addr=env.get("SMTP_FROM") or airflow_from_email() or user or DEFAULT_FROM,
+        starttls=_truthy(env.get("SMTP_STARTTLS"), False),
         ssl=use_ssl,
         timeout=timeout,
-        verify_certificates=_truthy(os.environ.get("SMTP_VERIFY_CERTIFICATES"), True),
+        verify_certificates=_truthy(env.get("SMTP_VERIFY_CERTIFICATES"), True),
     )
 
 
 def airflow_from_email() -> str | None:
     """Airflow's own sender (``[email] from_email``), what SmtpNotifier falls back to for a connection that
     names none; read from the env so Airflow's config need not be loaded."""
-    return (os.environ.get("AIRFLOW__EMAIL__FROM_EMAIL") or "").strip() or None
+    return (env.get("AIRFLOW__EMAIL__FROM_EMAIL") or "").strip() or None
 
 
 def _settings_from_airflow_connection(value: str) -> SmtpSettings:

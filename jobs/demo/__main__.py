@@ -14,7 +14,6 @@
 """
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -23,12 +22,8 @@ from datetime import UTC, datetime
 from email import message_from_bytes
 from pathlib import Path
 
-# the demo's folder: the checkout's demo/, where make demo runs it
-DEMO = Path(os.environ.get("CDC_DEMO_DIR") or Path.cwd() / "demo")
-TOPICS = DEMO / "topics"
-SOURCE_DB = DEMO / "source.db"
-SOURCE_COUNTS = DEMO / "source_counts.json"
-OUT = DEMO / "out"
+from jobs import env
+
 PIPELINE = "demo"
 START = datetime(2026, 11, 1, tzinfo=UTC)
 END = datetime(2026, 11, 3, tzinfo=UTC)
@@ -57,12 +52,16 @@ def main() -> int:
     from jobs.lake.layout import Lake
     from jobs.land.command import land_files
 
-    if not TOPICS.is_dir() or not SOURCE_DB.is_file() or not SOURCE_COUNTS.is_file():
-        subprocess.run([sys.executable, "-m", "jobs.demo.generate", "--out", str(TOPICS),
-                        "--source-db", str(SOURCE_DB)], check=True)
-    shutil.rmtree(OUT, ignore_errors=True)
-    lake = Lake.at(str(OUT / "lake"))
-    manifests = land_files(str(TOPICS), None, lake, PIPELINE, START, END)
+    # the demo's folder: the checkout's demo/, where make demo runs it
+    demo = Path(env.text("CDC_DEMO_DIR") or Path.cwd() / "demo")
+    topics, source_db, source_counts, out = (demo / "topics", demo / "source.db", demo / "source_counts.json",
+                                             demo / "out")
+    if not topics.is_dir() or not source_db.is_file() or not source_counts.is_file():
+        subprocess.run([sys.executable, "-m", "jobs.demo.generate", "--out", str(topics),
+                        "--source-db", str(source_db)], check=True)
+    shutil.rmtree(out, ignore_errors=True)
+    lake = Lake.at(str(out / "lake"))
+    manifests = land_files(str(topics), None, lake, PIPELINE, START, END)
     raw_dirs = [lake.join(m["path"]) for m in manifests]
     print(f"landed {sum(m['totals']['records'] for m in manifests)} messages of {len(manifests)} topics "
           f"for {START:%Y-%m-%d} .. {END:%Y-%m-%d}")
@@ -72,18 +71,18 @@ def main() -> int:
     controller = Controller(sink, hostname="127.0.0.1", port=port)
     controller.start()
     try:
-        env = {**os.environ, "SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(port),
-               "SMTP_FROM": "cdc-pipeline@localhost"}
-        env.pop("AIRFLOW_CONN_SMTP_DEFAULT", None)
-        args = [sys.executable, "-m", "jobs", "run", "--format", "debezium", "--lake", str(OUT / "lake"),
+        smtp = {**env.environment(), "SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(port),
+                "SMTP_FROM": "cdc-pipeline@localhost"}
+        smtp.pop("AIRFLOW_CONN_SMTP_DEFAULT", None)
+        args = [sys.executable, "-m", "jobs", "run", "--format", "debezium", "--lake", str(out / "lake"),
                 "--pipeline", PIPELINE, "--run-id", f"{START:%Y%m%dT%H%M%SZ}_{END:%Y%m%dT%H%M%SZ}",
-                "--source-counts", str(SOURCE_COUNTS), "--alert-to", "data-engineers@localhost"]
+                "--source-counts", str(source_counts), "--alert-to", "data-engineers@localhost"]
         for raw in raw_dirs:
             args += ["--raw", raw]
-        code = subprocess.run(args, env=env).returncode
+        code = subprocess.run(args, env=smtp).returncode
     finally:
         controller.stop()
-    mail_dir = OUT / "mail"
+    mail_dir = out / "mail"
     for i, raw in enumerate(sink.messages):
         mail_dir.mkdir(parents=True, exist_ok=True)
         (mail_dir / f"alert-{i}.eml").write_bytes(raw)

@@ -3,7 +3,6 @@ table id, its columns and layout, the snapshot a run committed, the rows of a sn
 from __future__ import annotations
 
 import json
-import os
 
 import pyarrow as pa
 
@@ -32,17 +31,18 @@ def open_catalog(lake: Lake, read_only: bool = False):
 
     Embedded default: pyiceberg's SQL catalog on SQLite at ``<lake>/warehouse/catalog.db``; ``read_only``
     (``expire --dry-run``) opens it so that nothing is written, and a lake without one as an empty catalog.
-    Production: set ``CDC_ICEBERG_CATALOG`` to the name of a catalog configured for pyiceberg
-    (``~/.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*`` variables: REST, Glue, Hive, SQL).
+    Production: the lake names a catalog configured for pyiceberg (``Lake.catalog``, from a pipeline's
+    ``sink.catalog`` or ``CDC_ICEBERG_CATALOG``: jobs.settings), in ``~/.pyiceberg.yaml`` or
+    ``PYICEBERG_CATALOG__<NAME>__*`` variables (REST, Glue, Hive, SQL).
     """
     from pyiceberg.catalog import load_catalog
     from pyiceberg.catalog.sql import SqlCatalog
 
-    named = os.environ.get("CDC_ICEBERG_CATALOG")
-    if named:
-        return load_catalog(named)
+    if lake.catalog:
+        return load_catalog(lake.catalog)
     if lake.is_s3:
-        raise ValueError("an S3 lake needs CDC_ICEBERG_CATALOG naming a pyiceberg catalog (SQLite cannot live on S3)")
+        raise ValueError("an S3 lake needs a pyiceberg catalog (sink.catalog, CDC_ICEBERG_CATALOG): SQLite cannot "
+                         "live on S3")
     file = embedded_catalog_file(lake)
     if read_only:  # SQLite's read-only mode: no journal, no table made
         uri = f"sqlite:///file:{file}?mode=ro&uri=true" if storage.exists(file) else "sqlite:///:memory:"
@@ -53,8 +53,8 @@ def open_catalog(lake: Lake, read_only: bool = False):
 
 
 def embedded_catalog_file(lake: Lake) -> str | None:
-    """The SQLite file of the lake's embedded catalog; None where CDC_ICEBERG_CATALOG names the catalog."""
-    if os.environ.get("CDC_ICEBERG_CATALOG") or lake.is_s3:
+    """The SQLite file of the lake's embedded catalog; None where the lake names another catalog."""
+    if lake.catalog or lake.is_s3:
         return None
     return f"{lake.join(lake.warehouse)}/catalog.db"
 

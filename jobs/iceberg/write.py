@@ -18,7 +18,6 @@ its touched buckets whole instead (copy-on-write), which drops their delete file
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -27,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import failpoints
+from jobs import env, failpoints
 from jobs.iceberg.catalog import (
     BUCKET_COLUMN,
     _free_table_name,
@@ -49,22 +48,24 @@ from jobs.model.properties import (
     TOMBSTONES_PROP,
 )
 
-# enough buckets that a run touching a few keys rewrites a small share, few enough that files stay large
-DEFAULT_BUCKETS = int(os.environ.get("CDC_STATE_BUCKETS", "16"))
+# enough buckets that a run touching a few keys rewrites a small share, few enough that files stay large (a
+# run's own count: --state-buckets, a pipeline's sink.state_buckets or CDC_STATE_BUCKETS, jobs.settings)
+DEFAULT_BUCKETS = 16
 
 
 _BUCKET_DIR = "_cdc_b"
 
 
 # merge-on-read: on unless CDC_STATE_DELTAS=0; a run rewrites its touched buckets instead once their
-# deleted rows would pass this share of their rows, or one of them has this many data files
-DELTAS = os.environ.get("CDC_STATE_DELTAS", "1") != "0"
+# deleted rows would pass this share of their rows, or one of them has this many data files (the
+# defaults; each variable, where set, is read when a run publishes)
+DELTAS = True
 
 
-MAX_DELETED_SHARE = float(os.environ.get("CDC_STATE_MAX_DELETED_SHARE", "0.2"))
+MAX_DELETED_SHARE = 0.2
 
 
-MAX_FILES_PER_BUCKET = int(os.environ.get("CDC_STATE_MAX_FILES_PER_BUCKET", "16"))
+MAX_FILES_PER_BUCKET = 16
 
 
 # Iceberg's table property for the codec of a table's Parquet files, and its default (Iceberg's since
@@ -103,14 +104,16 @@ def deltas_fit(table, touched: frozenset[int] | None, changes: int) -> bool:
     deletes (merge-on-read) rather than rewrite them: the table is bucketed (Iceberg v2), the run
     does not replace it whole, and the buckets' deleted rows stay within ``MAX_DELETED_SHARE`` of
     their rows and their data files below ``MAX_FILES_PER_BUCKET`` a bucket."""
-    if not DELTAS or touched is None or not is_bucketed(table) or table.metadata.format_version < 2:
+    deltas = env.text("CDC_STATE_DELTAS", "1" if DELTAS else "0") != "0"
+    if not deltas or touched is None or not is_bucketed(table) or table.metadata.format_version < 2:
         return False
     tasks = _scan_tasks(table, touched)
     rows = sum(t.file.record_count for t in tasks)
     deleted = sum(d.record_count for d in _delete_files(tasks))
     files = Counter(tuple(t.file.partition) for t in tasks)
-    return (rows > 0 and deleted + changes <= MAX_DELETED_SHARE * rows
-            and max(files.values(), default=0) < MAX_FILES_PER_BUCKET)
+    return (rows > 0 and deleted + changes <= env.number("CDC_STATE_MAX_DELETED_SHARE", MAX_DELETED_SHARE) * rows
+            and max(files.values(), default=0) < env.number("CDC_STATE_MAX_FILES_PER_BUCKET", MAX_FILES_PER_BUCKET,
+                                                           whole=True))
 
 
 def _list_parquet(uri: str) -> list[str]:

@@ -42,12 +42,15 @@ def check_name(kind: str, value: str) -> str:
 
 @dataclass(frozen=True)
 class Lake:
-    """A lake root: a local path, ``file://``, ``s3://`` or ``s3a://`` URI."""
+    """A lake root: a local path, ``file://``, ``s3://`` or ``s3a://`` URI; and the Iceberg catalog its tables
+    are in: a pyiceberg catalog's name (a run's settings: jobs.settings), None for the SQLite catalog
+    embedded in the lake (jobs.iceberg.catalog.open_catalog)."""
 
     root: str
+    catalog: str | None = None
 
     @classmethod
-    def at(cls, root: str) -> Lake:
+    def at(cls, root: str, catalog: str | None = None) -> Lake:
         from jobs.errors import CREDENTIALS_FIX, mask, uri_credentials
 
         held = uri_credentials(root)
@@ -57,10 +60,10 @@ class Lake:
         if parsed.scheme in ("s3", "s3a"):
             if not parsed.netloc:
                 raise LakeError(f"lake {root!r} names no bucket")
-            return cls(f"s3://{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/"))
+            return cls(f"s3://{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/"), catalog or None)
         if parsed.scheme in ("", "file"):
             path = Path(parsed.path if parsed.scheme == "file" else root).expanduser().resolve()
-            return cls(str(path))
+            return cls(str(path), catalog or None)
         raise LakeError(f"lake {root!r}: only local paths, file://, s3:// and s3a:// are supported")
 
     # ---- kinds of root --------------------------------------------------------------------
@@ -85,10 +88,15 @@ class Lake:
         return full if self.is_s3 else Path(full).as_uri()
 
     # ---- layout ---------------------------------------------------------------------------
+    @staticmethod
+    def raw_pipeline_dir(pipeline: str) -> str:
+        """Every topic's landed intervals of a pipeline: a folder per topic."""
+        return f"raw/{check_name('pipeline', pipeline)}"
+
     def raw_dir(self, pipeline: str, topic: str, start: str, end: str) -> str:
         from jobs.model.record import safe_part
 
-        return f"raw/{check_name('pipeline', pipeline)}/{safe_part(topic)}/interval={start}_{end}"
+        return f"{self.raw_pipeline_dir(pipeline)}/{safe_part(topic)}/interval={start}_{end}"
 
     @staticmethod
     def changes_dir(pipeline: str, run_id: str) -> str:

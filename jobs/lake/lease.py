@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
+from jobs import env
 from jobs.lake import storage
 from jobs.lake.layout import Lake, check_name
 
@@ -42,7 +43,7 @@ DEFAULT_LEASE_SECONDS = 300.0
 
 def lease_seconds() -> float:
     """How long a lease lives unrenewed: ``CDC_LEASE_SECONDS``, default 300."""
-    text = os.environ.get("CDC_LEASE_SECONDS", "").strip()
+    text = env.text("CDC_LEASE_SECONDS")
     try:
         seconds = float(text) if text else DEFAULT_LEASE_SECONDS
     except ValueError:

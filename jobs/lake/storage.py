@@ -22,6 +22,8 @@ from urllib.parse import urlparse
 
 from pyarrow import fs as pafs
 
+from jobs import env
+
 _S3_SCHEMES = ("s3://", "s3a://")
 # what the S3 file system depends on: a change (a test's own server) gets a new one
 _S3_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_CA_BUNDLE", "AWS_REGION", "AWS_DEFAULT_REGION",
@@ -71,7 +73,7 @@ def file_system(location: str) -> tuple[pafs.FileSystem, str]:
 
 def _s3() -> pafs.S3FileSystem:
     # the process id too: the AWS SDK's connections must not be shared with a forked child
-    return _s3_for(os.getpid(), tuple(os.environ.get(name) for name in _S3_ENV))
+    return _s3_for(os.getpid(), tuple(env.get(name) for name in _S3_ENV))
 
 
 @functools.lru_cache(maxsize=4)
@@ -141,7 +143,7 @@ def _s3_create_exclusive(location: str, data: bytes) -> bool:
 
     bucket, _, key = _path(location).partition("/")
     try:
-        _boto3_s3(os.getpid(), tuple(os.environ.get(name) for name in _S3_ENV)).put_object(
+        _boto3_s3(os.getpid(), tuple(env.get(name) for name in _S3_ENV)).put_object(
             Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
         return True
     except ClientError as exc:

@@ -31,16 +31,24 @@ the interval lands nothing while the source holds messages outside it, a warning
 Kafka settings such as SASL credentials come from ``--consumer-config KEY=VALUE``,
 ``--consumer-config-env KEY=ENV_VAR``, the JSON object in ``$CDC_KAFKA_CONFIG`` or an Airflow connection
 of type kafka (``--kafka-conn-id``, the apache-kafka provider's hook); values are never printed.
+
+One dispatcher, :func:`land_source`, lands a :class:`TopicSource` (what these flags, or a pipeline file's
+``source`` block in the DAG's land task, say) and names the folders it landed (:func:`landed_folders`, what
+a transform of the interval reads).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
+from jobs import env
 from jobs.errors import mask
+from jobs.lake import storage
 from jobs.lake.layout import Lake, LakeError, check_name
 from jobs.land.common import (
     BATCH_BYTES,
@@ -62,14 +70,70 @@ from jobs.land.eventhubs_capture import CAPTURE_LOOKBACK, EVENTHUBS_CAPTURE, lan
 from jobs.land.files import land_files
 from jobs.land.kafka import IDLE_TIMEOUT_S, KAFKA_CONFIG_ENV, kafka_consumer_config, land_kafka
 from jobs.land.outside import combine, quiet_interval_warning
+from jobs.model.intervals import interval_name
 
 # what callers import from here (jobs.airflow.tasks, jobs.cli, the tests, bench and scripts)
 __all__ = [
     "BATCH_BYTES", "BATCH_ROWS", "CAPTURE_LOOKBACK", "CONNECT_S3", "EVENTHUBS_CAPTURE", "HEADER_TYPE",
     "IDLE_TIMEOUT_S", "KAFKA_ARROW_SCHEMA", "KAFKA_CONFIG_ENV", "MANIFEST", "MANIFEST_VERSION", "ROWS_PER_FILE",
-    "LandError", "LandedInterval", "build_parser", "kafka_consumer_config", "land_connect_s3",
-    "land_eventhubs_capture", "land_files", "land_kafka", "landed_intervals", "main", "parse_time", "topic_dir",
+    "LandError", "LandedInterval", "TopicSource", "build_parser", "kafka_consumer_config", "land_connect_s3",
+    "land_eventhubs_capture", "land_files", "land_kafka", "land_source", "landed_folders", "landed_intervals",
+    "main", "parse_time", "topic_dir",
 ]
+
+
+@dataclass(frozen=True)
+class TopicSource:
+    """Where the topics are: ``kind`` (kafka, files, connect_s3 or eventhubs_capture) and its ``location``
+    (Kafka's bootstrap servers, over the connection's; a folder or prefix of the others), the topics (none
+    from an export: every topic found), and Kafka's consumer settings (over the connection's)."""
+
+    kind: str
+    location: str | None = None
+    topics: tuple[str, ...] = ()
+    kafka_connection: str | None = None  # an Airflow connection of type kafka
+    consumer_config: Mapping[str, Any] = field(default_factory=dict)
+    bytearray_separator: bytes = b"\n"  # a Kafka Connect S3 sink's ByteArrayFormat settings
+    bytearray_extension: str = ".bin"
+
+
+def land_source(source: TopicSource, lake: Lake, pipeline: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """Land [start, end) of every topic of ``source``: each topic's manifest."""
+    source = with_connection(source)
+    topics = list(source.topics) or None
+    if source.kind == "kafka":
+        if not topics:
+            raise LandError("landing from Kafka needs at least one topic")
+        return [land_kafka(source.location, topic, lake, pipeline, start, end, dict(source.consumer_config))
+                for topic in topics]
+    if source.kind == "connect_s3":
+        return land_connect_s3(source.location, topics, lake, pipeline, start, end,
+                               bytearray_separator=source.bytearray_separator,
+                               bytearray_extension=source.bytearray_extension)
+    if source.kind == "eventhubs_capture":
+        return land_eventhubs_capture(source.location, topics, lake, pipeline, start, end)
+    return land_files(source.location, topics, lake, pipeline, start, end)
+
+
+def with_connection(source: TopicSource) -> TopicSource:
+    """``source`` with its Kafka connection's bootstrap servers and settings in it, its own over them."""
+    if not source.kafka_connection:
+        return source
+    config = kafka_consumer_config(source.kafka_connection)
+    bootstrap = source.location or config.get("bootstrap.servers", "")
+    config.pop("bootstrap.servers", None)
+    return replace(source, location=bootstrap, kafka_connection=None,
+                   consumer_config={**config, **source.consumer_config})
+
+
+def landed_folders(lake: Lake, pipeline: str, start: datetime, end: datetime,
+                   topics: tuple[str, ...] = ()) -> list[str]:
+    """The folders landed for [start, end) (a manifest in each), one per topic (of ``topics`` only, when
+    given), in name order: what a transform of the interval reads."""
+    # a topic's folder name is already safe: it names its own folder again (jobs.model.record.safe_part)
+    topics = topics or tuple(storage.list_dirs(lake.join(Lake.raw_pipeline_dir(pipeline))))
+    folders = [lake.raw_dir(pipeline, topic, interval_name(start), interval_name(end)) for topic in topics]
+    return sorted(lake.join(folder) for folder in folders if lake.exists(f"{folder}/{MANIFEST}"))
 
 
 def _key_values(items: list[str], flag: str) -> list[tuple[str, str]]:
@@ -116,19 +180,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _kafka_settings(args: argparse.Namespace) -> tuple[str | None, dict[str, Any]]:
-    """The bootstrap servers (None when not landing from Kafka) and the consumer settings the flags give."""
-    config: dict[str, Any] = dict(_key_values(args.consumer_config, "--consumer-config"))
-    for key, var in _key_values(args.consumer_config_env, "--consumer-config-env"):
-        if var not in os.environ:
-            raise LandError(f"--consumer-config-env {key}: environment variable {var} is not set")
-        config[key] = os.environ[var]
-    bootstrap = args.kafka
-    if args.kafka_conn_id:
-        from_conn = kafka_consumer_config(args.kafka_conn_id)
-        bootstrap = from_conn.pop("bootstrap.servers")
-        config = {**from_conn, **config}  # --consumer-config overrides the connection
-    return bootstrap, config
+def _source(args: argparse.Namespace) -> TopicSource:
+    """What the flags say of the topics' source (a Kafka connection read now: a bad one is a usage error)."""
+    topics = tuple(t.strip() for item in args.topic for t in item.split(",") if t.strip())
+    if args.kafka or args.kafka_conn_id:
+        config: dict[str, Any] = dict(_key_values(args.consumer_config, "--consumer-config"))
+        for key, var in _key_values(args.consumer_config_env, "--consumer-config-env"):
+            value = env.named(var)
+            if value is None:
+                raise LandError(f"--consumer-config-env {key}: environment variable {var} is not set")
+            config[key] = value
+        if not topics:
+            raise LandError("landing from Kafka needs at least one --topic")
+        return with_connection(TopicSource("kafka", args.kafka, topics, args.kafka_conn_id, config))
+    if args.from_connect_s3:
+        try:
+            separator = args.bytearray_separator.encode("latin-1").decode("unicode_escape").encode("utf-8")
+        except (UnicodeError, ValueError):
+            raise LandError("--bytearray-separator: not a valid escape sequence") from None
+        return TopicSource("connect_s3", args.from_connect_s3, topics, bytearray_separator=separator,
+                           bytearray_extension=args.bytearray_extension)
+    if args.from_eventhubs_capture:
+        return TopicSource("eventhubs_capture", args.from_eventhubs_capture, topics)
+    return TopicSource("files", args.from_files, topics)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,30 +215,13 @@ def main(argv: list[str] | None = None) -> int:
         start, end = _check_interval(parse_time(args.start), parse_time(args.end))
         check_name("pipeline", args.pipeline)
         lake = Lake.at(args.lake)
-        topics = [t.strip() for item in args.topic for t in item.split(",") if t.strip()]
-        bootstrap, config = _kafka_settings(args)
-        if bootstrap and not topics:
-            raise LandError("landing from Kafka needs at least one --topic")
-        try:
-            separator = args.bytearray_separator.encode("latin-1").decode("unicode_escape").encode("utf-8")
-        except (UnicodeError, ValueError):
-            raise LandError("--bytearray-separator: not a valid escape sequence") from None
+        source = _source(args)
         lake.check_usable()
     except (LandError, LakeError) as exc:
         print(f"land: error: {mask(str(exc))}", file=sys.stderr)
         return 2
     try:
-        if bootstrap:
-            manifests = [land_kafka(bootstrap, topic, lake, args.pipeline, start, end, config) for topic in topics]
-        elif args.from_connect_s3:
-            manifests = land_connect_s3(args.from_connect_s3, topics or None, lake, args.pipeline, start, end,
-                                        bytearray_separator=separator,
-                                        bytearray_extension=args.bytearray_extension)
-        elif args.from_eventhubs_capture:
-            manifests = land_eventhubs_capture(args.from_eventhubs_capture, topics or None, lake, args.pipeline,
-                                               start, end)
-        else:
-            manifests = land_files(args.from_files, topics or None, lake, args.pipeline, start, end)
+        manifests = land_source(source, lake, args.pipeline, start, end)
     except (LandError, LakeError) as exc:
         print(f"land: error: {mask(str(exc))}", file=sys.stderr)
         return 1

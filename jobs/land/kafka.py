@@ -21,7 +21,6 @@ of type kafka (``kafka_consumer_config``, the apache-kafka provider's hook); val
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs import env
 from jobs.lake.layout import Lake, check_name
 from jobs.land.common import (
     BATCH_BYTES,
@@ -139,7 +139,7 @@ def _consumer_config(bootstrap: str, pipeline: str, consumer_config: dict[str, A
     # The prefetch queue is capped per partition so a topic with many partitions stays in memory.
     config: dict[str, Any] = {"group.id": f"cdc-land-{pipeline}", "isolation.level": "read_committed",
                               "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 16384}
-    env_config = os.environ.get(KAFKA_CONFIG_ENV)
+    env_config = env.get(KAFKA_CONFIG_ENV)
     if env_config:
         try:
             config.update(json.loads(env_config))

@@ -22,7 +22,6 @@ import itertools
 import json
 import logging
 import math
-import os
 import threading
 import time
 from importlib import resources
@@ -33,12 +32,10 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-# GX reads this when a context is created; set before anything imports great_expectations
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+from jobs import env
 
 log = logging.getLogger(__name__)
 
-SUITES_OVERRIDE = "CDC_EXPECTATIONS_DIR"  # a folder of suite files read instead of the package's
 CHANGES_SUITE = "changes"
 STATE_SUITE = "state"
 KEY_COLUMN = "$key_column"  # in "column": repeat the expectation once per key column
@@ -72,7 +69,7 @@ def suite_file(name: str) -> Traversable:
     """A suite's file: ``<name>.json`` of the folder CDC_EXPECTATIONS_DIR names (read when asked, not at
     import), else the one the package ships in jobs/quality/suites, through importlib.resources: the same
     call reads it from a checkout, an installed wheel or the zip spark-submit ships to a cluster's driver."""
-    override = (os.environ.get(SUITES_OVERRIDE) or "").strip()
+    override = env.text("CDC_EXPECTATIONS_DIR")
     folder = Path(override) if override else resources.files(__package__) / "suites"
     return folder / f"{name}.json"
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs import env
 from jobs.errors import SetupError
 
 if TYPE_CHECKING:  # importable without pyspark (the DAG's spark-submit arguments are built from it)
@@ -32,7 +32,7 @@ class JvmDecoderMissing(SetupError):
 
 def jar_path() -> str | None:
     """The jar of the JVM-side decoders: ``CDC_JVM_JAR`` (any URI Spark reads) or the one setup built."""
-    configured = os.environ.get("CDC_JVM_JAR", "").strip()
+    configured = env.text("CDC_JVM_JAR")
     if configured:
         return configured
     return str(DEFAULT_JAR) if DEFAULT_JAR.is_file() else None
@@ -50,7 +50,7 @@ def with_jar(jars: str | None) -> str | None:
 def missing(class_name: str, jar: str | None = None) -> JvmDecoderMissing:
     """The error of a JVM-side decoder ``class_name`` not on the class path, naming the jar expected
     (``jar``, else jar_path(), else the one setup builds) and how to put it there."""
-    configured = os.environ.get("CDC_JVM_JAR", "").strip()
+    configured = env.text("CDC_JVM_JAR")
     jar = jar or jar_path()
     if jar is None:
         where = f"its jar {DEFAULT_JAR} was not built"

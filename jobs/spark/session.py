@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from jobs import env as environ
 from jobs.spark.jvm import with_jar
 
 if TYPE_CHECKING:  # importable without pyspark (the DAG's spark-submit arguments are built from it)
@@ -27,7 +28,7 @@ JIT_OPTIONS = {"tiered": "", "c1": "-XX:TieredStopAtLevel=1"}
 
 def jvm_options(env: Mapping[str, str] | None = None) -> str:
     """The driver's and executors' JVM options: JVM_OPTIONS and those of ``CDC_JIT`` (tiered or c1)."""
-    env = os.environ if env is None else env
+    env = environ.environment() if env is None else env
     jit = (env.get("CDC_JIT") or "tiered").strip().lower()
     if jit not in JIT_OPTIONS:
         raise ValueError(f"CDC_JIT={jit!r}: one of {', '.join(JIT_OPTIONS)}")
@@ -36,7 +37,7 @@ def jvm_options(env: Mapping[str, str] | None = None) -> str:
 
 # Settings the pipeline's semantics depend on: UTC everywhere so re-runs are identical on any machine,
 # microsecond timestamps because Iceberg wants them, last-wins map keys for merging partial row
-# images; and a little tuning, each item said why.
+# images; and a little tuning, each item said why (with its default where a variable of TUNING sets it).
 SPARK_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
@@ -46,9 +47,9 @@ SPARK_CONF = {
     # column names come from the source as they are: "Name" and "NAME" are two columns (PostgreSQL
     # quoted identifiers, case-sensitive collations), not one name twice
     "spark.sql.caseSensitive": "true",
-    "spark.sql.shuffle.partitions": os.environ.get("CDC_SHUFFLE_PARTITIONS", "8"),
+    "spark.sql.shuffle.partitions": "8",
     # adaptive execution coalesces the shuffles of a run's small tables (CDC_SPARK_ADAPTIVE=false: off)
-    "spark.sql.adaptive.enabled": os.environ.get("CDC_SPARK_ADAPTIVE", "true"),
+    "spark.sql.adaptive.enabled": "true",
     # the decoders' expressions are many: generated code split into small methods, and a stage whose
     # fused method would still be huge falls back to per-operator code, both JIT-compiled sooner
     # (bench/README.md, "The JIT and generated code")
@@ -57,11 +58,22 @@ SPARK_CONF = {
     # the generated classes of a pipeline's queries are ~170 (a 1M run); Spark's default cache of 100
     # evicted them, so a long-lived session (a warm run, the test suite) compiled them again each time
     "spark.sql.codegen.cache.maxEntries": "1000",
-    "spark.ui.enabled": os.environ.get("CDC_SPARK_UI", "false"),
+    "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.extraJavaOptions": jvm_options(),
-    "spark.executor.extraJavaOptions": jvm_options(),
+    "spark.driver.extraJavaOptions": JVM_OPTIONS,
+    "spark.executor.extraJavaOptions": JVM_OPTIONS,
 }
+# the settings above that a variable changes where it is set (CDC_JIT: the JVM options, jvm_options)
+TUNING = {"CDC_SHUFFLE_PARTITIONS": "spark.sql.shuffle.partitions", "CDC_SPARK_ADAPTIVE": "spark.sql.adaptive.enabled",
+          "CDC_SPARK_UI": "spark.ui.enabled"}
+
+
+def tuned_conf(env: Mapping[str, str]) -> dict[str, str]:
+    """SPARK_CONF with the values the variables of TUNING and ``CDC_JIT`` give, where set."""
+    conf = {**SPARK_CONF, **{key: env[name].strip() for name, key in TUNING.items() if (env.get(name) or "").strip()}}
+    if (env.get("CDC_JIT") or "").strip():
+        conf["spark.driver.extraJavaOptions"] = conf["spark.executor.extraJavaOptions"] = jvm_options(env)
+    return conf
 
 
 # S3A (hadoop-aws: Spark's s3a:// file system) for an S3 lake or S3 input. The credentials are never
@@ -102,7 +114,7 @@ def s3a_conf(endpoint: str | None) -> dict[str, str]:
 
 def user_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """``CDC_SPARK_CONF``: a JSON object of Spark settings (values as strings), empty when unset."""
-    env = os.environ if env is None else env
+    env = environ.environment() if env is None else env
     text = (env.get("CDC_SPARK_CONF") or "").strip()
     if not text:
         return {}
@@ -122,15 +134,15 @@ def conf_text(value: object) -> str:
 
 def session_settings(env: Mapping[str, str] | None = None,
                      launched: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every setting build_spark gives a session: SPARK_CONF and s3a_conf (the endpoint from the
+    """Every setting build_spark gives a session: tuned_conf and s3a_conf (the endpoint from the
     environment, as jobs.lake.storage reads it), then, for a JVM this process starts, ``CDC_SPARK_PACKAGES`` as
     ``spark.jars.packages`` and ``CDC_SPARK_CONF``, which wins, with the JVM-side decoders' jar in
     ``spark.jars`` besides any given. ``launched``: the settings of a driver spark-submit started
     (jobs.spark.submit passed it jars, packages and ``CDC_SPARK_CONF`` already), which stay as they are:
     only settings it does not have are added."""
-    env = os.environ if env is None else env
+    env = environ.environment() if env is None else env
     endpoint = (env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or "").strip() or None
-    conf = {**SPARK_CONF, **s3a_conf(endpoint)}
+    conf = {**tuned_conf(env), **s3a_conf(endpoint)}
     if launched is not None:
         return {k: v for k, v in conf.items() if k not in launched}
     packages = (env.get("CDC_SPARK_PACKAGES") or "").strip()
@@ -181,19 +193,20 @@ def build_spark(app_name: str = "cdc-pipeline", master: str | None = None) -> Sp
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    submitted = bool(os.environ.get("SPARK_SUBMIT_ACTIVE"))
+    submitted = bool(environ.get("SPARK_SUBMIT_ACTIVE"))
     if master or not submitted:
-        builder = builder.master(master or os.environ.get("CDC_SPARK_MASTER", "local[*]"))
+        builder = builder.master(master or environ.text("CDC_SPARK_MASTER", "local[*]"))
     launched = None
-    if submitted and os.environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit's driver JVM runs already
+    if submitted and environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit's driver JVM runs already
         SparkContext._ensure_initialized()  # noqa: SLF001 - attaches to that JVM (starts none)
         launched = dict(SparkConf().getAll())
     for key, value in session_settings(launched=launched).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("CDC_SPARK_LOG_LEVEL", "WARN"))
+    if not environ.get("PYSPARK_PYTHON"):  # PySpark's default is `python3` on PATH: the workers run this one
+        spark.sparkContext.pythonExec = sys.executable
+    spark.sparkContext.setLogLevel(environ.text("CDC_SPARK_LOG_LEVEL", "WARN"))
     return spark
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import jobs
+from jobs.env import environment
 
 PACKAGE_DIR = Path(jobs.__file__).resolve().parent  # the `jobs` package
 PACKAGE_PARENT = PACKAGE_DIR.parent  # where `jobs` is imported from: a checkout, or site-packages
@@ -103,7 +104,7 @@ def package_for_executors(cache_dir: str | os.PathLike, package_dir: str | os.Pa
 def default_cache_dir(env: Mapping[str, str] | None = None) -> str:
     """Where the archives are built: ``CDC_SPARK_ARCHIVE_DIR``, else ``$XDG_CACHE_HOME/cdc-pipeline``
     (``~/.cache/cdc-pipeline``): the submitting user's own folder, not a shared temporary one."""
-    env = os.environ if env is None else env
+    env = environment() if env is None else env
     configured = (env.get("CDC_SPARK_ARCHIVE_DIR") or "").strip()
     if configured:
         return configured
@@ -130,7 +131,7 @@ def submit_conf(env: Mapping[str, str] | None = None, executor_python: str | Non
     credentials such as AWS_ACCESS_KEY_ID itself). ``spark.jars`` never: see :func:`submit_jars`."""
     from jobs.spark.session import driver_memory, jvm_options
 
-    env = os.environ if env is None else env
+    env = environment() if env is None else env
     options = jvm_options(env)
     # the driver runs where spark-submit is called (client mode): its heap fits that machine
     merged = {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options,
@@ -149,7 +150,7 @@ def submit_jars(env: Mapping[str, str] | None = None, conf: Mapping[str, Any] | 
     (:func:`user_conf`); None when there is none."""
     from jobs.spark.jvm import DEFAULT_JAR
 
-    env = os.environ if env is None else env
+    env = environment() if env is None else env
     ours = (env.get("CDC_JVM_JAR") or "").strip() or (str(DEFAULT_JAR) if DEFAULT_JAR.is_file() else None)
     listed = [j.strip() for j in (user_conf(conf).get("spark.jars") or "").split(",") if j.strip()]
     if ours and ours not in listed:
@@ -177,9 +178,9 @@ def driver_env(shipped: bool = True, env: Mapping[str, str] | None = None, pytho
     from spark-submit). ``shipped``: ``jobs`` comes from the ``--py-files`` archive (its suites and
     schemas too), so PYTHONPATH is the submitter's without the folder this ``jobs`` is imported from
     (always set, so an inherited one does not put it back). Not ``shipped``: that folder on PYTHONPATH
-    (local Spark, the driver and executors on this machine). ``extra`` last (e.g. a pipeline's
-    ``CDC_ICEBERG_CATALOG``)."""
-    env = os.environ if env is None else env
+    (local Spark, the driver and executors on this machine). ``extra`` last (e.g. a deployment's own
+    variables)."""
+    env = environment() if env is None else env
     python = python or sys.executable
     out = {
         "PYSPARK_PYTHON": python,
@@ -214,7 +215,7 @@ def submit_settings(cache_dir: str | os.PathLike | None = None, *, ship: bool = 
     ``conf`` and ``packages``: the user's Spark settings and Maven coordinates (a pipeline's ``spark``
     block). ``build_archive`` False leaves ``py_files`` None for the caller to fill where the job is submitted
     (a DAG is parsed on one machine and run on another)."""
-    env = os.environ if env is None else env
+    env = environment() if env is None else env
     py_files = package_for_executors(cache_dir or default_cache_dir(env)) if ship and build_archive else None
     return {
         "application": str(ENTRY),

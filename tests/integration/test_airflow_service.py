@@ -1,8 +1,8 @@
 """Airflow as its users drive it: the local Airflow of ``make airflow`` (jobs/airflow/local.py, started
-by tests/support/airflow_service.py), pipelines as YAML files in a pipelines folder of the test's own, the
-commands of docs/operations.md's "Which interval a run covers" run as written (on the test's DAGs), runs
-triggered through the REST API, a backfill of a paused DAG, a cleared task, a failing task's email, and
-the UI in headless Chromium.
+by tests/support/airflow_service.py), pipelines as YAML files beside their DAG stubs in a DAGs folder of the
+test's own, the commands of docs/operations.md's "Which interval a run covers" run as written (on the test's
+DAGs), runs triggered through the REST API, a backfill of a paused DAG, a cleared task, a failing task's
+email, and the UI in headless Chromium.
 
 One service for the whole module, and every Spark run counted (each is a spark-submit JVM):
 
@@ -177,7 +177,8 @@ def harness(tmp_path_factory, demo_topics):
         }
         started = time.monotonic()
         with airflow_service(tmp, connections=connections,
-                             env={"CDC_PIPELINES_DIR": str(pipelines), "AIRFLOW__EMAIL__FROM_EMAIL": "cdc@example.com"}
+                             env={"AIRFLOW__CORE__DAGS_FOLDER": str(pipelines),  # each file beside its DAG stub
+                                  "AIRFLOW__EMAIL__FROM_EMAIL": "cdc@example.com"}
                              ) as af:
             h = Harness(af, tmp, inbox, demo_topics)
             af.wait_for_dags([SERIAL, BACKFILL, BROKEN, HELD, ENDED])
@@ -200,7 +201,7 @@ def test_ui_lists_every_configured_pipeline(harness):
     assert af.dag_ids() == sorted([BACKFILL, BROKEN, ENDED, HELD, SERIAL])  # cdc_ended: through the plugin
     assert af.rest("GET", "/api/v2/importErrors")["import_errors"] == []
     for dag in af.rest("GET", "/api/v2/dags?limit=100")["dags"]:
-        assert dag["fileloc"].endswith("cdc_pipelines.py"), dag
+        assert dag["fileloc"].endswith(f"/pipelines/{dag['dag_id'].removeprefix('cdc_')}.py"), dag  # its stub
         # pipeline.paused: true for these three; the others follow dags_are_paused_at_creation (false here)
         assert dag["is_paused"] is (dag["dag_id"] in (BACKFILL, ENDED, HELD)), dag
     # nothing of it listens beyond 127.0.0.1: no log server on 0.0.0.0:8793 clashing with another Airflow

@@ -26,7 +26,7 @@ import jsonschema
 import pytest
 import yaml
 
-from jobs.config import PipelineConfig, load_pipeline
+from jobs.config import PipelineConfig, dag_stub, load_pipeline
 from tests.support.packaging import pinned, requirement_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -249,16 +249,17 @@ def airflow(services) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def pipelines(airflow) -> dict[Path, PipelineConfig]:
-    """Every pipeline file the Airflow service reads, loaded with its environment (CDC_HOME included)."""
+    """Every pipeline file the Airflow service makes a DAG of (one with its DAG stub in the DAGs folder),
+    loaded with its environment (CDC_HOME included)."""
     env = env_of(airflow)
-    folder = env.get("CDC_PIPELINES_DIR")
-    assert folder, "the Airflow service sets no CDC_PIPELINES_DIR: it would read dags/pipelines/ of the image"
+    folder = env.get("AIRFLOW__CORE__DAGS_FOLDER")
+    assert folder, "the Airflow service sets no DAGs folder: it would read the image's"
     mounted = bind_for(airflow, folder)
-    assert mounted, f"CDC_PIPELINES_DIR {folder} is not in a bind mount of the Airflow service"
+    assert mounted, f"the DAGs folder {folder} is not in a bind mount of the Airflow service"
     host_folder = mounted[1]
-    assert host_folder.is_dir(), f"{host_folder} (CDC_PIPELINES_DIR {folder}) does not exist in the repository"
-    files = sorted(p for p in host_folder.iterdir() if p.suffix in (".yaml", ".yml") and not p.name.startswith("."))
-    assert files, f"no pipeline file in {host_folder}"
+    assert host_folder.is_dir(), f"{host_folder} (the DAGs folder {folder}) does not exist in the repository"
+    files = sorted(p for p in host_folder.iterdir() if p.suffix in (".yaml", ".yml") and dag_stub(p).is_file())
+    assert files, f"no pipeline file with its DAG stub in {host_folder}"
     return {path: load_pipeline(path, env=env) for path in files}
 
 

@@ -44,6 +44,27 @@ def test_environment_references_and_cdc_home(tmp_path):
         "sink.lake: environment variable LAKE_ROOT is not set; fix: set it, or give a default as ${LAKE_ROOT:-value}"]
 
 
+def test_without_cdc_home_relative_paths_resolve_against_the_files_folder(tmp_path):
+    path = write_pipeline(tmp_path / "deploy" / "pipelines", blocks(lake="../lake", source={"files": "topics"},
+                                                                     reconcile={"counts": "../../counts.json"}))
+    cfg = load_pipeline(path, env={})
+    assert (cfg.sink.lake, cfg.source.files, cfg.reconcile.counts) == (
+        str(tmp_path / "deploy" / "lake"), str(tmp_path / "deploy" / "pipelines" / "topics"),
+        str(tmp_path / "counts.json"))
+
+
+def test_a_file_is_read_once_per_process_until_it_or_a_variable_it_reads_changes(tmp_path):
+    path = write_pipeline(tmp_path, blocks(lake="${LAKE_ROOT}", source={"files": "topics"}))
+    first = load_pipeline(path, env={"LAKE_ROOT": "/a"})
+    # a DAG stub's parse, then its task, which Airflow gives variables of its own (AIRFLOW_CTX_*)
+    assert load_pipeline(path, env={"LAKE_ROOT": "/a", "AIRFLOW_CTX_DAG_ID": "cdc_demo"}) is first
+    assert load_pipeline(path, env={"LAKE_ROOT": "/b"}).sink.lake == "/b"
+    assert first.source.files == str(tmp_path / "topics")
+    assert load_pipeline(path, env={"LAKE_ROOT": "/a", "CDC_HOME": "/srv"}).source.files == "/srv/topics"
+    path.write_text(path.read_text().replace("pipeline:\n  name: demo", "pipeline:\n  name: renamed"))
+    assert load_pipeline(path, env={"LAKE_ROOT": "/a"}).name == "renamed"
+
+
 @pytest.mark.parametrize("change, expected", [
     (lambda d: d["pipeline"].update(schedul="@daily"), "pipeline.schedul: unknown field; fix: did you mean `schedule`?"),
     (lambda d: d["source"].update(format="debezum"),
@@ -144,26 +165,28 @@ def test_a_file_too_large_or_too_deep_is_refused_with_its_size_and_fix(tmp_path)
 
 
 def test_a_bomb_beside_good_files_leaves_their_dags_loading_at_once(tmp_path):
-    """The DAG processor parses every pipeline file in one loader: a file that took minutes would hold
-    every pipeline's DAG back. A subprocess, so that Airflow's import stays out of the other tests."""
+    """The DAG processor parses every pipeline file's stub: a file that took minutes would hold the
+    pipelines' DAGs back. A subprocess, so that Airflow's import stays out of the other tests."""
     import os
     import subprocess
     import sys
 
     folder = tmp_path / "pipelines"
     write_pipeline(folder, blocks("orders", lake=str(tmp_path / "lake")))
-    (folder / "bomb.yaml").write_text(_alias_bomb(12))
-    (folder / "big.yaml").write_text("#" * (50 << 20))
-    probe = ("import json, sys; from jobs.airflow.dags import load_dags; "
-             "print(json.dumps(sorted(load_dags(sys.argv[1]))))")
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "PYTHONPATH": str(REPO)}
+    for name, text in (("bomb", _alias_bomb(12)), ("big", "#" * (50 << 20))):
+        (folder / f"{name}.yaml").write_text(text)
+        (folder / f"{name}.py").write_text((REPO / "dags" / "pipelines" / "demo.py").read_text())
+    probe = ("import json, sys; from airflow.dag_processing.dagbag import DagBag; bag = DagBag(sys.argv[1]); "
+             "print(json.dumps([sorted(bag.dags), {k.rsplit('/', 1)[-1]: v for k, v in bag.import_errors.items()}]))")
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", probe, str(folder)], env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == '["cdc_orders"]'
-    logged = done.stdout + done.stderr  # the loader logs each refused file (Airflow's log goes to stdout)
-    assert "bomb.yaml: more than 100,000 values" in logged
-    assert "big.yaml: 52,428,800 bytes, more than" in logged
+    dags, errors = json.loads(done.stdout.strip().splitlines()[-1])
+    assert dags == ["cdc_orders"] and sorted(errors) == ["big.py", "bomb.py"]
+    assert "bomb.yaml: more than 100,000 values" in errors["bomb.py"]
+    assert "big.yaml: 52,428,800 bytes, more than" in errors["big.py"]
 
 
 # ---- secrets: never in a location, never shown ---------------------------------------------------------
@@ -269,12 +292,17 @@ def test_the_checker_says_which_local_paths_are_missing_and_which_it_cannot_chec
     assert main([str(path)]) == 1
     assert capsys.readouterr().err.strip().splitlines() == [
         f"{path}: source.files: {topics}: no such folder; fix: land or copy the topic dumps there, or correct the "
-        "path (a relative one resolves against $CDC_HOME)",
+        "path (a relative one resolves against $CDC_HOME, else the file's folder)",
         f"{path}: reconcile.counts: {tmp_path}/counts.json: no such file; fix: write the counts file there "
-        "(docs/operations.md, Counts files), or correct the path (a relative one resolves against $CDC_HOME)"]
+        "(docs/operations.md, Counts files), or correct the path (a relative one resolves against $CDC_HOME, else "
+        "the file's folder)"]
     topics.mkdir()
     (tmp_path / "counts.json").write_text("{}")
     assert main([str(path)]) == 0 and capsys.readouterr().err == ""
+    path.with_suffix(".py").unlink()  # no DAG stub: a note, not a mistake (the command line runs it all the same)
+    assert main([str(path)]) == 0
+    assert capsys.readouterr().err.strip() == (f"{path}: no DAG stub demo.py beside it: Airflow makes no DAG of it; "
+                                               "fix: copy dags/pipelines/demo.py there (every pipeline's stub is the same)")
     remote = write_pipeline(tmp_path, blocks(source={"files": None, "connect_s3": "s3://exports/topics"}), "s3.yaml")
     assert main([str(remote)]) == 0
     assert capsys.readouterr().err.strip() == (

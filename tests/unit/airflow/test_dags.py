@@ -1,5 +1,5 @@
-"""Every pipeline file makes a DAG that imports, serializes, is documented, owned, tagged, retried, and
-loads no Spark at parse time; a broken file is an import error of its own.
+"""Every pipeline file makes a DAG (through its stub) that imports, serializes, is documented, owned, tagged,
+retried, and loads no Spark at parse time; a broken file is the import error of its own stub.
 
 The DagBag is filled in a subprocess: parsing a DAG imports providers and sets Airflow's config,
 which must not leak into the other tests (nor theirs into this check, e.g. pyspark already loaded).
@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.paths import REPO
 from tests.support.pipelines import blocks, write_pipeline
 
-REPO = Path(__file__).resolve().parents[2]
 DAGS = REPO / "dags"
 PLUGINS = REPO / "plugins"
 STAGES = ["land", "transform", "reconcile", "alert", "expire"]
@@ -45,9 +45,13 @@ for dag_id, dag in bag.dags.items():
         "depends_on_past": sorted({t.depends_on_past for t in tasks}),
         "tasks": {t.task_id: sorted(t.upstream_task_ids) for t in tasks},
         "types": {t.task_id: type(t).__name__ for t in tasks},
-        "xcom_args": {t.task_id: [getattr(t, "application_args").operator.task_id, getattr(t, "application_args").key]
-                      for t in tasks if isinstance(getattr(t, "application_args", None), XComArg)},
+        "application_args": {t.task_id: [[a.operator.task_id, a.key] if isinstance(a, XComArg) else a
+                                         for a in t.application_args]
+                             for t in tasks if hasattr(t, "application_args")},
+        "op_kwargs": {t.task_id: sorted(k for k, v in t.op_kwargs.items() if isinstance(v, XComArg))
+                      for t in tasks if getattr(t, "op_kwargs", None)},
         "spark": {t.task_id: {"application": t.application, "conn_id": t._conn_id, "env": sorted(t.env_vars or {}),
+                              "py_files": t.py_files,
                               "outlets": [[type(o).__name__, o.name, getattr(o, "uri", None)] for o in t.outlets]}
                   for t in tasks if hasattr(t, "application")},
         "params": sorted(dag.params.keys()),
@@ -61,11 +65,11 @@ print(json.dumps(out))
 """
 
 
-def _load(tmp_path, extra_env=None):
-    env = {k: v for k, v in os.environ.items() if k != "CDC_PIPELINES_DIR"}  # the repository's files unless given
-    env.update({"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "PYTHONPATH": str(REPO),
-                **(extra_env or {})})
-    proc = subprocess.run([sys.executable, "-c", PROBE, str(DAGS)], env=env, capture_output=True, text=True,
+def _load(tmp_path, folder: Path = DAGS, extra_env=None):
+    """What a DagBag makes of the DAG files of ``folder`` (the repository's dags/ unless given)."""
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "PYTHONPATH": str(REPO), **(extra_env or {})}
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(folder)], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -103,9 +107,13 @@ def test_demo_dag_runs_the_stages_in_order_on_real_daily_windows(tmp_path):
     assert dag["types"] == {"land": "PythonOperator", "transform": "TransformOperator",
                             "reconcile": "PythonOperator", "alert": "PythonOperator",
                             "expire": "PythonOperator"}
-    # its arguments are the list land computed (one --raw per topic folder)
-    assert dag["xcom_args"] == {"transform": ["land", "transform_args"]}
+    # its arguments are the pipeline file and the interval land resolved: no setting of the file as a flag
+    demo = str(DAGS / "pipelines" / "demo.yaml")
+    assert dag["application_args"] == {"transform": ["transform", "--pipeline-file", demo,
+                                                     "--start", ["land", "start"], "--end", ["land", "end"]]}
+    assert dag["op_kwargs"] == {"land": [], **{t: ["end", "start"] for t in ("reconcile", "alert", "expire")}}
     spark = dag["spark"]["transform"]
+    assert spark["py_files"] is None  # no spark.ship_package: this checkout is on the driver's PYTHONPATH
     assert spark["application"] == str(REPO / "jobs" / "spark_entry.py") and spark["conn_id"] == "spark_default"
     assert {"PYTHONPATH", "PYSPARK_PYTHON"} <= set(spark["env"])
     # the published tables are assets: the namespace, and each table through the alias its runs fill
@@ -122,13 +130,18 @@ def test_a_broken_file_is_its_own_import_error_and_the_others_load(tmp_path):
     broken["source"]["format"] = "debezum"
     write_pipeline(folder, broken)
     write_pipeline(folder, blocks("orders"), file_name="orders_copy.yaml")  # a name taken twice
-    loaded = _load(tmp_path, {"CDC_PIPELINES_DIR": str(folder), "AIRFLOW_CONN_SMTP_DEFAULT": ""})
+    (folder / "gone.py").write_text((DAGS / "pipelines" / "demo.py").read_text())  # a stub without its file
+    loaded = _load(tmp_path, folder, {"AIRFLOW_CONN_SMTP_DEFAULT": ""})
     assert sorted(loaded["dags"]) == ["cdc_orders", "cdc_refunds"]
-    assert sorted(Path(k).name for k in loaded["errors"]) == ["broken.yaml", "orders_copy.yaml"]
-    [broken_error] = [v for k, v in loaded["errors"].items() if k.endswith("broken.yaml")]
-    assert "source.format: 'debezum' is not one of" in broken_error and "did you mean `debezium`?" in broken_error
-    [taken] = [v for k, v in loaded["errors"].items() if k.endswith("orders_copy.yaml")]
-    assert "pipeline.name: 'orders' is also the name in" in taken
+    # Airflow names each broken file's stub; the error names the file, the field and the fix
+    assert sorted(Path(k).name for k in loaded["errors"]) == ["broken.py", "gone.py", "orders_copy.py"]
+    [broken_error] = [v for k, v in loaded["errors"].items() if k.endswith("broken.py")]
+    assert f"{folder / 'broken.yaml'}: source.format: 'debezum' is not one of" in broken_error
+    assert "did you mean `debezium`?" in broken_error
+    [taken] = [v for k, v in loaded["errors"].items() if k.endswith("orders_copy.py")]
+    assert f"{folder / 'orders_copy.yaml'}: pipeline.name: 'orders' is also the name in" in taken
+    [gone] = [v for k, v in loaded["errors"].items() if k.endswith("gone.py")]
+    assert "without its pipeline file gone.yaml" in gone
     assert loaded["dags"]["cdc_refunds"]["timetable_summary"] == "0 * * * *"
     assert "hourly" in loaded["dags"]["cdc_refunds"]["tags"]
     # recipients add a failure notifier, built at parse time without an SMTP server
@@ -137,8 +150,18 @@ def test_a_broken_file_is_its_own_import_error_and_the_others_load(tmp_path):
     assert loaded["dags"]["cdc_refunds"]["failure_callbacks"] == []
 
 
+def test_every_stub_is_the_one_the_package_writes(tmp_path):
+    from jobs.airflow.dags import STUB, write_stub
+
+    stubs = [*DAGS.rglob("*.py"), *(REPO / "deploy" / "compose" / "pipelines").glob("*.py")]
+    assert stubs and all(stub.read_text() == STUB for stub in stubs)
+    assert all(stub.with_suffix(".yaml").is_file() for stub in stubs)
+    (tmp_path / "orders.yaml").write_text("x")
+    assert write_stub(tmp_path / "orders.yaml").read_text() == STUB
+
+
 def test_dag_files_only_wire_tasks():
-    for path in DAGS.glob("*.py"):
+    for path in DAGS.rglob("*.py"):
         tree = ast.parse(path.read_text())
         imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
             a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
@@ -158,7 +181,7 @@ def _ending(tmp_path) -> Path:
 
 
 def test_a_pipeline_end_ends_the_schedule_but_gives_no_task_an_end_date(tmp_path):
-    loaded = _load(tmp_path, {"CDC_PIPELINES_DIR": str(_ending(tmp_path)), "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS)})
+    loaded = _load(tmp_path, _ending(tmp_path), {"AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS)})
     assert loaded["errors"] == {}
     dag = loaded["dags"]["cdc_ending"]
     # the last interval the scheduler makes ends at `end`: [start, end) is covered, nothing after it
@@ -170,12 +193,11 @@ def test_a_pipeline_end_ends_the_schedule_but_gives_no_task_an_end_date(tmp_path
 
 
 def test_a_pipeline_end_without_the_timetable_plugin_is_its_own_import_error(tmp_path):
-    loaded = _load(tmp_path, {"CDC_PIPELINES_DIR": str(_ending(tmp_path)),
-                              "AIRFLOW__CORE__PLUGINS_FOLDER": str(tmp_path / "no-plugins")})
+    loaded = _load(tmp_path, _ending(tmp_path), {"AIRFLOW__CORE__PLUGINS_FOLDER": str(tmp_path / "no-plugins")})
     assert sorted(loaded["dags"]) == ["cdc_open"]  # a pipeline without `end` needs no plugin
     [(path, error)] = loaded["errors"].items()
-    assert path.endswith("ending.yaml") and "pipeline.end" in error
-    assert "plugins_folder" in error and str(PLUGINS) in error, error
+    assert path.endswith("ending.py") and "ending.yaml: pipeline.end" in error
+    assert "plugins_folder" in error and "plugins/cdc_timetables.py" in error, error
 
 
 
@@ -186,8 +208,8 @@ def test_a_pipeline_file_says_whether_its_dag_starts_paused(tmp_path):
     write_pipeline(folder, blocks("live", lake=str(tmp_path / "l2"), pipeline={"paused": False}))
     write_pipeline(folder, blocks("default", lake=str(tmp_path / "l3")))
     write_pipeline(folder, blocks("wrong", lake=str(tmp_path / "l4"), pipeline={"paused": "maybe"}))
-    loaded = _load(tmp_path, {"CDC_PIPELINES_DIR": str(folder)})
+    loaded = _load(tmp_path, folder)
     assert {d: loaded["dags"][d]["paused_at_creation"] for d in ("cdc_held", "cdc_live", "cdc_default")} == \
         {"cdc_held": True, "cdc_live": False, "cdc_default": None}  # None: Airflow's dags_are_paused_at_creation
     [(path, error)] = loaded["errors"].items()
-    assert path.endswith("wrong.yaml") and "pipeline.paused" in error, error
+    assert path.endswith("wrong.py") and "pipeline.paused" in error, error

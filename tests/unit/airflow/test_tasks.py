@@ -1,4 +1,5 @@
-"""The DAGs' helpers: windows, run ids, the plan land hands on, the settings a pipeline file gives the tasks."""
+"""The DAGs' helpers: windows, run ids, what land hands on (the interval), the settings a pipeline file gives
+the tasks."""
 from __future__ import annotations
 
 import json
@@ -11,9 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.airflow import tasks as tasks
-from jobs.land.command import KAFKA_ARROW_SCHEMA
+from jobs.config import load_pipeline
+from jobs.lake.layout import Lake
+from jobs.land.command import KAFKA_ARROW_SCHEMA, landed_folders
 from jobs.land.outside import quiet_interval_warning
 from jobs.model.record import safe_part
+from tests.support.paths import REPO
 from tests.support.pipelines import pipeline
 
 UTC = UTC
@@ -66,85 +70,51 @@ def test_dag_params_are_the_window_of_a_manual_run_only():
     assert set(params) == {"start", "end"} and all(p.value == "" for p in params.values())
 
 
-# ---- plan and spark-submit arguments -------------------------------------------------------------
+# ---- what land hands on, and what the transform is given ------------------------------------------
 def _manifest(topic: str, records: int) -> dict:
     rel = f"raw/demo/{topic}/interval=20261101T000000Z_20261102T000000Z"
     return {"topic": topic, "path": rel, "totals": {"records": records}}
 
 
-def test_transform_gets_one_raw_per_landed_topic_folder_and_no_other_interval(tmp_path):
-    cfg, _ = pipeline(tmp_path, lake="/lake", alert={"to": ["dq@x.org"]})
-    plan = tasks.build_plan(cfg, DAY1, DAY2, [_manifest("shop.public.orders", 5), _manifest("shop.public.customers", 2)],
-                            lambda rel: f"/lake/{rel}")
-    assert plan.run_id == "20261101T000000Z_20261102T000000Z" and plan.messages == 7
-    assert (plan.start, plan.end) == ("2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z")
-    args = tasks.transform_args(plan, cfg)
-    assert args[:9] == ["transform", "--lake", "/lake", "--pipeline", "demo",
-                        "--run-id", "20261101T000000Z_20261102T000000Z", "--format", "debezium"]
-    raws = [args[i + 1] for i, a in enumerate(args) if a == "--raw"]
-    assert raws == ["/lake/raw/demo/shop.public.customers/interval=20261101T000000Z_20261102T000000Z",
-                    "/lake/raw/demo/shop.public.orders/interval=20261101T000000Z_20261102T000000Z"]
-    assert not any("*" in a for a in [args[i + 1] for i, a in enumerate(args) if a == "--raw"])  # no glob
+def test_the_transform_gets_the_pipeline_file_and_the_interval_and_no_setting_as_a_flag(tmp_path):
+    from jobs.cli import build_parser
+    from jobs.settings import RunSettings
 
-
-def test_the_tables_settings_reach_the_transform_and_its_cli_reads_them(tmp_path):
-    from jobs.cli import build_parser, history_patterns, parse_primary_keys
-
-    tables = [{"match": "shop.public.*", "primary_keys": ["id"], "history": True},
-              {"match": "shop.public.order_lines", "primary_keys": ["order_id", "line_no"], "history": False},
-              {"match": "audit_*", "key_rows_limit": 5}]
-    cfg, _ = pipeline(tmp_path, lake=str(tmp_path), tables=tables, sink={"keep_changes": True, "state_buckets": 4})
-    plan = tasks.build_plan(cfg, DAY1, DAY2, [_manifest("a", 1), _manifest("b", 1)], lambda rel: f"{tmp_path}/{rel}")
-    parsed = build_parser().parse_args(tasks.transform_args(plan, cfg))
-    assert parsed.command == "transform" and parsed.raw == list(plan.raw)
-    assert parsed.run_id == plan.run_id and parsed.format == "debezium" and parsed.keep_changes
-    assert parsed.state_buckets == 4 and parsed.message_shape == "auto"
-    keys = parse_primary_keys(parsed.primary_keys)
-    assert keys["shop.public.*"] == ("id",) and keys["shop.public.order_lines"] == ("order_id", "line_no")
-    from jobs.model.table_rules import setting_for
-
-    history = history_patterns(parsed)
-    assert setting_for(history, "shop.public.orders", False) is True
-    assert setting_for(history, "shop.public.order_lines", False) is False  # the one table wins over its family
-    assert setting_for(history, "other.public.orders", False) is False
-    # among globs the first listed wins, in the file as on the command line
-    cfg, _ = pipeline(tmp_path, tables=[{"match": "shop.public.audit_*", "history": False},
-                                        {"match": "shop.public.*", "history": True}])
-    rules = history_patterns(build_parser().parse_args(tasks.transform_args(plan, cfg)))
-    assert [setting_for(rules, t, False) for t in ("shop.public.audit_log", "shop.public.orders")] == [False, True]
-    args = ["merge", "--lake", "/l", "--pipeline", "p", "--run-id", "r"]
-    rules = history_patterns(build_parser().parse_args([*args, "--history", "--no-history-of", "shop.public.audit_*"]))
-    assert [setting_for(rules, t, False) for t in ("shop.public.audit_log", "shop.public.orders")] == [False, True]
+    tables = [{"match": "shop.public.*", "primary_keys": ["id"], "history": True}]
+    cfg, path = pipeline(tmp_path, lake=str(tmp_path / "lake"), tables=tables, sink={"keep_changes": True})
+    args = tasks.transform_args(str(path), "2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z")
+    assert args == ["transform", "--pipeline-file", str(path), "--start", "2026-11-01T00:00:00Z",
+                    "--end", "2026-11-02T00:00:00Z"]
+    # the driver makes the settings the tasks make: the file's, for the interval
+    driver = RunSettings.from_args(build_parser().parse_args(args))
+    assert driver == RunSettings.from_pipeline(cfg, (DAY1, DAY2))
+    assert driver.run_id == "20261101T000000Z_20261102T000000Z" and driver.transform.keep_changes
 
 
 def test_the_tables_settings_reach_reconcile(tmp_path):
     from jobs.reconcile.checkpoints import Tolerance
 
     tables = [{"match": "shop.public.*", "count_tolerance": "10,1%"}, {"match": "orders", "key_rows_limit": 7}]
-    cfg, _ = pipeline(tmp_path, tables=tables, reconcile={"count_tolerance": "2", "key_rows_limit": 100,
-                                                          "max_lag": "90m"})
-    plan = tasks.build_plan(cfg, DAY1, DAY2, [_manifest("t", 1)], str)
-    options = tasks.reconcile_options(cfg, plan)
+    _, path = pipeline(tmp_path, tables=tables, reconcile={"count_tolerance": "2", "key_rows_limit": 100,
+                                                           "max_lag": "90m"})
+    settings = tasks.run_settings(str(path), "2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z")
+    options = settings.reconcile.options(settings.transform.fmt)
     assert options.max_lag_s == 5400 and options.as_of == int(DAY2.timestamp() * 1_000_000)
     assert options.tolerance_of("shop.public.orders") == Tolerance(10, 1.0)
     assert options.tolerance_of("other.x") == Tolerance(2, 0.0)
     assert options.key_rows_limit_of("shop.public.orders") == 7 and options.key_rows_limit_of("shop.x.y") == 100
+    assert options.fmt == "debezium" and settings.expire.as_of == DAY2
 
 
-def test_land_outputs_survive_xcom_json(tmp_path):
-    cfg, _ = pipeline(tmp_path, alert={"to": ["dq@x.org"], "quarantine_threshold": 0.01})
-    plan = tasks.build_plan(cfg, DAY1, DAY2, [_manifest("t", 3)], lambda rel: f"/l/{rel}")
-    outputs = json.loads(json.dumps(tasks.land_outputs(plan, cfg)))
-    assert set(outputs) == {"plan", "transform_args"}
-    assert tasks.RunPlan.from_xcom(outputs["plan"]) == plan
-    assert outputs["transform_args"] == tasks.transform_args(plan, cfg)
-    assert "dq@x.org" not in json.dumps(outputs)  # the plan is facts of the run, the file holds the settings
+def test_lands_xcoms_are_the_interval_alone(tmp_path):
+    landed = tasks.landed(DAY1, DAY2, [_manifest("t", 3)], lambda rel: f"/l/{rel}")
+    assert json.loads(json.dumps(landed.window())) == {"start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z"}
+    assert landed.run_id == "20261101T000000Z_20261102T000000Z" and landed.messages == 3
 
 
-def test_nothing_landed_is_an_error(tmp_path):
-    cfg, _ = pipeline(tmp_path)
+def test_nothing_landed_is_an_error():
     with pytest.raises(ValueError, match="nothing was landed"):
-        tasks.build_plan(cfg, DAY1, DAY2, [], str)
+        tasks.landed(DAY1, DAY2, [], str)
 
 
 # ---- land from topic dumps (real files, real lake folder) -----------------------------------------
@@ -167,23 +137,27 @@ def test_land_lands_each_topic_for_the_window_and_plans_its_folders(tmp_path):
     _, path = pipeline(tmp_path, name="nightly", lake=str(tmp_path / "lake"), source={"files": str(topics)})
 
     outputs = tasks.land(str(path), params={"start": "", "end": ""}, data_interval_start=DAY1, data_interval_end=DAY2)
-    plan = tasks.RunPlan.from_xcom(outputs["plan"])
-    assert plan.pipeline == "nightly" and plan.run_id == "20261101T000000Z_20261102T000000Z"
+    assert outputs == {"start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z"}
+    cfg = load_pipeline(path)
+    plan = tasks.land_interval(cfg, DAY1, DAY2)  # again: the landed interval's manifests, as they are
+    assert plan.folders == tuple(str(f) for f in sorted((tmp_path / "lake" / "raw" / "nightly").glob("*/interval=*")))
+    assert plan.run_id == "20261101T000000Z_20261102T000000Z"
     assert plan.topics == ("shop.public.customers", "shop.public.orders")
     assert plan.messages == 3 + 1  # [start, end): the message at exactly DAY2 belongs to the next day
-    for topic, folder, expected in zip(plan.topics, plan.raw, (1, 3)):
+    # what the transform of the interval reads: these folders, found in the lake by the run's interval
+    assert tuple(landed_folders(Lake.at(cfg.sink.lake), "nightly", DAY1, DAY2)) == plan.folders
+    for topic, folder, expected in zip(plan.topics, plan.folders, (1, 3)):
         assert folder == str(tmp_path / "lake" / "raw" / "nightly" / safe_part(topic)
                              / "interval=20261101T000000Z_20261102T000000Z")
         manifest = json.loads((Path(folder) / "_manifest.json").read_text())
         assert manifest["totals"]["records"] == expected
         landed = pq.read_table(folder, schema=KAFKA_ARROW_SCHEMA)
         assert landed.num_rows == expected
-    assert outputs["transform_args"].count("--raw") == 2
 
     # a re-run of the interval (a retry, a cleared task, a backfill) lands nothing new
     again = tasks.land(str(path), params={"start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z"},
                        data_interval_start=DAY3, data_interval_end=DAY3)
-    assert again == outputs
+    assert again == outputs and tasks.land_interval(cfg, DAY1, DAY2) == plan
 
 
 # ---- the interval a run covers, impossible to miss -----------------------------------------------
@@ -242,24 +216,22 @@ def test_a_note_that_cannot_be_written_is_a_warning_and_the_run_goes_on(monkeypa
     assert warning.startswith("the run's note was not set (URLError") and "airflow_api" in warning, warning
 
 
-def test_the_plan_carries_what_the_source_holds_outside_an_empty_interval(tmp_path):
-    cfg, _ = pipeline(tmp_path)
+def test_landed_says_what_the_source_holds_outside_an_empty_interval():
     quiet = [{**_manifest("a", 0), "outside": {"before": 2, "after": 0, "last_before": "2026-10-31T22:00:00Z",
                                                "first_after": None, "earliest": None, "latest": None}},
              {**_manifest("b", 0), "outside": {"before": 1, "after": 5, "last_before": "2026-10-31T23:30:00Z",
                                                "first_after": "2026-11-02T00:00:01Z", "earliest": None,
                                                "latest": None}}]
-    plan = tasks.build_plan(cfg, DAY1, DAY2, quiet, str)
+    plan = tasks.landed(DAY1, DAY2, quiet, str)
     assert plan.outside == {"before": 3, "after": 5, "last_before": "2026-10-31T23:30:00Z",
                             "first_after": "2026-11-02T00:00:01Z", "earliest": None, "latest": None}
-    assert tasks.RunPlan.from_xcom(json.loads(json.dumps(plan.to_xcom()))) == plan
     warning = quiet_interval_warning(plan.start, plan.end, plan.messages, plan.outside)
     assert warning == ("0 messages in [2026-11-01T00:00:00Z, 2026-11-02T00:00:00Z) but the source holds 3 before it "
                        "(the last at 2026-10-31T23:30:00Z) and 5 after it (the first at 2026-11-02T00:00:01Z): is "
                        "this the interval you meant?")
     # landed from a source that says nothing about outside (an older manifest): no claim either way
-    assert tasks.build_plan(cfg, DAY1, DAY2, [_manifest("a", 0)], str).outside is None
-    busy = tasks.build_plan(cfg, DAY1, DAY2, [_manifest("a", 3), *quiet[1:]], str)
+    assert tasks.landed(DAY1, DAY2, [_manifest("a", 0)], str).outside is None
+    busy = tasks.landed(DAY1, DAY2, [_manifest("a", 3), *quiet[1:]], str)
     assert quiet_interval_warning(busy.start, busy.end, busy.messages, busy.outside) is None
 
 
@@ -289,7 +261,7 @@ def test_spark_submit_gets_the_pipelines_spark_block(tmp_path, monkeypatch):
     monkeypatch.setenv("CDC_SPARK_ARCHIVE_DIR", str(tmp_path / "archives"))
     cfg, _ = pipeline(tmp_path)
     local = tasks.spark_settings(cfg)
-    assert local["env_vars"]["PYTHONPATH"] == str(tasks.REPO) and local["py_files"] is None
+    assert local["env_vars"]["PYTHONPATH"] == str(REPO) and local["py_files"] is None
     assert Path(local["application"]).is_file() and "CDC_ICEBERG_CATALOG" not in local["env_vars"]
     assert local["packages"] is None and "spark.pyspark.python" not in local["conf"]
     cluster, _ = pipeline(tmp_path, name="s3", lake="s3://bucket/lake", sink={"catalog": "lake_catalog"},
@@ -298,14 +270,15 @@ def test_spark_submit_gets_the_pipelines_spark_block(tmp_path, monkeypatch):
                                  "packages": ["org.apache.hadoop:hadoop-aws:3.4.2"],
                                  "ship_package": True, "executor_python": "/opt/venv/bin/python"})
     parsed = tasks.spark_settings(cluster)
-    assert parsed["py_files"] is None and not (tmp_path / "archives").exists()  # not built when the DAG is parsed
-    assert str(tasks.REPO) not in parsed["env_vars"]["PYTHONPATH"].split(":")  # the archive, not this checkout
+    # the archive is the DAG's macro, rendered where the task runs: not built when the DAG is parsed
+    assert parsed["py_files"] == "{{ cdc_jobs_archive() }}" and not (tmp_path / "archives").exists()
+    assert str(REPO) not in parsed["env_vars"]["PYTHONPATH"].split(":")  # the archive, not this checkout
     assert parsed["conf"]["spark.hadoop.fs.s3a.path.style.access"] == "true"
     assert parsed["conf"]["spark.driver.extraJavaOptions"] == "-Xss4m"  # the pipeline's conf wins
     assert parsed["conf"]["spark.pyspark.python"] == "/opt/venv/bin/python"
     assert parsed["packages"] == "org.apache.hadoop:hadoop-aws:3.4.2"
-    assert parsed["env_vars"]["CDC_ICEBERG_CATALOG"] == "lake_catalog"
-    shipped = tasks.spark_settings(cluster, ship_archive=True)["py_files"]
+    assert "CDC_ICEBERG_CATALOG" not in parsed["env_vars"]  # the driver reads the catalog from the file
+    shipped = tasks.jobs_archive()
     assert Path(shipped).parent == tmp_path / "archives" and shipped.endswith(".zip")
 
 
@@ -328,5 +301,5 @@ def test_this_module_stays_light_to_import():
 
     probe = ("import sys, jobs.airflow.tasks; "
              "print(sorted(m for m in ('pyspark', 'pyarrow', 'airflow', 'sqlalchemy') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=tasks.REPO, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

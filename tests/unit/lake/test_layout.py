@@ -77,11 +77,3 @@ def test_sql_quoting():
     assert sql_ident("a`b") == "`a``b`"
 
 
-def test_primary_keys_name_a_table_by_its_source_name_even_when_its_id_is_cut():
-    from jobs.cli import parse_primary_keys
-
-    long_name = "T" * 240
-    keys = parse_primary_keys([f"{long_name}=id", "shop.public.orders=a,b"])
-    cut_last_part = make_table_id("shop", None, long_name).rsplit(".", 1)[-1]
-    assert keys[cut_last_part] == ("id",) and keys[long_name] == ("id",)
-    assert keys["shop.public.orders"] == ("a", "b")

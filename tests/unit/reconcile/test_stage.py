@@ -441,22 +441,27 @@ def test_a_quiet_source_is_judged_through_the_landing_with_the_capture_delay(tmp
 
 
 def test_the_capture_delay_is_a_pipeline_setting_and_a_flag_with_a_default(tmp_path):
+    from datetime import UTC, datetime
+
     from jobs import cli
-    from jobs.airflow import tasks as airflow_tasks
     from jobs.config import PipelineConfigError
+    from jobs.settings import RunSettings
     from tests.support.pipelines import pipeline
 
-    def plan(cfg):
-        return airflow_tasks.RunPlan("r", "2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z", "/lake", "demo",
-                                     "debezium", (), (), 0)
+    def options(cfg):
+        return RunSettings.from_pipeline(cfg, (datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
+                                         ).reconcile.options("debezium")
+
+    def flags(argv):
+        return RunSettings.from_args(cli.build_parser().parse_args(argv)).reconcile.options(None)
 
     cfg, _ = pipeline(tmp_path, reconcile={"capture_delay": "2m"})
-    assert airflow_tasks.reconcile_options(cfg, plan(cfg)).capture_delay_s == 120
+    assert options(cfg).capture_delay_s == 120
     cfg, _ = pipeline(tmp_path / "default")
-    assert airflow_tasks.reconcile_options(cfg, plan(cfg)).capture_delay_s == ReconcileOptions().capture_delay_s == 900
+    assert options(cfg).capture_delay_s == ReconcileOptions().capture_delay_s == 900
     with pytest.raises(PipelineConfigError, match="reconcile.capture_delay: .*'soon' is not a duration"):
         pipeline(tmp_path / "bad", reconcile={"capture_delay": "soon"})
 
     argv = ["reconcile", "--lake", "/lake", "--pipeline", "p", "--run-id", "r"]
-    assert cli.reconcile_options(cli.build_parser().parse_args([*argv, "--capture-delay", "90s"])).capture_delay_s == 90
-    assert cli.reconcile_options(cli.build_parser().parse_args(argv)).capture_delay_s == 900
+    assert flags([*argv, "--capture-delay", "90s"]).capture_delay_s == 90
+    assert flags(argv).capture_delay_s == 900

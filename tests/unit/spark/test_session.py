@@ -3,14 +3,14 @@ import json
 
 import pytest
 
-from jobs.spark.session import JVM_OPTIONS, SPARK_CONF, jvm_log_level, jvm_options, session_conf
+from jobs.spark.session import JVM_OPTIONS, SPARK_CONF, jvm_log_level, jvm_options, session_conf, session_settings
 
 KEY = "spark.sql.shuffle.partitions"
 
 
 def test_session_conf_sets_for_the_block_then_restores_even_on_error(spark):
     before = spark.conf.get(KEY)
-    assert before == SPARK_CONF[KEY]
+    assert before == session_settings()[KEY] == "2"  # CDC_SHUFFLE_PARTITIONS of tests/conftest.py
     with session_conf(spark, KEY, "5"):
         assert spark.conf.get(KEY) == "5"
     assert spark.conf.get(KEY) == before
@@ -32,6 +32,15 @@ def test_the_session_runs_with_the_pipeline_settings(spark):
     assert spark.conf.get("spark.sql.codegen.hugeMethodLimit") == "8000"
     assert "-XX:+UseParallelGC" in JVM_OPTIONS
     assert JVM_OPTIONS in spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
+
+
+def test_the_tuning_variables_are_read_when_a_session_is_made_and_change_only_their_settings():
+    assert session_settings({})[KEY] == SPARK_CONF[KEY] == "8"
+    tuned = session_settings({"CDC_SHUFFLE_PARTITIONS": " 3 ", "CDC_SPARK_ADAPTIVE": "false", "CDC_JIT": "c1"})
+    assert (tuned[KEY], tuned["spark.sql.adaptive.enabled"], tuned["spark.ui.enabled"]) == ("3", "false", "false")
+    assert tuned["spark.driver.extraJavaOptions"] == tuned["spark.executor.extraJavaOptions"] == jvm_options(
+        {"CDC_JIT": "c1"})
+    assert session_settings({"CDC_SPARK_UI": "true"})["spark.driver.extraJavaOptions"] == JVM_OPTIONS
 
 
 def test_cdc_jit_chooses_the_quick_compiler_only_or_the_tiered_default():

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from jobs.spark import submit as ss
 from jobs.spark.session import driver_memory, jvm_options
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 NO_ENV: dict[str, str] = {}
 
 
