@@ -106,7 +106,8 @@ def _runs(spark: SparkSession, rows: int, shares: list[float], buckets: int, mod
         changed = changes.count()
         size_before = table_bytes(lake, pipeline) if run else 0
         start = time.perf_counter()
-        report = merge_changes(spark, lake, pipeline, f"run-{run}", changes, buckets=buckets)["tables"][TABLE_ID]
+        # the table's report as merge.json writes it
+        report = merge_changes(spark, lake, pipeline, f"run-{run}", changes, buckets=buckets).tables[TABLE_ID].to_json()
         seconds = time.perf_counter() - start
         state_rows, read_seconds = read_back(spark, lake, pipeline)
         if state_rows != rows or report["state_rows"] != rows:  # every run updates existing keys only

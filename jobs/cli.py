@@ -26,6 +26,14 @@ from jobs.lake import storage
 from jobs.lake.layout import Lake, LakeError, check_name
 from jobs.lake.raw import RawInputError, expand, input_files
 from jobs.model.intervals import interval_of
+from jobs.model.reports import (
+    AlertReport,
+    DecodeReport,
+    ExpireReport,
+    ReconciliationReport,
+    RunReport,
+    TableReconciliation,
+)
 from jobs.progress import to_stderr
 from jobs.settings import RunSettings, SettingsError
 
@@ -355,7 +363,7 @@ def _run_command(args: argparse.Namespace, ctx, settings: RunSettings) -> int:
     if args.command == "expire":  # pyiceberg only: no Spark
         report = stages.run_expire(ctx, settings.expire.as_of, *settings.expire.retention(), args.dry_run)
         if args.json:
-            print(json.dumps(report, indent=2, sort_keys=True, default=str))
+            print(json.dumps(report.to_json(), indent=2, sort_keys=True, default=str))
         elif not args.quiet:
             _print_expiry(report)
         return 0
@@ -363,11 +371,11 @@ def _run_command(args: argparse.Namespace, ctx, settings: RunSettings) -> int:
     if args.command in ("run", "transform"):
         stages.run_transform(spark, ctx, transform)
         if args.command == "transform":
-            ctx.write_report("run.json", {"timings_s": ctx.timings})
+            ctx.write_report(RunReport.of(timings_s=ctx.timings))
             return 0
         stages.run_reconcile(ctx, reconcile.source_counts, reconcile.options(transform.fmt))
         alert = stages.run_alert(ctx, alert_to, settings.alert.quarantine_threshold)
-        ctx.write_report("run.json", {"timings_s": ctx.timings, "alert_sent": alert.get("sent")})
+        ctx.write_report(RunReport(timings_s=ctx.timings, alert_sent=alert.sent))
         if not args.quiet:
             _print_summary(ctx, alert)
         return _alert_exit(alert)
@@ -391,48 +399,51 @@ def _run_command(args: argparse.Namespace, ctx, settings: RunSettings) -> int:
 ALERT_NOT_SENT = 3
 
 
-def _alert_exit(alert: dict) -> int:
-    if alert.get("error"):
-        print(f"error: data-quality alert not sent: {alert['error']}; check the SMTP server, its sender and "
+def _alert_exit(alert: AlertReport) -> int:
+    if alert.error:
+        print(f"error: data-quality alert not sent: {alert.error}; check the SMTP server, its sender and "
               "recipient rules and the connection smtp_default or SMTP_* (then python -m jobs alert sends it again)",
               file=sys.stderr)
         return ALERT_NOT_SENT
     return 0
 
 
-def _print_summary(ctx, alert: dict) -> None:
-    recon = ctx.read_report("reconciliation.json") or {"tables": []}
-    decode = ctx.read_report("decode.json") or {"total": {}}
-    t = decode["total"]
-    print(f"run {ctx.run_id} of pipeline {ctx.pipeline}: landed {t.get('landed')}, decoded {t.get('decoded')}, "
-          f"quarantined {t.get('quarantined')}, ignored {t.get('ignored')}")
+def _print_summary(ctx, alert: AlertReport) -> None:
+    recon = ctx.read_report(ReconciliationReport) or ReconciliationReport()
+    t = (ctx.read_report(DecodeReport) or DecodeReport()).total
+    print(f"run {ctx.run_id} of pipeline {ctx.pipeline}: landed {t.landed}, decoded {t.decoded}, "
+          f"quarantined {t.quarantined}, ignored {t.ignored}")
     print(f"{'table':<40} {'state rows':>10} {'source rows':>11}  {'status':<9} source counted at")
-    for row in recon["tables"]:
-        src = "-" if row["source_rows"] is None else row["source_rows"]
-        judged = row.get("checkpoints") or row.get("pending") or []
-        moment = judged[-1]["moment"] if judged else "-"
-        waiting = f" ({len(row['pending'])} pending)" if row.get("pending") else ""
-        before = row.get("previous")
-        if before:  # no count of this run: what the last one was
-            moment, waiting = "-", f" (last: {before['verdict']} at {before['moment']}, run {before['judged_run']})"
-        print(f"{row['table']:<40} {row['state_rows']:>10} {src:>11}  {row['status']:<9} {moment}{waiting}")
+    for row in recon.tables:
+        print(f"{row.table:<40} {row.state_rows:>10} {'-' if row.source_rows is None else row.source_rows:>11}  "
+              f"{row.status:<9} {_counted_at(row)}")
     print(f"report: {ctx.lake.join(ctx.report_dir)}")
-    sent = "yes" if alert.get("sent") else "no"
-    problems = len(alert.get("reasons") or [])
+    problems = len(alert.reasons)
     why = f" ({problems} problem{'s' if problems != 1 else ''})" if problems else ""
-    err = f"; error: {alert['error']}" if alert.get("error") else ""
-    print(f"alert email sent: {sent}{why}{err}")
+    err = f"; error: {alert.error}" if alert.error else ""
+    print(f"alert email sent: {'yes' if alert.sent else 'no'}{why}{err}")
 
 
-def _print_expiry(report: dict) -> None:
-    verb = "would expire" if report["dry_run"] else "expired"
-    print(f"snapshots committed before {report['older_than']} (each table's {report['retain_last']} newest kept):")
-    for t in report["tables"]:
-        files = ", ".join(f"{n} {kind}" for kind, n in t["files_deleted"].items()) or "no file"
-        print(f"  {t['table']}: {verb} {t['snapshots_expired']}, kept {t['snapshots_kept']}; "
-              f"files {'to delete' if report['dry_run'] else 'deleted'}: {files} "
-              f"({t['bytes_deleted']:,} bytes of data); "
-              f"orphans: {t['orphans_deleted']} ({t['orphan_bytes_deleted']:,} bytes)")
+def _counted_at(row: TableReconciliation) -> str:
+    """When the source count that decided the row was true (and how many wait); with no count this run,
+    what the last one was."""
+    before = row.previous
+    if before is not None:
+        return f"- (last: {before.verdict} at {before.moment}, run {before.judged_run})"
+    judged = row.checkpoints or row.pending
+    waiting = f" ({len(row.pending)} pending)" if row.pending else ""
+    return f"{judged[-1].moment if judged else '-'}{waiting}"
+
+
+def _print_expiry(report: ExpireReport) -> None:
+    verb = "would expire" if report.dry_run else "expired"
+    print(f"snapshots committed before {report.older_than} (each table's {report.retain_last} newest kept):")
+    for t in report.tables:
+        files = ", ".join(f"{n} {kind}" for kind, n in t.files_deleted.items()) or "no file"
+        print(f"  {t.table}: {verb} {t.snapshots_expired}, kept {t.snapshots_kept}; "
+              f"files {'to delete' if report.dry_run else 'deleted'}: {files} "
+              f"({t.bytes_deleted:,} bytes of data); "
+              f"orphans: {t.orphans_deleted} ({t.orphan_bytes_deleted:,} bytes)")
 
 
 if __name__ == "__main__":  # spark-submit jobs/cli.py <command> ...

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -21,18 +22,35 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs import failpoints
 from jobs.decode.stage import Decoded, decode_counts, decode_messages, release
-from jobs.formats import QUARANTINED, DecodeOptions
+from jobs.formats import DecodeOptions
 from jobs.iceberg.catalog import key_columns_of, load_table, open_catalog
 from jobs.iceberg.read import read_state, state_keys
 from jobs.lake.layout import Lake
 from jobs.lake.lease import Attempt, Lease, new_attempt_id
 from jobs.lake.raw import TaskSplit, raw_size, read_raw, task_split
 from jobs.model.record import CHANGE_RECORD_SCHEMA
-from jobs.progress import STAGE_REPORTS, stage_done
+from jobs.model.reports import (
+    AlertReport,
+    DecodeReport,
+    ExpireReport,
+    FoldReport,
+    LandingReach,
+    ReconciliationReport,
+    Report,
+    RunReports,
+    TableReconciliation,
+    ValidationReport,
+)
+from jobs.progress import stage_done, stage_report
 from jobs.quality.validate import profile_changes
 from jobs.reconcile.stage import ReconcileOptions
 from jobs.settings import RunSettings, TransformSettings
 from jobs.spark.session import session_conf
+
+if TYPE_CHECKING:
+    from jobs.alert.smtp import SmtpSource
+
+R = TypeVar("R", bound=Report)
 
 
 @dataclass
@@ -72,12 +90,13 @@ class RunContext:
     def report_dir(self) -> str:
         return Lake.report_dir(self.pipeline, self.run_id)
 
-    def write_report(self, name: str, report: dict) -> str:
-        return self.lake.write_json(f"{self.report_dir}/{name}", report)
+    def write_report(self, report: Report) -> str:
+        return self.lake.write_json(f"{self.report_dir}/{report.FILE}", report.to_json())
 
-    def read_report(self, name: str) -> dict | None:
-        rel = f"{self.report_dir}/{name}"
-        return self.lake.read_json(rel) if self.lake.exists(rel) else None
+    def read_report(self, kind: type[R]) -> R | None:
+        """The run's report of this kind (jobs.model.reports); None when the stage has not written it."""
+        rel = f"{self.report_dir}/{kind.FILE}"
+        return kind.from_json(self.lake.read_json(rel)) if self.lake.exists(rel) else None
 
     @contextmanager
     def timed(self, stage: str):
@@ -90,7 +109,8 @@ class RunContext:
         finally:
             self.timings[stage] = round(time.perf_counter() - start, 3)
         if self.progress:  # only after a stage that ended well: its report is this run's
-            report = self.read_report(STAGE_REPORTS[stage]) if stage in STAGE_REPORTS else None
+            kind = stage_report(stage)
+            report = self.read_report(kind) if kind is not None else None
             self.progress(stage_done(stage, self.timings[stage], report))
 
 
@@ -137,7 +157,7 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
 
 
 def _decode_outputs(ctx: RunContext, fmt: str, raw_path: str | list[str], decoded: Decoded, changes: DataFrame,
-                    keep_changes: bool) -> dict:
+                    keep_changes: bool) -> DecodeReport:
     """The decode's counts, record profile, quarantine, decoder memory and report (and the changes/ copy
     when kept); the decoded messages' checkpoint is dropped once the records' cache is filled."""
     try:
@@ -147,7 +167,7 @@ def _decode_outputs(ctx: RunContext, fmt: str, raw_path: str | list[str], decode
         if keep_changes:
             write_change_records(changes, ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id)))
         # nothing quarantined (the counts say so): an empty dataset, without a scan of every record
-        quarantine = decoded.quarantine if counts["total"][QUARANTINED] else decoded.quarantine.limit(0)
+        quarantine = decoded.quarantine if counts.total.quarantined else decoded.quarantine.limit(0)
         quarantine.write.mode("overwrite").parquet(ctx.lake.spark_path(Lake.quarantine_dir(ctx.pipeline, ctx.run_id)))
     finally:
         release(decoded.materialized)
@@ -156,11 +176,12 @@ def _decode_outputs(ctx: RunContext, fmt: str, raw_path: str | list[str], decode
         ctx.lake.write_json(f"{Lake.memory_dir(ctx.pipeline)}/run={ctx.run_id}.json",
                             {"run_id": ctx.run_id, "documents": decoded.remembered,
                              "topic_shapes": decoded.topic_shapes})
-    report = {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "format": fmt, "raw": raw_path, **counts,
-              "remembered_documents": len(decoded.remembered), "topic_shapes": decoded.topic_shapes,
-              "record_profile": profile,
-              "changes_kept": Lake.changes_dir(ctx.pipeline, ctx.run_id) if keep_changes else None}
-    ctx.write_report("decode.json", report)
+    report = DecodeReport.of_counts(
+        counts, pipeline=ctx.pipeline, run_id=ctx.run_id, format=fmt, raw=raw_path,
+        remembered_documents=len(decoded.remembered), topic_shapes=decoded.topic_shapes,
+        record_profile=tuple(profile),
+        changes_kept=Lake.changes_dir(ctx.pipeline, ctx.run_id) if keep_changes else None)
+    ctx.write_report(report)
     failpoints.reached("decode.reported")
     return report
 
@@ -170,7 +191,7 @@ class DecodedRun:
     """What the decode hands the fold in the same application: the cached change records and its report."""
 
     changes: DataFrame
-    report: dict
+    report: DecodeReport
     split: TaskSplit = TaskSplit()  # how the input was cut into tasks: the fold's shuffles keep as many
 
     def release(self) -> None:
@@ -228,37 +249,37 @@ def read_changes(spark: SparkSession, ctx: RunContext) -> DataFrame:
 
 
 def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame, history: tuple[tuple[str, bool], ...] = (),
-              buckets: int | None = None) -> dict:
+              buckets: int | None = None) -> FoldReport:
     from jobs.fold.stage import merge_changes
 
     with ctx.exclusive(), ctx.timed("fold_publish"), lake_scans(spark):
         report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, changes, history=history, buckets=buckets,
                                attempt=ctx.attempt)
-        ctx.write_report("merge.json", report)
+        ctx.write_report(report)
     return report
 
 
-def run_validate(spark: SparkSession, ctx: RunContext, decode_report: dict | None = None) -> dict:
+def run_validate(spark: SparkSession, ctx: RunContext, decode: DecodeReport | None = None) -> ValidationReport:
     """The change suite from the decode's record profile (no pass over the records), GX's state suite on
     every table the run published."""
     from jobs.quality.validate import check_changes, render_data_docs, validate_state, validation_report
 
     with ctx.exclusive(), ctx.timed("validate"), lake_scans(spark):
-        decode_report = decode_report or ctx.read_report("decode.json")
-        if decode_report is None or "record_profile" not in decode_report:
+        decode = decode or ctx.read_report(DecodeReport)
+        if decode is None or decode.record_profile is None:
             raise FileNotFoundError(f"no record profile of run {ctx.run_id} in its decode.json (not decoded yet, or by "
                                     "an older version): run the run again, or `python -m jobs decode` first")
-        results = [check_changes(decode_report["record_profile"])]
-        merge_report = ctx.read_report("merge.json") or {"tables": {}}
+        results = [check_changes(list(decode.record_profile))]
+        fold = ctx.read_report(FoldReport) or FoldReport()
         catalog = open_catalog(ctx.lake)
-        for table_id in sorted(merge_report["tables"]):
+        for table_id in sorted(fold.tables):
             table = load_table(catalog, ctx.pipeline, table_id)
             state = read_state(spark, table)
             keys = key_columns_of(table)
             if state is not None and keys:
                 results.append(validate_state(state, table_id, keys))
         report = validation_report(results)
-        ctx.write_report("validation.json", report)
+        ctx.write_report(report)
         failpoints.reached("validate.report-written")
         # the data docs kept with the run: one escaped HTML page
         ctx.lake.write_text(f"{ctx.report_dir}/validation.html", render_data_docs(results))
@@ -282,7 +303,8 @@ def run_transform(spark: SparkSession, ctx: RunContext, settings: TransformSetti
         run_validate(spark, ctx, decoded.report)
 
 
-def run_reconcile(ctx: RunContext, source_counts: str | None, options: ReconcileOptions | None = None) -> list[dict]:
+def run_reconcile(ctx: RunContext, source_counts: str | None,
+                  options: ReconcileOptions | None = None) -> tuple[TableReconciliation, ...]:
     """This run's source checkpoints (a counts file or a SQL source) and the pending ones, judged against
     the lake's counts through time (jobs.reconcile.stage); reconciliation.json says what each table got."""
     from jobs.iceberg.catalog import state_summary
@@ -292,16 +314,17 @@ def run_reconcile(ctx: RunContext, source_counts: str | None, options: Reconcile
     with ctx.timed("reconcile"):
         options = options or ReconcileOptions()
         if options.fmt is None:
-            options = replace(options, fmt=(ctx.read_report("decode.json") or {}).get("format"))
+            decode = ctx.read_report(DecodeReport)
+            options = replace(options, fmt=decode.format if decode else None)
         state = state_summary(ctx.lake, ctx.pipeline)
         new, how = source_checkpoints(source_counts, state, ctx.run_id, options) if source_counts else ([], None)
         landing = run_landing_reach(ctx.lake, ctx.pipeline, ctx.run_id, options.capture_delay_s)
         rows = reconcile_run(ctx.lake, ctx.pipeline, ctx.run_id, new, state, options,
                              keys_now=lake_keys(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of),
                              landing=landing)
-        ctx.write_report("reconciliation.json", {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "source": how,
-                                                 "max_lag_s": options.max_lag_s, "landing": landing.as_dict(),
-                                                 "tables": rows})
+        ctx.write_report(ReconciliationReport(
+            pipeline=ctx.pipeline, run_id=ctx.run_id, source=how, max_lag_s=options.max_lag_s,
+            landing=LandingReach.from_json(landing.as_dict()), tables=rows))
     return rows
 
 
@@ -316,26 +339,25 @@ def lake_keys(lake: Lake, pipeline: str, state: dict[str, dict], limit: Callable
     return keys_now
 
 
-def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float, settings=None, sender=None) -> dict:
-    """report.html from the run's reports, then at most one email, which links to it (``sender`` sends it,
-    else smtplib with ``settings``, default jobs.alert.stage.smtp_settings)."""
+def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,
+              smtp: SmtpSource | None = None) -> AlertReport:
+    """report.html from the run's reports, then at most one email, which links to it (``smtp``: where the
+    SMTP server's settings come from, asked only when an email is due; default jobs.alert.smtp.smtp_settings)."""
     from jobs.alert.stage import run_alert as send
 
     with ctx.timed("alert"):
-        validation = ctx.read_report("validation.json") or {"success": True, "suites": []}
-        reconciliation = ctx.read_report("reconciliation.json") or {"tables": []}
-        decode = ctx.read_report("decode.json") or {}
-        page = write_report_page(ctx, reconciliation, validation, decode)
-        result = send(
-            ctx.pipeline, ctx.run_id, validation, reconciliation["tables"], decode, alert_to,
-            page, quarantine_threshold, settings=settings, merge=ctx.read_report("merge.json"), sender=sender,
-            previous=ctx.read_report("alert.json"),
-        )
-        ctx.write_report("alert.json", result)
+        reports = RunReports(
+            decode=ctx.read_report(DecodeReport), fold=ctx.read_report(FoldReport),
+            validation=ctx.read_report(ValidationReport) or ValidationReport(),
+            reconciliation=ctx.read_report(ReconciliationReport) or ReconciliationReport())
+        page = write_report_page(ctx, reports)
+        result = send(ctx.pipeline, ctx.run_id, reports, alert_to, page, quarantine_threshold, smtp=smtp,
+                      previous=ctx.read_report(AlertReport))
+        ctx.write_report(result)
     return result
 
 
-def write_report_page(ctx: RunContext, reconciliation: dict, validation: dict, decode: dict) -> str:
+def write_report_page(ctx: RunContext, reports: RunReports) -> str:
     """The run's report.html (jobs.alert.page); its URI."""
     from jobs.alert.page import quarantine_examples, render_report
     from jobs.lake import storage
@@ -343,27 +365,32 @@ def write_report_page(ctx: RunContext, reconciliation: dict, validation: dict, d
 
     examples: dict[str, list[dict]] = {}
     quarantine = Lake.quarantine_dir(ctx.pipeline, ctx.run_id)
-    if (decode.get("total") or {}).get("quarantined") and ctx.lake.exists(quarantine):
+    if reports.decode and reports.decode.total.quarantined and ctx.lake.exists(quarantine):
         examples = quarantine_examples(storage.parquet_dataset(ctx.lake.join(quarantine)))
     rel = f"{ctx.report_dir}/report.html"
-    decode = {**decode, "landing": landing_summary(decode.get("raw"))}  # an interval that landed nothing says so
-    ctx.lake.write_text(rel, render_report(ctx.pipeline, ctx.run_id, reconciliation, validation, decode, examples))
+    # an interval that landed nothing says so
+    landing = landing_summary(reports.decode.raw if reports.decode else None)
+    ctx.lake.write_text(rel, render_report(ctx.pipeline, ctx.run_id, reports, examples, landing))
     return ctx.lake.uri(rel)
 
 
-def run_expire(ctx: RunContext, as_of: datetime, retain_days: int, retain_last: int, dry_run: bool = False) -> dict:
-    """Snapshot expiry of the pipeline's tables (jobs.iceberg.expire); expire.json says what went. A dry run
-    writes nothing at all (a read-only lake allows it): its report is only returned."""
+def run_expire(ctx: RunContext, as_of: datetime, retain_days: int, retain_last: int,
+               dry_run: bool = False) -> ExpireReport:
+    """Snapshot expiry of the pipeline's tables (jobs.iceberg.expire); expire.json says what went (and the
+    run id, which the report returned does not name). A dry run writes nothing at all (a read-only lake
+    allows it): its report is only returned."""
     from jobs.iceberg.catalog import open_catalog
     from jobs.iceberg.expire import expire_pipeline
     from jobs.lake.ledger import drop_steps
 
     with ctx.timed("expire"):
         catalog = open_catalog(ctx.lake, read_only=dry_run)
-        report = expire_pipeline(catalog, ctx.pipeline, as_of, retain_days, retain_last, dry_run)
-        for table in report["tables"]:
-            table["count_steps_deleted"] = 0 if dry_run else drop_steps(
-                ctx.lake, ctx.pipeline, table["table"], table["runs_expired"])
+        report = ExpireReport.from_json(expire_pipeline(catalog, ctx.pipeline, as_of, retain_days, retain_last,
+                                                        dry_run))
+        report = report.updated(tables=tuple(
+            table.updated(count_steps_deleted=0 if dry_run else drop_steps(
+                ctx.lake, ctx.pipeline, table.table, list(table.runs_expired)))
+            for table in report.tables))
         if not dry_run:
-            ctx.write_report("expire.json", {"run_id": ctx.run_id, **report})
+            ctx.write_report(report.updated(run_id=ctx.run_id))
     return report

@@ -327,30 +327,11 @@ def reconcile(pipeline_file: str, start: str, end: str, **_context: Any) -> dict
     settings = run_settings(pipeline_file, start, end)
     source = source_counts_spec(settings.reconcile.source_counts)  # read here, from the connection: never XCom
     rows = run_reconcile(_run_context(settings), source, settings.reconcile.options(settings.transform.fmt))
-    mismatched = sorted(r["table"] for r in rows if r["status"] == MISMATCH)
-    behind = sorted(r["table"] for r in rows if r["status"] == BEHIND)
+    mismatched = sorted(r.table for r in rows if r.status == MISMATCH)
+    behind = sorted(r.table for r in rows if r.status == BEHIND)
     log.info("reconciled %d tables of run %s; mismatched: %s; behind: %s", len(rows), settings.run_id,
              ", ".join(mismatched) or "none", ", ".join(behind) or "none")
     return {"tables": len(rows), "mismatched": mismatched, "behind": behind}
-
-
-def smtp_sender(conn_id: str, from_email: str | None) -> Callable[[list[str], str, str, str | None], None]:
-    """Sends through the smtp provider's hook on connection ``conn_id`` (TLS/SSL, login and sender as the
-    connection says); the sender defaults to the connection's ``from_email``, then Airflow's."""
-    from airflow.providers.smtp.hooks.smtp import SmtpHook
-
-    from jobs.alert.stage import airflow_from_email, alert_message
-
-    def send(to: list[str], subject: str, html: str, text: str | None) -> None:
-        with SmtpHook(smtp_conn_id=conn_id) as hook:  # connected and logged in as the connection says
-            sender = from_email or hook.from_email or airflow_from_email()
-            if not sender:
-                raise ValueError(f"no sender: set from_email in the extra of connection {conn_id} or alert.from_email")
-            # send_email_smtp (provider 3.2) builds an HTML-only message: the hook's client sends the
-            # command line's text + HTML one instead
-            message, recipients = alert_message(sender, to, subject, html, text)
-            hook._smtp_client.send_message(message, from_addr=sender, to_addrs=recipients)
-    return send
 
 
 def alert(pipeline_file: str, start: str, end: str, **_context: Any) -> dict[str, Any]:
@@ -358,17 +339,16 @@ def alert(pipeline_file: str, start: str, end: str, **_context: Any) -> dict[str
 
     Data-quality problems do not fail the task (they are the email's content); an email that
     should go out but cannot does, so that Airflow retries it and the failure is visible."""
+    from jobs.alert.smtp import connection_settings
     from jobs.stages import run_alert
 
     settings = run_settings(pipeline_file, start, end)
-    to = list(settings.alert.to)
-    send = smtp_sender(settings.alert.smtp_connection, settings.alert.from_email) if to else None
-    result = run_alert(_run_context(settings), to, settings.alert.quarantine_threshold, sender=send)
-    summary = {"sent": result["sent"], "problems": len(result["reasons"]), "skipped": result["skipped"],
-               "error": result["error"]}
+    result = run_alert(_run_context(settings), list(settings.alert.to), settings.alert.quarantine_threshold,
+                       smtp=lambda: connection_settings(settings.alert.smtp_connection, settings.alert.from_email))
+    summary = {"sent": result.sent, "problems": len(result.reasons), "skipped": result.skipped, "error": result.error}
     log.info("alert of run %s: %s", settings.run_id, json.dumps(summary))
-    if result["error"]:
-        raise AlertNotSent(f"data-quality alert of run {settings.run_id} not sent: {result['error']}")
+    if result.error:
+        raise AlertNotSent(f"data-quality alert of run {settings.run_id} not sent: {result.error}")
     return summary
 
 
@@ -379,23 +359,20 @@ def expire(pipeline_file: str, start: str, end: str, **_context: Any) -> dict[st
 
     settings = run_settings(pipeline_file, start, end)
     report = run_expire(_run_context(settings), settings.expire.as_of, *settings.expire.retention())
-    summary = {"snapshots_expired": sum(t["snapshots_expired"] for t in report["tables"]),
-               "bytes_deleted": sum(t["bytes_deleted"] for t in report["tables"])}
-    log.info("expired snapshots of run %s (committed before %s): %s", settings.run_id, report["older_than"],
+    summary = {"snapshots_expired": sum(t.snapshots_expired for t in report.tables),
+               "bytes_deleted": sum(t.bytes_deleted for t in report.tables)}
+    log.info("expired snapshots of run %s (committed before %s): %s", settings.run_id, report.older_than,
              json.dumps(summary))
     return summary
 
 
 def published_tables(settings: RunSettings) -> list[dict[str, Any]]:
     """The tables the run committed a snapshot to, from its merge report: what its asset events name."""
-    from jobs.lake.layout import Lake
+    from jobs.model.reports import FoldReport
 
-    lake = settings.lake_at()
-    rel = f"{Lake.report_dir(settings.pipeline, settings.run_id)}/merge.json"
-    report = lake.read_json(rel) if lake.exists(rel) else {"tables": {}}
-    return [{"table": t, "iceberg_table": r.get("iceberg_table") or t, "snapshot_id": r.get("snapshot_id"),
-             "rows": r.get("state_rows")}
-            for t, r in sorted(report.get("tables", {}).items()) if r.get("snapshot_id") is not None]
+    report = _run_context(settings).read_report(FoldReport) or FoldReport()
+    return [{"table": t, "iceberg_table": r.iceberg_table or t, "snapshot_id": r.snapshot_id, "rows": r.state_rows}
+            for t, r in sorted(report.tables.items()) if r.snapshot_id is not None]
 
 
 # ---- parse-time pieces of the DAG ----------------------------------------------------------------

@@ -10,9 +10,20 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from jobs.model.intervals import interval_of, iso
+from jobs.model.reports import (
+    CheckpointVerdict,
+    DecodeReport,
+    KeyDiff,
+    Lag,
+    LandingReach,
+    RunReports,
+    TableReconciliation,
+    ValidationReport,
+)
 
 EXAMPLES_PER_REASON = 3
 _EXAMPLE_CHARS = 300
@@ -37,19 +48,18 @@ def _badge(status: str) -> str:
     return f'<span class="badge" style="background:{_COLOURS.get(status, "#616161")}">{_e(status)}</span>'
 
 
-def rows_chart(tables: list[dict]) -> str:
+def rows_chart(tables: Sequence[TableReconciliation]) -> str:
     """Horizontal bars per table: the source's rows (of the checkpoint that decided its status) and the
     lake's rows, on one scale."""
     bar, gap, label_w, width = 14, 10, 260, 520
-    top = max([1] + [max(t.get("source_rows") or 0, t.get("state_rows") or 0) for t in tables])
+    top = max([1] + [max(t.source_rows or 0, t.state_rows or 0) for t in tables])
     height = len(tables) * (2 * bar + gap) + 10
     parts = [f'<svg role="img" aria-label="source and lake rows per table" width="{label_w + width + 90}" '
              f'height="{height}" xmlns="http://www.w3.org/2000/svg" font-size="12">']
     for i, t in enumerate(tables):
         y = 5 + i * (2 * bar + gap)
-        parts.append(f'<text x="0" y="{y + bar + 4}">{_e(t["table"][-40:])}</text>')
-        for j, (key, colour) in enumerate((("source_rows", "#1565c0"), ("state_rows", "#90a4ae"))):
-            value = t.get(key)
+        parts.append(f'<text x="0" y="{y + bar + 4}">{_e(t.table[-40:])}</text>')
+        for j, (value, colour) in enumerate(((t.source_rows, "#1565c0"), (t.state_rows, "#90a4ae"))):
             w = 0 if value is None else max(1, round(width * value / top))
             parts.append(f'<rect x="{label_w}" y="{y + j * bar}" width="{w}" height="{bar - 2}" fill="{colour}"/>')
             parts.append(f'<text x="{label_w + w + 4}" y="{y + j * bar + bar - 4}">{_e(value)}</text>')
@@ -65,61 +75,61 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _checkpoint_rows(tables: list[dict]) -> list[list[str]]:
+def _checkpoint_rows(tables: Sequence[TableReconciliation]) -> list[list[str]]:
     rows = []
     for t in tables:
-        for c in (t.get("checkpoints") or []) + (t.get("pending") or []):
-            keys = c.get("key_diff") or {}
-            assumed = f"<br><small>assumed: {_e(c['moment_assumed'])}</small>" if c.get("moment_assumed") else ""
+        for c in (*t.checkpoints, *t.pending):
+            assumed = f"<br><small>assumed: {_e(c.moment_assumed)}</small>" if c.moment_assumed else ""
             rows.append([
-                _e(t["table"]), _badge(c["verdict"]), _e(c.get("moment")) + assumed, _e(c.get("source_rows")),
-                _e(c.get("lake_rows")), _e(c.get("difference")), _e(_lag_text(c.get("lag") or {})),
-                _e(c.get("reason")),
-                _keys_text(keys) if keys else "&ndash;",
+                _e(t.table), _badge(c.verdict), _e(c.moment) + assumed, _e(c.source_rows),
+                _e(c.lake_rows), _e(c.difference), _e(_lag_text(c.lag)), _e(c.reason),
+                _keys_text(c.key_diff) if c.key_diff else "&ndash;",
             ])
     return rows
 
 
-def _keys_text(keys: dict) -> str:
-    return "<br>".join(f"{label}: <code>{_e(', '.join(keys.get(name) or []) or None)}</code>"
-                       for name, label in (("missing_in_lake", "missing"), ("extra_in_lake", "only in the lake")))
+def _keys_text(keys: KeyDiff) -> str:
+    sides = ((keys.missing_in_lake, "missing"), (keys.extra_in_lake, "only in the lake"))
+    return "<br>".join(f"{label}: <code>{_e(', '.join(names or []) or None)}</code>" for names, label in sides)
 
 
-def _lag_text(lag: dict) -> str | None:
-    if lag.get("seconds") is None:
+def _lag_text(lag: Lag | None) -> str | None:
+    if lag is None or lag.seconds is None:
         return None
-    return f"{lag['seconds']:.0f} s" + (" (overdue)" if lag.get("overdue") else "")
+    return f"{lag.seconds:.0f} s" + (" (overdue)" if lag.overdue else "")
 
 
-def render_report(pipeline: str, run_id: str, reconciliation: dict, validation: dict, decode: dict,
-                  quarantine_examples: dict[str, list[dict]]) -> str:
-    """The page (a whole HTML document) from the run's reports."""
-    tables = reconciliation.get("tables") or []
-    total = (decode or {}).get("total") or {}
+def render_report(pipeline: str, run_id: str, reports: RunReports, quarantine_examples: dict[str, list[dict]],
+                  landing: dict | None = None) -> str:
+    """The page (a whole HTML document) from the run's reports; ``landing``: what the run's landed folders
+    say of its interval (jobs.land.outside.landing_summary), for an interval that landed nothing."""
+    reconciliation, decode = reports.reconciliation, reports.decode or DecodeReport()
+    tables = reconciliation.tables
     title, heading = _titles(pipeline, run_id)
     parts = [
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         f"<title>{title}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{heading}</h1>",
-        "<p>Messages: " + ", ".join(f"{k} <b>{_e(total.get(k))}</b>" for k in ("landed", "decoded", "quarantined",
-                                                                               "ignored")) + "</p>",
-        quiet_interval(decode.get("landing")),
+        "<p>Messages: " + ", ".join(f"{k} <b>{_e(getattr(decode.total, k))}</b>" for k in ("landed", "decoded",
+                                                                                         "quarantined", "ignored"))
+        + "</p>",
+        quiet_interval(landing),
         "<h2>Source rows against the lake's</h2>",
-        f"<p>Source counts from: {_e(reconciliation.get('source'))}. A count is compared with the lake's at the "
+        f"<p>Source counts from: {_e(reconciliation.source)}. A count is compared with the lake's at the "
         "moment it was taken; <i>behind</i> means the lake has not reached that moment yet. A count that came "
         "without a moment is judged at an <i>assumed</i> one: when its file was written, or when the source was "
         "queried.</p>",
-        _landing(reconciliation.get("landing")),
+        _landing(reconciliation.landing),
         rows_chart(tables) if tables else "<p>No table.</p>",
         _table(["Table", "Status", "Lake rows now", "Source rows", "Pending", "Last verdict before this run"],
-               [[_e(t["table"]), _badge(t["status"]), _e(t.get("state_rows")), _e(t.get("source_rows")),
-                 _e(len(t.get("pending") or [])), _previous(t.get("previous"))] for t in tables]),
+               [[_e(t.table), _badge(t.status), _e(t.state_rows), _e(t.source_rows), _e(len(t.pending)),
+                 _previous(t.previous)] for t in tables]),
         "<h2>Checkpoints</h2>",
         _table(["Table", "Verdict", "Moment", "Source rows", "Lake rows", "Lake &minus; source", "Lag", "Note",
                 "Keys that differ"], _checkpoint_rows(tables)) if any(
-            (t.get("checkpoints") or t.get("pending")) for t in tables) else "<p>No source count.</p>",
+            (t.checkpoints or t.pending) for t in tables) else "<p>No source count.</p>",
         "<h2>Failed expectations</h2>",
-        _expectations(validation),
+        _expectations(reports.validation),
         "<h2>Quarantine</h2>",
         _quarantine(decode, quarantine_examples),
         "</body></html>",
@@ -138,16 +148,15 @@ def _titles(pipeline: str, run_id: str) -> tuple[str, str]:
             f"Pipeline {_e(pipeline)}, interval {covered}<br><small>run {_e(run_id)}</small>")
 
 
-def _landing(landing: dict | None) -> str:
+def _landing(landing: LandingReach | None) -> str:
     """What the run's landing showed of the lake's reach (jobs.reconcile.landed_reach)."""
-    if not landing:
+    if landing is None:
         return ""
-    if landing.get("landed_through"):
-        return (f"<p>The landing read every partition past its interval's end ({_e(landing.get('interval_end'))}): "
-                f"the lake holds every change up to {_e(landing['landed_through'])} (a capture delay of "
-                f"{_e(landing.get('capture_delay_s'))} s), so a quiet source's counts before then are judged.</p>")
-    return (f"<p>The landing is no evidence that the lake reached past its last change: "
-            f"{_e(landing.get('why_not'))}.</p>")
+    if landing.landed_through:
+        return (f"<p>The landing read every partition past its interval's end ({_e(landing.interval_end)}): "
+                f"the lake holds every change up to {_e(landing.landed_through)} (a capture delay of "
+                f"{_e(landing.capture_delay_s)} s), so a quiet source's counts before then are judged.</p>")
+    return f"<p>The landing is no evidence that the lake reached past its last change: {_e(landing.why_not)}.</p>"
 
 
 def quiet_interval(landing: dict | None) -> str:
@@ -163,37 +172,36 @@ def quiet_interval(landing: dict | None) -> str:
             f'font-weight:600">{_e(warning)}</p>')
 
 
-def _previous(verdict: dict | None) -> str:
+def _previous(verdict: CheckpointVerdict | None) -> str:
     """An earlier run's verdict on the table's newest judged count, for a run that brought no count of it."""
-    if not verdict:
+    if verdict is None:
         return ""
-    return (f"{_badge(verdict.get('verdict', 'unknown'))} {_e(verdict.get('source_rows'))} rows at "
-            f"{_e(verdict.get('moment'))} (run {_e(verdict.get('judged_run'))})")
+    return (f"{_badge(verdict.verdict)} {_e(verdict.source_rows)} rows at {_e(verdict.moment)} "
+            f"(run {_e(verdict.judged_run)})")
 
 
-def _expectations(validation: dict) -> str:
+def _expectations(validation: ValidationReport) -> str:
     rows = []
-    for suite in (validation or {}).get("suites") or []:
-        for result in suite.get("results") or []:
-            if not result.get("success", False):
-                kwargs = result.get("kwargs") or {}
-                rows.append([_e(suite.get("suite")), _e(suite.get("table")), _e(result.get("expectation")),
-                             _e(kwargs.get("column") or kwargs.get("column_list")),
-                             f"<code>{_e(str(result.get('observed'))[:_EXAMPLE_CHARS])}</code>"])
+    for suite in validation.suites:
+        for result in (r for r in suite.results if not r.success):
+            kwargs = result.kwargs or {}  # the expectation's own arguments, as Great Expectations names them
+            rows.append([_e(suite.suite), _e(suite.table), _e(result.expectation),
+                         _e(kwargs.get("column") or kwargs.get("column_list")),
+                         f"<code>{_e(str(result.observed)[:_EXAMPLE_CHARS])}</code>"])
     if not rows:
         return "<p>Every expectation held.</p>"
     return _table(["Suite", "Table", "Expectation", "Column", "Observed"], rows)
 
 
-def _quarantine(decode: dict, examples: dict[str, list[dict]]) -> str:
-    reasons = (decode or {}).get("quarantine_reasons") or {}
+def _quarantine(decode: DecodeReport, examples: dict[str, list[dict]]) -> str:
+    reasons = decode.quarantine_reasons or {}
     if not reasons:
         return "<p>No message was quarantined.</p>"
     rows = []
     for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
         shown = "".join(
-            f"<div>{_e(x.get('topic'))} [{_e(x.get('partition'))}] @{_e(x.get('offset'))}: "
-            f"<code>{_e(x.get('value'))}</code></div>" for x in examples.get(reason, []))
+            f"<div>{_e(x['topic'])} [{_e(x['partition'])}] @{_e(x['offset'])}: "
+            f"<code>{_e(x['value'])}</code></div>" for x in examples.get(reason, []))
         rows.append([_e(reason), f'<span class="num">{_e(count)}</span>', shown or "&ndash;"])
     return _table(["Reason", "Messages", "Examples (raw value)"], rows)
 

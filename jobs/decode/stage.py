@@ -20,6 +20,7 @@ from jobs.formats import (
 )
 from jobs.formats.base import LINEAGE, event_id
 from jobs.model.record import CHANGE_RECORD_COLUMNS, QUARANTINE_SCHEMA
+from jobs.model.reports import DecodeCounts, MessageCounts
 from jobs.spark.session import jvm_log_level
 
 UNATTRIBUTED = "_unattributed"  # messages whose table could not be told (broken JSON, tombstones)
@@ -194,7 +195,7 @@ def _misfits_with_bytes(raw: DataFrame, first_rows: DataFrame, misfit: Column, f
         F.col("timestamp").alias("kafka_ts"), "key", "value")
 
 
-def decode_counts(outcomes: DataFrame) -> dict:
+def decode_counts(outcomes: DataFrame) -> DecodeCounts:
     """landed = decoded + quarantined + ignored, per table and in total (one small aggregate)."""
     rows = (
         outcomes.groupBy(F.coalesce("table_id", F.lit(UNATTRIBUTED)).alias("table"), "status", "reason")
@@ -215,10 +216,10 @@ def decode_counts(outcomes: DataFrame) -> dict:
         if row["status"] in reasons:
             kind = reasons[row["status"]]
             kind[row["reason"]] = kind.get(row["reason"], 0) + row["messages"]
-    return {
-        "total": total,
-        "tables": dict(sorted(tables.items())),
-        "quarantine_reasons": dict(sorted(reasons[QUARANTINED].items())),
-        "ignored_reasons": dict(sorted(reasons[IGNORED].items())),
-        "balanced": all(c["landed"] == c[DECODED] + c[QUARANTINED] + c[IGNORED] for c in [total, *tables.values()]),
-    }
+    return DecodeCounts(
+        total=MessageCounts(**total),
+        tables={table: MessageCounts(**counts) for table, counts in sorted(tables.items())},
+        quarantine_reasons=dict(sorted(reasons[QUARANTINED].items())),
+        ignored_reasons=dict(sorted(reasons[IGNORED].items())),
+        balanced=all(c["landed"] == c[DECODED] + c[QUARANTINED] + c[IGNORED] for c in [total, *tables.values()]),
+    )

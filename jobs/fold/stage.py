@@ -32,6 +32,7 @@ from jobs.lake.layout import Lake, check_name
 from jobs.lake.lease import Attempt, attempt_folder, new_attempt_id
 from jobs.model import record as C
 from jobs.model.properties import BUCKETS_PROP, HISTORY_OF_PROP, KEY_COLUMNS_PROP, PENDING_LOAD_PROP, TABLE_ID_PROP
+from jobs.model.reports import FoldReport
 from jobs.model.table_rules import setting_for
 
 
@@ -81,7 +82,7 @@ def _record_held(lake: Lake, pipeline: str, run_id: str, held: str | None, consu
 
 def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
                   history: tuple[tuple[str, bool], ...] = (), buckets: int | None = None,
-                  attempt: Attempt | None = None) -> dict:
+                  attempt: Attempt | None = None) -> FoldReport:
     """Fold each table's changes over its published state and commit the result; returns the report.
 
     Records of transactions still open at the end of the run's snapshot are held back (written under
@@ -127,7 +128,9 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     attempt.check()
     _record_held(lake, pipeline, run_id, held["path"], consumed, ended_through)
     count_ledger.record_run(lake, pipeline, _ledger_entry(run_id, reach, tables))
-    return {"pipeline": pipeline, "run_id": run_id, "tables": tables, "held": held, "reach": reach}
+    # the typed report of the tables' reports as published (a re-run's: as the snapshot keeps it)
+    return FoldReport.from_json({"pipeline": pipeline, "run_id": run_id, "tables": tables, "held": held,
+                                 "reach": reach})
 
 
 def _reach(applied: DataFrame, held: dict) -> dict:

@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs import env
+from jobs.model.reports import SuiteResult, ValidationReport
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +181,10 @@ def validate_state(df: DataFrame, table_id: str, key_columns: list[str]) -> dict
     return run_suite(df, suite["name"], expand_state_suite(suite, key_columns), table=table_id)
 
 
-def validation_report(results: list[dict]) -> dict:
-    return {"success": all(r["success"] for r in results), "suites": results}
+def validation_report(results: list[dict]) -> ValidationReport:
+    """validation.json: the suites' results, a success when every suite is one."""
+    return ValidationReport(success=all(r["success"] for r in results),
+                            suites=tuple(SuiteResult.from_json(r) for r in results))
 
 
 def run_suite(df: DataFrame, suite_name: str, expectations: list[dict], table: str | None) -> dict:
@@ -427,7 +430,7 @@ def render_data_docs(results: list[dict]) -> str:
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}"
         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
         ".ok{color:#1a7f37}.fail{color:#cf222e;font-weight:bold}code{white-space:pre-wrap}</style></head><body>",
-        f"<h1>Validation results: {verdict(report['success'], 'passed')}</h1>",
+        f"<h1>Validation results: {verdict(report.success, 'passed')}</h1>",
     ]
     for suite in results:
         stats = suite.get("statistics") or {}

@@ -98,11 +98,12 @@ def run_landing_reach(lake, pipeline: str, run_id: str, capture_delay_s: float) 
     from jobs.lake import storage
     from jobs.lake.layout import Lake
     from jobs.lake.raw import expand
+    from jobs.model.reports import DecodeReport
 
-    report = f"{Lake.report_dir(pipeline, run_id)}/decode.json"
+    report = f"{Lake.report_dir(pipeline, run_id)}/{DecodeReport.FILE}"
     if not lake.exists(report):
         return LandedReach(None, capture_delay_s, why_not="no decode report of this run")
-    raw = lake.read_json(report).get("raw") or []
+    raw = DecodeReport.from_json(lake.read_json(report)).raw or []
     manifests = []
     try:
         for folder in (f for given in ([raw] if isinstance(raw, str) else raw) for f in expand(given)):

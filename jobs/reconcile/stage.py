@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.model.record import MAX_PART_CHARS, MISSING_PART, NAME_HASH_DIGITS, safe_part, table_id_forms
+from jobs.model.reports import CheckpointVerdict, DecodeCounts, TableReconciliation
 from jobs.model.table_rules import setting_for
 from jobs.reconcile import checkpoints as cps
 from jobs.reconcile.checkpoints import (
@@ -307,7 +308,7 @@ def _pick(id_part: str, names: list[str], what: str) -> str | None:
 # ---- judging -------------------------------------------------------------------------------------
 def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state: dict[str, dict],
                   options: ReconcileOptions, keys_now: Callable[[str], list[str] | None] | None = None,
-                  landing: LandedReach | None = None) -> list[dict]:
+                  landing: LandedReach | None = None) -> tuple[TableReconciliation, ...]:
     """Judge this run's checkpoints and those earlier runs left pending; keep the still pending (and the
     judged, for re-runs) in the lake; one row per table (state tables and source-only tables).
     ``landing``: the run's landing's evidence of reach (jobs.reconcile.landed_reach)."""
@@ -331,13 +332,13 @@ def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state
     return _table_rows(state, judged, _latest_judged(stored, run_id))
 
 
-def _latest_judged(stored: list[Checkpoint], run_id: str) -> dict[str, dict]:
+def _latest_judged(stored: list[Checkpoint], run_id: str) -> dict[str, CheckpointVerdict]:
     """Per table, the verdict of the newest checkpoint an earlier run judged: what a run without a new
     count of the table shows beside its ``unknown`` (a quiet day is not a table nobody ever counted)."""
-    latest: dict[str, dict] = {}
+    latest: dict[str, CheckpointVerdict] = {}
     for cp in stored:
         if cp.verdict is not None and cp.judged_in not in (None, run_id):
-            latest[cp.table_id or cp.table] = {**cp.verdict, "judged_run": cp.judged_in}
+            latest[cp.table_id or cp.table] = CheckpointVerdict.from_json({**cp.verdict, "judged_run": cp.judged_in})
     return latest
 
 
@@ -374,37 +375,39 @@ def _verdict_dict(cp: Checkpoint, v: Judgement) -> dict[str, Any]:
 
 
 def _table_rows(state: dict[str, dict], judged: list[tuple[Checkpoint, Judgement]],
-                latest: dict[str, dict] | None = None) -> list[dict]:
-    by_table: dict[str, list[dict]] = {}
+                latest: dict[str, CheckpointVerdict] | None = None) -> tuple[TableReconciliation, ...]:
+    by_table: dict[str, list[CheckpointVerdict]] = {}
     for cp, verdict in judged:
-        by_table.setdefault(cp.table_id or cp.table, []).append(_verdict_dict(cp, verdict))
+        # the keys a verdict has are those the checkpoints' file keeps (reconciliation.json shows no null)
+        by_table.setdefault(cp.table_id or cp.table, []).append(CheckpointVerdict.from_json(_verdict_dict(cp, verdict)))
     rows = []
     for table in sorted(set(state) | set(by_table)):
         verdicts = by_table.get(table, [])
-        decided = [v for v in verdicts if v["verdict"] != BEHIND]
-        pending = [v for v in verdicts if v["verdict"] == BEHIND]
+        decided = tuple(v for v in verdicts if v.verdict != BEHIND)
+        pending = tuple(v for v in verdicts if v.verdict == BEHIND)
         status, deciding = _status(decided, pending)
-        rows.append({
-            "table": table,
-            "state_rows": int((state.get(table) or {}).get("state_rows") or 0),
-            "source_rows": deciding["source_rows"] if deciding else None,
-            "status": status,
-            "snapshot_id": (state.get(table) or {}).get("snapshot_id"),
-            "in_state": table in state,
-            "checkpoints": decided,
-            "pending": pending,
-            "overdue": any((v.get("lag") or {}).get("overdue") for v in pending),
+        rows.append(TableReconciliation(
+            table=table,
+            state_rows=int((state.get(table) or {}).get("state_rows") or 0),
+            source_rows=deciding.source_rows if deciding else None,
+            status=status,
+            snapshot_id=(state.get(table) or {}).get("snapshot_id"),
+            in_state=table in state,
+            checkpoints=decided,
+            pending=pending,
+            overdue=any(v.lag is not None and v.lag.overdue for v in pending),
             # no count of this run: the last verdict an earlier run gave (never a reason to alert again)
-            "previous": (latest or {}).get(table) if not verdicts else None,
-        })
-    return rows
+            previous=(latest or {}).get(table) if not verdicts else None,
+        ))
+    return tuple(rows)
 
 
-def _status(decided: list[dict], pending: list[dict]) -> tuple[str, dict | None]:
+def _status(decided: tuple[CheckpointVerdict, ...],
+            pending: tuple[CheckpointVerdict, ...]) -> tuple[str, CheckpointVerdict | None]:
     """mismatch (any), else match (any judged), else behind (pending), else unknown; and the checkpoint
     that says so."""
     for verdict in (MISMATCH, MATCH):
-        hits = [v for v in decided if v["verdict"] == verdict]
+        hits = [v for v in decided if v.verdict == verdict]
         if hits:
             return verdict, hits[-1]
     if pending:
@@ -412,32 +415,30 @@ def _status(decided: list[dict], pending: list[dict]) -> tuple[str, dict | None]
     return UNKNOWN, decided[-1] if decided else None
 
 
-def balance_problems(decode_report: dict) -> list[str]:
-    """Where ``landed = decoded + quarantined + ignored`` fails, in total or per table (empty = balanced)."""
-    if not decode_report:
+def balance_problems(decode: DecodeCounts | None) -> list[str]:
+    """Where ``landed = decoded + quarantined + ignored`` fails, in total or per table (empty = balanced; a
+    count the report lacks is a problem, no report none)."""
+    if decode is None:
         return []
     problems: list[str] = []
-    tables = decode_report.get("tables") or {}
-    checked = [("in total", decode_report.get("total"))] + [
-        (f"for table {table}", counts) for table, counts in sorted(tables.items())
-    ]
+    total = decode.total if decode.has("total") else None
+    checked = [("in total", total)] + [(f"for table {t}", counts) for t, counts in sorted(decode.tables.items())]
     for where, counts in checked:
-        if not isinstance(counts, dict):
+        if counts is None:
             problems.append(f"counts {where} are missing")
             continue
-        missing = [k for k in BALANCE_KEYS if not isinstance(counts.get(k), int)]
+        missing = [k for k in BALANCE_KEYS if not (counts.has(k) and isinstance(getattr(counts, k), int))]
         if missing:
             problems.append(f"counts {where} lack {', '.join(missing)}")
             continue
-        landed, decoded, quarantined, ignored = (counts[k] for k in BALANCE_KEYS)
+        landed, decoded, quarantined, ignored = (getattr(counts, k) for k in BALANCE_KEYS)
         if landed != decoded + quarantined + ignored:
             problems.append(
                 f"{where}: landed {landed} != decoded {decoded} + quarantined {quarantined} "
                 f"+ ignored {ignored} (= {decoded + quarantined + ignored})"
             )
-    total = decode_report.get("total")
-    if tables and isinstance(total, dict) and isinstance(total.get("landed"), int):
-        per_table = sum(c.get("landed", 0) for c in tables.values() if isinstance(c, dict))
-        if per_table != total["landed"]:
-            problems.append(f"tables' landed counts add up to {per_table}, total says {total['landed']}")
+    if decode.tables and total is not None and total.has("landed") and isinstance(total.landed, int):
+        per_table = sum(c.landed or 0 for c in decode.tables.values() if c is not None)
+        if per_table != total.landed:
+            problems.append(f"tables' landed counts add up to {per_table}, total says {total.landed}")
     return problems

@@ -252,7 +252,7 @@ def test_alert_task_mails_problems_through_smtp_default(tmp_path, smtp_sink, cle
     assert inbox.envelopes == []
 
     plan = _plan_with_reports(tmp_path / "bad", (RECIPIENT, "oncall@example.com"), mismatch=True)
-    assert tasks.alert(*plan)["sent"] is True  # through the smtp provider's hook
+    assert tasks.alert(*plan)["sent"] is True  # through the pipeline's connection (jobs.alert.smtp)
     assert [e.rcpt_tos for e in inbox.envelopes] == [[RECIPIENT, "oncall@example.com"]]
     msg = email.message_from_bytes(inbox.envelopes[0].original_content, policy=policy.default)
     html = msg.get_body(preferencelist=("html",)).get_content()

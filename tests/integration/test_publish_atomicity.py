@@ -12,6 +12,7 @@ from jobs.iceberg.catalog import load_table, open_catalog
 from jobs.iceberg.expire import expire_pipeline
 from jobs.lake.layout import Lake
 from jobs.model.properties import RUN_ID_PROP, TOMBSTONES_PROP
+from jobs.model.reports import TableReport
 from tests.support.pipeline_runs import decode_and_merge
 
 TABLE = TableSpec("db", "public", "accounts", [("id", "int"), ("owner", "text"), ("balance", "decimal(12,2)")],
@@ -42,7 +43,7 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
 
     def run(run_id, raw):
         ctx = stages.RunContext(lake, "atom", run_id)
-        return decode_and_merge(spark, ctx, "debezium", raw)["tables"]["db.public.accounts"]
+        return decode_and_merge(spark, ctx, "debezium", raw).tables["db.public.accounts"]
 
     run("r1", tmp_path / "r1")
     table_id = "db.public.accounts"
@@ -62,7 +63,7 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
     assert _rows(lake, table_id) == rows_before
 
     monkeypatch.undo()
-    assert run("r2", tmp_path / "r2")["mode"] == mode
+    assert run("r2", tmp_path / "r2").mode == mode
     expected = sorted(
         ({"id": r["id"], "owner": r["owner"], "balance": r["balance"]} for r in sim.expected_state("accounts")),
         key=lambda r: r["id"],
@@ -100,14 +101,14 @@ def _expected(sim) -> list[dict]:
                   key=lambda r: r["id"])
 
 
-def _merge(spark, lake: Lake, run_id: str, raw) -> dict:
+def _merge(spark, lake: Lake, run_id: str, raw) -> TableReport:
     """One attempt of the run's merge, below the lease: its decode, then merge_changes."""
     from jobs.fold.stage import merge_changes
     from jobs.formats import DecodeOptions
 
     decoded = stages.run_decode(spark, stages.RunContext(lake, "atom", run_id), "debezium", str(raw), DecodeOptions())
     try:
-        return merge_changes(spark, lake, "atom", run_id, decoded.changes)["tables"]["db.public.accounts"]
+        return merge_changes(spark, lake, "atom", run_id, decoded.changes).tables["db.public.accounts"]
     finally:
         decoded.release()
 
@@ -156,11 +157,11 @@ def test_an_attempt_never_commits_files_another_attempt_of_the_run_replaced(spar
     lake = Lake.at(str(tmp_path / "lake"))
     _merge(spark, lake, "r1", tmp_path / "r1")
     _hold_first_attempt(monkeypatch, lambda: _merge(spark, lake, "r2", tmp_path / "r2"))
-    assert _merge(spark, lake, "r2", tmp_path / "r2")["mode"] == ("delta" if ops < 10 else "rewrite")
+    assert _merge(spark, lake, "r2", tmp_path / "r2").mode == ("delta" if ops < 10 else "rewrite")
     monkeypatch.undo()
     _files_exist(lake)
     assert _rows(lake, "db.public.accounts") == _expected(sim)
-    assert _merge(spark, lake, "r2", tmp_path / "r2")["already_published"]
+    assert _merge(spark, lake, "r2", tmp_path / "r2").already_published
     assert _rows(lake, "db.public.accounts") == _expected(sim)
     # expire finds the stalled attempt's files in their folders, and takes them (folders too) once old enough
     kinds = ("data", "deletes") if ops < 10 else ("data",)
@@ -193,7 +194,7 @@ def test_losing_a_commit_race_says_another_attempt_committed_and_a_rerun_finishe
     assert type(refused.value).__name__ == "CommitConflict", repr(refused.value)
     message = str(refused.value)
     assert "another attempt" in message and f"re-run run {run_id}" in message, message
-    assert _merge(spark, lake, run_id, raw)["already_published"]
+    assert _merge(spark, lake, run_id, raw).already_published
     _files_exist(lake)
     if not first_run:
         assert _rows(lake, "db.public.accounts") == _expected(sim)
@@ -222,6 +223,6 @@ def test_a_commit_refuses_files_gone_since_they_were_written(spark, tmp_path, mo
     assert gone[0].name in str(refused.value) and "re-run run r2" in str(refused.value)
     table = load_table(open_catalog(lake), "atom", "db.public.accounts")
     assert table.current_snapshot().snapshot_id == snapshot_before
-    assert _merge(spark, lake, "r2", tmp_path / "r2")["mode"] == "delta"
+    assert _merge(spark, lake, "r2", tmp_path / "r2").mode == "delta"
     _files_exist(lake)
     assert _rows(lake, "db.public.accounts") == _expected(sim)

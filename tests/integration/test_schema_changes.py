@@ -76,6 +76,7 @@ def test_values_the_typed_state_cannot_hold_are_counted_and_alerted(spark, tmp_p
     scale is published rounded: merge.json counts both per column with an example, and they are alert
     reasons. Values that fit are not counted (trailing zeros past the scale lose nothing)."""
     from jobs.alert.stage import alert_reasons
+    from jobs.model.reports import FoldReport, RunReports, UnconvertedValues
 
     raw = tmp_path / "raw-p1"
     raw_frame(spark, [
@@ -112,7 +113,7 @@ def test_values_the_typed_state_cannot_hold_are_counted_and_alerted(spark, tmp_p
     report = merge["tables"]["_.shop.prices"]
     assert [(t["column"], t["action"]) for t in report["type_changes"]] == [("code", "kept published type")]
     assert report["unconverted_values"] == {"code": {"type": "int", "nulled": 1, "rounded": 0, "example": "A7"}}
-    assert alert_reasons({}, [], {}, 0.0, merge) == [
-        {"kind": "unconverted", "table": "_.shop.prices", "column": "code", "type": "int", "nulled": 1, "rounded": 0}]
+    assert alert_reasons(RunReports(fold=FoldReport.from_json(merge)), 0.0) == (
+        UnconvertedValues(table="_.shop.prices", column="code", type="int", nulled=1, rounded=0),)
     alert = json.loads((tmp_path / "lake/reports/shop/run=p2/alert.json").read_text())
     assert [r["kind"] for r in alert["reasons"]] == ["unconverted"]

@@ -113,7 +113,8 @@ def _run(url: str, table_ids: dict[str, str], read_changes, tmp_path):
         now = state_summary(lake_, "src")
         rows = reconcile_run(lake_, "src", f"run{i}", captured if i == 0 else [], now, options,
                              keys_now=lake_keys(lake_, "src", now, lambda _table: 10_000))
-        verdicts.append([v for r in rows for v in r["checkpoints"] + r["pending"]])
+        # each verdict as reconciliation.json writes it
+        verdicts.append([v.to_json() for r in rows for v in (*r.checkpoints, *r.pending)])
     return captured, after_delete, verdicts, how
 
 

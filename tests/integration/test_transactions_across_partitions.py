@@ -49,9 +49,9 @@ def test_transactions_split_across_partitions_fold_to_the_sqlite_replay(spark, t
     keys = tuple((t.upper(), tuple(s.primary_key)) for t, s in sim.tables.items()) if fmt == "shareplex" else ()
     reports = runs_of(spark, tmp_path, [records[i * size:(i + 1) * size] for i in range(runs)], fmt,
                       TransformSettings(primary_keys=keys).decode_options())
-    assert reports[-1]["held"]["transactions"] == 0 and reports[-1]["held"]["records"] == 0
+    assert reports[-1].held.transactions == 0 and reports[-1].held.records == 0
     if runs == 7 and fmt in ("debezium", "dts_avro", "dataworks"):  # ends in markers of their own
-        assert any(r["held"]["transactions"] for r in reports[:-1]), "no run boundary cut a transaction"
+        assert any(r.held.transactions for r in reports[:-1]), "no run boundary cut a transaction"
     lake = tmp_path / "lake"
     if fmt in ("debezium", "qlik", "dts_avro"):
         assert_state_equals_source(sim, lake, "wl", with_schema=fmt != "debezium")

@@ -28,7 +28,8 @@ class Runs:
             write_parquet(raw, records[self.sent:])
             self.sent = len(records)
         ctx = stages.RunContext(self.lake, "buckets", run_id)
-        return decode_and_merge(self.spark, ctx, "debezium", raw.parent, buckets=buckets)["tables"][TABLE_ID]
+        # the table's report as merge.json writes it
+        return decode_and_merge(self.spark, ctx, "debezium", raw.parent, buckets=buckets).tables[TABLE_ID].to_json()
 
     def table(self):
         return load_table(open_catalog(self.lake), "buckets", TABLE_ID)

@@ -34,7 +34,7 @@ def in_message_order(record: dict) -> tuple:
 class DecodedRows(NamedTuple):
     records: list[dict]  # change records, sorted by ``order``
     quarantine: list[dict]  # quarantined rows by offset
-    counts: dict  # jobs.decode.stage.decode_counts
+    counts: dict  # jobs.decode.stage.decode_counts, as decode.json writes them
     remembered: list[str]  # documents the decode found for later runs
 
 
@@ -47,7 +47,7 @@ def decoded_rows(raw, fmt: str, options: Any = None, order=in_message_order) -> 
     try:
         records = sorted((r.asDict(recursive=True) for r in decoded.changes.collect()), key=order)
         quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
-        return DecodedRows(records, quarantine, decode_counts(decoded.outcomes), decoded.remembered)
+        return DecodedRows(records, quarantine, decode_counts(decoded.outcomes).to_json(), decoded.remembered)
     finally:
         release(decoded.materialized)
 

@@ -83,7 +83,7 @@ def check_batch(spark, fmt: str, values: list[bytes], same_as: dict[int, int] | 
         if o["status"] == DECODED and o["table_id"] is not None:
             assert SAFE_TABLE_ID.fullmatch(o["table_id"]), o["table_id"]
     assert set(quarantine) == {o for o, r in outcomes.items() if r["status"] == QUARANTINED}
-    assert counts["balanced"] and counts["total"]["landed"] == len(values)
+    assert counts.balanced and counts.total.landed == len(values)
     for variant, original in (same_as or {}).items():
         assert (outcomes[variant]["status"], outcomes[variant]["reason"]) == \
             (outcomes[original]["status"], outcomes[original]["reason"]), values[variant][:300]

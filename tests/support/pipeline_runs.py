@@ -13,7 +13,7 @@ def jobs_run(fmt: str, raw: str | PathLike, lake: str | PathLike, pipeline: str,
                      "--run-id", run_id, *extra])
 
 
-def decode_and_merge(spark, ctx, fmt: str, raw: str | PathLike, options=None, **merge_options) -> dict:
+def decode_and_merge(spark, ctx, fmt: str, raw: str | PathLike, options=None, **merge_options):
     """The decode and the fold + publish of one run, in memory as ``transform`` hands them over, without
     its validation; the merge report."""
     from jobs import stages

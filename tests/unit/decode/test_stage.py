@@ -11,6 +11,7 @@ import pytest
 from jobs.formats import DecodeOptions
 from jobs.lake.layout import Lake
 from jobs.model.record import QUARANTINE_SCHEMA
+from jobs.model.reports import DecodeReport, MessageCounts
 from jobs.stages import RunContext, read_changes, run_decode
 from tests.support.decoders import raw_frame
 
@@ -36,19 +37,19 @@ def test_decode_stage_balances_counts_and_writes_records_and_quarantine(spark, t
 
     decoded = run_decode(spark, ctx, "debezium", str(raw_dir), DecodeOptions(), keep_changes=True)
 
-    report = ctx.read_report("decode.json")
-    assert decoded.report == report
-    assert report["total"] == {"landed": 4, "decoded": 2, "quarantined": 1, "ignored": 1, "records": 3}
-    assert report["balanced"]
+    report = ctx.read_report(DecodeReport)
+    assert decoded.report == report  # the report handed to the fold is the one written
+    assert report.total == MessageCounts(landed=4, decoded=2, quarantined=1, ignored=1, records=3)
+    assert report.balanced
     in_memory = decoded.changes.collect()
     decoded.release()
     assert sorted((r["op"], r["offset"]) for r in in_memory) == [("DELETE", 1), ("INSERT", 0), ("INSERT", 1)]
     # the kept copy is the same records
     by_id = lambda rows: sorted((r.asDict(recursive=True) for r in rows), key=lambda r: r["event_id"])  # noqa: E731
     assert by_id(read_changes(spark, ctx).collect()) == by_id(in_memory)
-    assert report["changes_kept"] == Lake.changes_dir("p", "r1")
+    assert report.changes_kept == Lake.changes_dir("p", "r1")
     # the change suite's profile: per op and phase, the records and the nulls of table id and format
-    assert report["record_profile"] == [
+    assert list(report.record_profile) == [
         {"values": {"op": "DELETE", "phase": "CDC"}, "records": 1, "nulls": {"table_id": 0, "format": 0}},
         {"values": {"op": "INSERT", "phase": "CDC"}, "records": 2, "nulls": {"table_id": 0, "format": 0}}]
 
@@ -84,13 +85,13 @@ def test_decode_stage_without_quarantine_writes_an_empty_one_keeps_no_records_an
     decoded = run_decode(spark, ctx, "debezium", str(raw_dir), DecodeOptions())
 
     report = decoded.report
-    assert report["total"]["quarantined"] == 0 and report["total"]["records"] == 2
+    assert report.total.quarantined == 0 and report.total.records == 2
     quarantine = spark.read.parquet(ctx.lake.spark_path(Lake.quarantine_dir("p", "r1")))
     assert quarantine.count() == 0
     assert quarantine.schema == QUARANTINE_SCHEMA
     # the records are held for the fold (a cache), not written to the lake
     assert decoded.changes.count() == 2 and not (tmp_path / "lake" / "changes").exists()
-    assert report["changes_kept"] is None
+    assert report.changes_kept is None
     with pytest.raises(FileNotFoundError, match="python -m jobs decode` writes them"):
         read_changes(spark, ctx)
     # the decoded frame was computed once and held while its parts were taken; the cache goes on release

@@ -61,8 +61,8 @@ def test_a_stray_object_on_a_topic_of_envelopes_is_quarantined_not_a_new_table(s
     assert quarantine[0]["key"] == b'{"id": 1}'
     assert quarantine[0]["reason"].startswith(
         f"does not fit its topic's shape: topic '{TOPIC}' carries envelope messages (3 of 4 messages in this run)")
-    assert counts["balanced"] and counts["total"]["quarantined"] == 1 and counts["total"]["decoded"] == 3
-    assert "_.public.customers" not in counts["tables"]
+    assert counts.balanced and counts.total.quarantined == 1 and counts.total.decoded == 3
+    assert "_.public.customers" not in counts.tables
     assert decided == {TOPIC: ENVELOPE}
 
 
@@ -71,7 +71,7 @@ def test_an_envelope_on_a_topic_of_unwrapped_rows_is_quarantined(spark):
     tables, quarantine, counts, decided = decode(spark, values, topic="shop.public.customers_flat")
     assert [q["offset"] for q in quarantine] == [2]
     assert "carries unwrapped messages" in quarantine[0]["reason"]
-    assert counts["balanced"] and counts["total"]["decoded"] == 3
+    assert counts.balanced and counts.total.decoded == 3
     assert decided == {"shop.public.customers_flat": UNWRAPPED}
 
 
@@ -86,7 +86,7 @@ def test_a_run_of_only_stray_objects_keeps_the_shape_an_earlier_run_decided(spar
     assert all("decided by an earlier run" in q["reason"] for q in quarantine)
     # or the pipeline says so
     tables, quarantine, counts, decided = decode(spark, values, options=DecodeOptions(message_shape=ENVELOPE))
-    assert tables == [] and len(quarantine) == 2 and counts["balanced"]
+    assert tables == [] and len(quarantine) == 2 and counts.balanced
 
 
 def test_topics_are_decided_apart(spark):

@@ -63,9 +63,9 @@ def test_auto_decodes_each_message_with_its_own_decoder(spark, shared_dir):
     assert {r["format"] for r in auto_records} == set(topic)
 
     counts = decode_counts(decoded.outcomes)
-    assert counts["balanced"]
-    assert counts["quarantine_reasons"] == {NO_DECODER: 3}
-    assert counts["total"]["landed"] == len(values)
+    assert counts.balanced
+    assert counts.quarantine_reasons == {NO_DECODER: 3}
+    assert counts.total.landed == len(values)
     quarantined = {bytes(r["value"]).decode() for r in decoded.quarantine.collect()}
     assert quarantined == set(garbage)
 
@@ -79,5 +79,5 @@ def test_a_dataworks_heartbeat_is_ignored_not_taken_for_a_debezium_row(spark, sh
     decoded, records = records_of(spark, insert + [heartbeat, heartbeat], "auto")
     assert [r["format"] for r in records] == ["dataworks"]
     counts = decode_counts(decoded.outcomes)
-    assert counts["balanced"]
-    assert counts["ignored_reasons"] == {"heartbeat": 2}
+    assert counts.balanced
+    assert counts.ignored_reasons == {"heartbeat": 2}

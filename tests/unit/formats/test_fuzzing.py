@@ -92,7 +92,7 @@ def test_a_value_of_tens_of_megabytes_is_decoded_not_quarantined(spark):
         "connector": "postgresql", "db": "d", "schema": "s", "table": "t", "lsn": 5}})
     decoded = decode_messages(raw_frame(spark, [value], keys=['{"id": 1}']), "debezium", DecodeOptions())
     try:
-        assert decode_counts(decoded.outcomes)["total"]["decoded"] == 1
+        assert decode_counts(decoded.outcomes).total.decoded == 1
         assert decoded.changes.select(F.length(F.col("after")["doc"]).alias("n")).first()["n"] == len(big)
     finally:
         release(decoded.materialized)

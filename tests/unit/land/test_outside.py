@@ -7,6 +7,7 @@ from pathlib import Path
 
 from jobs.alert.page import render_report
 from jobs.land.outside import combine, landing_summary, outside, quiet_interval_warning
+from jobs.model.reports import RunReports
 
 START, END = "2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z"
 
@@ -46,11 +47,9 @@ def test_report_page_shows_an_interval_that_landed_nothing_while_the_source_hold
     assert landing == {"start": START, "end": END, "records": 0,
                        "outside": outside(before=0, after=9, first_after="2026-11-02T03:00:00Z")}
     assert landing_summary(f"{tmp_path}/*/interval=20261101T000000Z_20261102T000000Z") == landing  # a --raw glob
-    page = render_report("demo", "20261101T000000Z_20261102T000000Z", {"tables": []}, {"success": True, "suites": []},
-                         {"total": {"landed": 0}, "landing": landing}, {})
+    page = render_report("demo", "20261101T000000Z_20261102T000000Z", RunReports(), {}, landing)
     warning = quiet_interval_warning(START, END, 0, landing["outside"])
     assert warning in page and 'class="quiet"' in page
-    busy = render_report("demo", "r", {"tables": []}, {"success": True, "suites": []},
-                         {"total": {"landed": 3}, "landing": {**landing, "records": 3}}, {})
+    busy = render_report("demo", "r", RunReports(), {}, {**landing, "records": 3})
     assert 'class="quiet"' not in busy
     assert landing_summary([str(tmp_path / "nowhere")]) is None  # folders without a manifest: nothing to say

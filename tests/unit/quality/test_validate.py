@@ -124,7 +124,7 @@ def test_unknown_op_and_null_table_id_fail_with_counts(spark):
     assert (bad_op["unexpected_count"], bad_op["unexpected_percent"]) == (1, 20.0)
     assert bad_op["partial_unexpected_list"] == ["UPSERT"]
     assert result["statistics"]["unsuccessful_expectations"] == 2
-    assert validation_report([result])["success"] is False
+    assert validation_report([result]).success is False
 
 
 def test_the_profile_gives_what_gx_finds_over_the_records_themselves(spark):
@@ -221,7 +221,7 @@ def test_result_is_json_safe_for_decimal_timestamp_and_binary_keys(spark):
         [(Decimal("1.50"), when, bytearray(b"\x00\xff")), (Decimal("1.50"), when, bytearray(b"\x00\xff"))],
         "amount decimal(10,2), at timestamp, raw binary")
     result = validate_state(df, "t", ["amount", "at", "raw"])
-    text = json.dumps(validation_report([result]), allow_nan=False)  # no default=: must already be plain
+    text = json.dumps(validation_report([result]).to_json(), allow_nan=False)  # no default=: must already be plain
     unique = _by_column(json.loads(text)["suites"][0])[("expect_compound_columns_to_be_unique", ("amount", "at", "raw"))]
     assert not unique["success"] and unique["observed"]["unexpected_count"] == 2
     assert unique["observed"]["partial_unexpected_list"][0] == {
@@ -266,11 +266,13 @@ def test_data_docs_escape_names_from_messages(tmp_path):
 
 def test_the_validate_stage_alone_needs_the_decodes_record_profile(spark, tmp_path):
     from jobs.lake.layout import Lake
+    from jobs.model.reports import DecodeReport
     from jobs.stages import RunContext, run_validate
 
     ctx = RunContext(Lake.at(str(tmp_path / "lake")), "p", "r1")
     with pytest.raises(FileNotFoundError, match="no record profile of run r1"):
         run_validate(spark, ctx)  # never decoded
-    ctx.write_report("decode.json", {"total": {"landed": 1}})  # a report of an older version: no profile
+    # a report of an older version: no profile
+    ctx.write_report(DecodeReport.from_json({"total": {"landed": 1}}))
     with pytest.raises(FileNotFoundError, match="or by an older version"):
         run_validate(spark, ctx)

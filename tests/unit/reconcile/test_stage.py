@@ -10,6 +10,7 @@ import pytest
 
 from jobs.lake.layout import Lake
 from jobs.model.record import make_table_id
+from jobs.model.reports import DecodeReport, ReconciliationReport
 from jobs.reconcile.stage import (
     ReconcileOptions,
     SourceCountsError,
@@ -39,7 +40,8 @@ def reconcile_counts(state: dict[str, dict], counts: dict[str, int | None], tmp_
     moment = time_moment(format_time(T0 + 1800 * US))
     new = [Checkpoint(t, n, moment, "file", "r1", table_id=t) for t, n in counts.items() if n is not None]
     rows = reconcile_run(lake, "p", "r1", new, state, ReconcileOptions())
-    return [{k: r[k] for k in ("table", "state_rows", "source_rows", "status", "snapshot_id", "in_state")} for r in rows]
+    return [{k: getattr(r, k) for k in ("table", "state_rows", "source_rows", "status", "snapshot_id", "in_state")}
+            for r in rows]
 
 
 # names a SQL statement built by string formatting would break on: a quote inside, a reserved word
@@ -211,13 +213,13 @@ def _counts(landed, decoded, quarantined, ignored):
 
 def test_balance_problems_balanced_report_is_clean():
     report = {"total": _counts(10, 7, 2, 1), "tables": {"a": _counts(6, 5, 1, 0), "b": _counts(4, 2, 1, 1)}}
-    assert balance_problems(report) == []
-    assert balance_problems({}) == []
+    assert balance_problems(DecodeReport.from_json(report)) == []
+    assert balance_problems(None) == []  # no decode report
 
 
 def test_balance_problems_names_total_table_and_sum():
     report = {"total": _counts(10, 7, 2, 0), "tables": {"a": _counts(6, 5, 1, 0), "b": _counts(5, 2, 1, 1)}}
-    problems = balance_problems(report)
+    problems = balance_problems(DecodeReport.from_json(report))
     assert any(p.startswith("in total: landed 10 != decoded 7") for p in problems)
     assert any(p.startswith("for table b: landed 5") for p in problems)
     assert not any("table a" in p for p in problems)
@@ -225,8 +227,11 @@ def test_balance_problems_names_total_table_and_sum():
 
 
 def test_balance_problems_missing_counts():
-    problems = balance_problems({"total": {"landed": 1, "decoded": 1}, "tables": {}})
+    """A count the report lacks (an older or broken decode.json) is a problem, not a zero."""
+    problems = balance_problems(DecodeReport.from_json({"total": {"landed": 1, "decoded": 1}, "tables": {}}))
     assert problems == ["counts in total lack quarantined, ignored"]
+    no_total = balance_problems(DecodeReport.from_json({"tables": {"a": _counts(1, 1, 0, 0), "b": "?"}}))
+    assert no_total == ["counts in total are missing", "counts for table b are missing"]
 
 
 def test_sql_counts_find_a_made_safe_name_spelt_in_another_case(tmp_path):
@@ -271,12 +276,12 @@ def test_a_run_without_a_count_of_a_table_shows_the_last_verdict_beside_unknown(
     state = {"t": {"state_rows": 3, "snapshot_id": 1}, "u": {"state_rows": 1, "snapshot_id": 2}}
     # a quiet day: no new count; its table is unknown, and shows what the last count got (no new alert)
     [t, u] = reconcile_run(lake, "p", "r2", [], state, ReconcileOptions())
-    assert t["status"] == "unknown" and t["checkpoints"] == [] and t["source_rows"] is None
-    assert t["previous"] == {**judged.verdict, "judged_run": "r1"}
-    assert u["status"] == "unknown" and u["previous"] is None  # never counted
+    assert t.status == "unknown" and t.checkpoints == () and t.source_rows is None
+    assert t.previous.to_json() == {**judged.verdict, "judged_run": "r1"}
+    assert u.status == "unknown" and u.previous is None  # never counted
     # the run that judged it shows it as its own verdict, not as a previous one
     [again, _] = reconcile_run(lake, "p", "r1", [], state, ReconcileOptions())
-    assert again["previous"] is None
+    assert again.previous is None
 
 
 @pytest.mark.parametrize("command, content, says", [
@@ -364,22 +369,22 @@ def test_a_count_taken_at_the_end_of_the_data_is_behind_for_the_first_interval_n
     state = {t: {"state_rows": 4, "snapshot_id": 1} for t in tables}
     new, _how = source_checkpoints(counts, state, "day1", ReconcileOptions())
     first = reconcile_run(lake, "p", "day1", new, state, ReconcileOptions())
-    assert [r["status"] for r in first] == ["behind"] * 3
-    [pending] = first[0]["pending"]
-    assert pending["moment_assumed"] == "the counts file's modification time"
-    assert pending["moment"] == "2026-11-03T00:00:00Z"
+    assert [r.status for r in first] == ["behind"] * 3
+    [pending] = first[0].pending
+    assert pending.moment_assumed == "the counts file's modification time"
+    assert pending.moment == "2026-11-03T00:00:00Z"
 
     write_run(lake, "p", "day2", {t: (4, inserts(t, day, 6)) for t in tables}, reach_time=T0 + (day + 5) * US)
     state = {t: {"state_rows": 10, "snapshot_id": 2} for t in tables}
     new, _how = source_checkpoints(counts, state, "day2", ReconcileOptions())  # the same file: the same count
-    assert reconcile_run(lake, "p", "day2", new, state, ReconcileOptions())[0]["status"] == "behind"
+    assert reconcile_run(lake, "p", "day2", new, state, ReconcileOptions())[0].status == "behind"
     # a third run whose changes pass the moment judges it: every table holds its 10 rows there
     write_run(lake, "p", "day3", {t: (10, inserts(t, 2 * day + 1, 1)) for t in tables},
               reach_time=T0 + (2 * day + 1) * US)
     state = {t: {"state_rows": 11, "snapshot_id": 3} for t in tables}
     third = reconcile_run(lake, "p", "day3", [], state, ReconcileOptions())
-    assert [(r["status"], r["source_rows"]) for r in third] == [("match", 10)] * 3
-    assert third[0]["checkpoints"][0]["lake_rows"] == 10 and third[0]["checkpoints"][0]["taken_in"] == "day1"
+    assert [(r.status, r.source_rows) for r in third] == [("match", 10)] * 3
+    assert third[0].checkpoints[0].lake_rows == 10 and third[0].checkpoints[0].taken_in == "day1"
 
 
 def test_a_sql_source_that_names_no_moment_is_judged_as_of_when_it_was_queried(source_db):
@@ -421,23 +426,23 @@ def test_a_quiet_source_is_judged_through_the_landing_with_the_capture_delay(tmp
     write_run(lake, "p", ctx.run_id, {"orders": (0, inserts("orders", day, 5))}, reach_time=T0 + (day + 4) * US)
     counts = _counts_file(tmp_path, {"orders": {"rows": 5, "as_of": "2026-11-02T01:00:00Z"}})
     read_after_end = {"end_reason": "high_watermark", "high_watermark_read_at": "2026-11-03T00:02:00Z"}
-    ctx.write_report("decode.json", {"raw": _landed(lake, ["orders"], "2026-11-02T00:00:00Z",
-                                                    "2026-11-03T00:00:00Z", read_after_end)})
+    ctx.write_report(DecodeReport.of(raw=_landed(lake, ["orders"], "2026-11-02T00:00:00Z", "2026-11-03T00:00:00Z",
+                                                 read_after_end)))
 
     [row] = run_reconcile(ctx, counts, ReconcileOptions(capture_delay_s=900))
 
-    assert (row["status"], row["checkpoints"][0]["lake_rows"]) == ("match", 5)
-    report = ctx.read_report("reconciliation.json")
-    assert report["landing"] == {"landed_through": "2026-11-02T23:44:59.999999Z", "interval_end":
-                                 "2026-11-03T00:00:00Z", "capture_delay_s": 900, "why_not": None}
+    assert (row.status, row.checkpoints[0].lake_rows) == ("match", 5)
+    report = ctx.read_report(ReconciliationReport)
+    assert report.landing.to_json() == {"landed_through": "2026-11-02T23:44:59.999999Z", "interval_end":
+                                        "2026-11-03T00:00:00Z", "capture_delay_s": 900, "why_not": None}
 
     # a landing that stopped at a high watermark read before the end is no evidence: behind, and why
     read_early = {"end_reason": "high_watermark", "high_watermark_read_at": "2026-11-02T23:00:00Z"}
-    ctx.write_report("decode.json", {"raw": _landed(lake, ["orders"], "2026-11-02T00:00:00Z",
-                                                    "2026-11-03T00:00:00Z", read_early)})
+    ctx.write_report(DecodeReport.of(raw=_landed(lake, ["orders"], "2026-11-02T00:00:00Z", "2026-11-03T00:00:00Z",
+                                                 read_early)))
     [row] = run_reconcile(ctx, counts, ReconcileOptions(capture_delay_s=900))
-    assert row["status"] == "behind" and row["pending"][0]["lag"]["landed_through"] is None
-    assert "before the interval's end" in ctx.read_report("reconciliation.json")["landing"]["why_not"]
+    assert row.status == "behind" and row.pending[0].lag.landed_through is None
+    assert "before the interval's end" in ctx.read_report(ReconciliationReport).landing.why_not
 
 
 def test_the_capture_delay_is_a_pipeline_setting_and_a_flag_with_a_default(tmp_path):
