@@ -31,14 +31,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from jobs.errors import CREDENTIALS_FIX, mask, uri_credentials
+from jobs.formats.registry import names as format_names
 from jobs.model.names import pipeline_name_problem
 from jobs.model.table_rules import setting_for
 from jobs.reconcile.landed_reach import DEFAULT_CAPTURE_DELAY
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PIPELINES_DIR = REPO / "dags" / "pipelines"
-# the decoders' registry (jobs.formats) imports pyspark; tests/unit/test_config.py keeps the two equal
-FORMATS = ("auto", "canal", "dataworks", "debezium", "dts_avro", "maxwell", "ogg", "qlik", "shareplex")
+FORMATS = format_names()  # the formats' registry, which imports no pyspark
 PIPELINE_SUFFIXES = (".yaml", ".yml")
 DOCS = "docs/pipelines.md"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
