@@ -33,13 +33,13 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from jobs import env as environ
 from jobs.errors import CREDENTIALS_FIX, mask, uri_credentials
+from jobs.formats.registry import names as format_names
 from jobs.model.names import pipeline_name_problem
 from jobs.model.table_rules import setting_for
 from jobs.reconcile.landed_reach import DEFAULT_CAPTURE_DELAY
 
 DEFAULT_PIPELINES_DIR = Path("dags") / "pipelines"  # of the working folder, for the checker
-# the decoders' registry (jobs.formats) imports pyspark; tests/unit/test_config.py keeps the two equal
-FORMATS = ("auto", "canal", "dataworks", "debezium", "dts_avro", "maxwell", "ogg", "qlik", "shareplex")
+FORMATS = format_names()  # the formats' registry, which imports no pyspark
 PIPELINE_SUFFIXES = (".yaml", ".yml")
 DOCS = "docs/pipelines.md"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

@@ -15,10 +15,9 @@ from jobs.formats import (
     MESSAGE_SHAPES,
     QUARANTINED,
     DecodeOptions,
-    get_decoder,
-    remembered_documents,
 )
 from jobs.formats.base import LINEAGE, event_id
+from jobs.formats.decoders import get_decoder
 from jobs.model.record import CHANGE_RECORD_COLUMNS, QUARANTINE_SCHEMA
 from jobs.model.reports import DecodeCounts, MessageCounts
 from jobs.spark.session import jvm_log_level
@@ -116,7 +115,7 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
     message without records (quarantined, ignored). Outcomes, change records and quarantine are
     projections of it, so the records are held in memory once, not as arrays and again as rows."""
     decoder = get_decoder(fmt)
-    found = remembered_documents(decoder, raw)
+    found = decoder.remember(raw)
     new = sorted(set(found) - set(options.memory))
     if new:
         options = replace(options, memory=tuple(sorted({*options.memory, *new})))

@@ -1,4 +1,8 @@
-"""Decoders: one module per format behind one small interface, chosen from a registry.
+"""Formats: one folder per format (its registry entry, its decoder) behind one small interface.
+
+``jobs.formats.registry`` lists the formats' entries (no pyspark); ``jobs.formats.decoders.get_decoder``
+gives a format's decoder; ``jobs.formats.base`` holds the decoders' base class and the column
+expressions they share.
 
 A decoder turns raw Kafka-schema rows into *outcomes*, one row per message:
 
@@ -14,10 +18,7 @@ Everything after decoding (counts, quarantine, changes, the fold) is format-agno
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from pyspark.sql import DataFrame
 
 DECODED, QUARANTINED, IGNORED = "decoded", "quarantined", "ignored"
 ENVELOPE, UNWRAPPED = "envelope", "unwrapped"
@@ -37,60 +38,8 @@ class DecodeOptions:
     topic_shapes: dict[str, str] = field(default_factory=dict)
 
 
-class BaseDecoder:
-    """A format's decoder: ``decode``, and the hooks a format overrides where it needs them."""
-
-    name: str
-    # whether the format's messages come in several shapes that one topic never mixes (the outcome's
-    # ``shape``): the decode stage then decides each topic's shape (jobs.decode.stage)
-    shaped: bool = False
-
-    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        """Raw Kafka-schema rows -> outcomes (see the module docstring)."""
-        raise NotImplementedError
-
-    def remember(self, raw: DataFrame) -> list[str]:
-        """Documents of this snapshot that later messages may need (kept by the decode stage, given
-        back in DecodeOptions.memory); most formats need none."""
-        return []
-
-
-def remembered_documents(decoder: BaseDecoder, raw: DataFrame) -> list[str]:
-    """What later messages may need from this snapshot (the decoder's ``remember``)."""
-    return decoder.remember(raw)
-
-
-_REGISTRY: dict[str, Callable[[], BaseDecoder]] = {}
-
-
-def register(name: str) -> Callable[[Callable[[], BaseDecoder]], Callable[[], BaseDecoder]]:
-    def wrap(factory: Callable[[], BaseDecoder]) -> Callable[[], BaseDecoder]:
-        _REGISTRY[name] = factory
-        return factory
-
-    return wrap
-
-
-
-def _load_builtin() -> None:
-    """Import every format's decoder (``<format>/decoder.py``) and auto: importing one registers it."""
-    import importlib
-    import pkgutil
-
-    for module in pkgutil.iter_modules(__path__):
-        if module.ispkg:
-            importlib.import_module(f"{__name__}.{module.name}.decoder")
-    importlib.import_module(f"{__name__}.auto")
-
-
 def available_formats() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
+    """Every ``--format`` (jobs.formats.registry), ``auto`` among them."""
+    from jobs.formats.registry import names
 
-
-def get_decoder(name: str) -> BaseDecoder:
-    _load_builtin()
-    try:
-        return _REGISTRY[name]()
-    except KeyError:
-        raise ValueError(f"unknown format {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+    return list(names())

@@ -31,8 +31,10 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.formats import BaseDecoder, DecodeOptions, get_decoder, register
-from jobs.formats.base import TOMBSTONE, is_tombstone, outcome, status_of
+from jobs.formats import DecodeOptions
+from jobs.formats.base import TOMBSTONE, BaseDecoder, is_tombstone, outcome, status_of
+from jobs.formats.decoders import get_decoder
+from jobs.formats.registry import AUTO
 
 NO_DECODER = "no decoder accepts this message"
 _PROBE = (
@@ -77,7 +79,7 @@ def sniff_format() -> Column:
 
 
 class AutoDecoder(BaseDecoder):
-    name = "auto"
+    entry = AUTO
 
     def remember(self, raw: DataFrame) -> list[str]:
         return get_decoder("qlik").remember(raw)
@@ -93,8 +95,3 @@ class AutoDecoder(BaseDecoder):
         rest = sniffed.where(F.col("_format").isNull()).select(
             *outcome(status_of(reason), reason, F.lit(None), F.lit(None)))
         return reduce(DataFrame.unionByName, parts, rest)
-
-
-@register("auto")
-def _factory() -> AutoDecoder:
-    return AutoDecoder()

@@ -1,4 +1,5 @@
-"""Column expressions shared by decoders: positions, keys, ids, change records, outcome rows."""
+"""What the decoders share: their base class and the column expressions of positions, keys, ids, change
+records and outcome rows."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -9,15 +10,43 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType
 
 from jobs.formats import DECODED, IGNORED, QUARANTINED, DecodeOptions
+from jobs.formats.entry import FormatEntry
 from jobs.model import record as C
 from jobs.model.record import CHANGE_RECORD_COLUMNS, CHANGE_RECORD_SCHEMA
 from jobs.model.table_rules import glob_regex, is_glob
 from jobs.spark import jvm
 
 RECORDS_TYPE = ArrayType(CHANGE_RECORD_SCHEMA)
+# how a user gives a table's key, named by the reasons that ask for one: a reason reaches command-line and
+# pipeline-file users alike (as the shape's misfit reason does, jobs.decode.stage)
+KEY_SETTING = "--primary-keys (tables[].primary_keys in a pipeline file)"
 LINEAGE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
 _STRING_MAP = "map<string,string>"
 _STRING_ARRAY = "array<string>"
+
+
+class BaseDecoder:
+    """A format's decoder: ``decode``, and the hooks a format overrides where it needs them."""
+
+    entry: FormatEntry  # the format's registry entry (jobs/formats/<format>/__init__.py)
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @property
+    def shaped(self) -> bool:
+        """Whether one topic carries one of several shapes (FormatEntry.shaped; jobs.decode.stage)."""
+        return self.entry.shaped
+
+    def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
+        """Raw Kafka-schema rows -> outcomes (see jobs/formats/__init__.py)."""
+        raise NotImplementedError
+
+    def remember(self, raw: DataFrame) -> list[str]:
+        """Documents of this snapshot that later messages may need (kept by the decode stage, given
+        back in DecodeOptions.memory); most formats need none."""
+        return []
 
 
 def pad_unsigned(col: Column, width: int = 20) -> Column:
@@ -28,6 +57,19 @@ def pad_unsigned(col: Column, width: int = 20) -> Column:
     number = col.try_cast("decimal(38,0)")
     unsigned = F.when(number < 0, number + F.lit("18446744073709551616").cast("decimal(38,0)")).otherwise(number)
     return F.lpad(unsigned.cast("string"), width, "0")
+
+
+# what a timestamp holds: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z. A time past it is no time, and
+# timestamp_seconds / timestamp_millis overflow on one far past it (long overflow fails the whole decode)
+FIRST_SECOND, LAST_SECOND = -62135596800, 253402300799
+
+
+def epoch_number(value: Column, per_second: int = 1, first_second: int = 0) -> Column:
+    """A whole number of seconds since 1970 (``per_second`` 1000: of milliseconds) from ``first_second`` (the
+    epoch, or FIRST_SECOND where a time may precede it) to LAST_SECOND -- a JSON number, or a string of
+    one -- else null."""
+    number = value.try_cast("bigint")
+    return F.when(number.between(first_second * per_second, (LAST_SECOND + 1) * per_second - 1), number)
 
 
 def literal_map(entries: dict[str, str]) -> Column:
@@ -155,6 +197,22 @@ def marker_record(fmt: str, table_id: Column, op: str, phase: str, position: Col
     return markers.record(op, phase, None, None, detail)
 
 
+def row_change_records(rec, before: Column, after: Column, new_key: Column, old_key: Column) -> dict[str, Column]:
+    """The records of a row change whose images are whole rows, by kind (``load``, ``insert``, ``update``,
+    ``delete``), made by ``rec`` (RecordBuilder.record): without any key the whole row is its identity, and
+    an update that changes the key is a DELETE of the old key and an INSERT of the new row."""
+    k_new, k_old = F.coalesce(new_key, after), F.coalesce(old_key, before)
+    key_changed = before.isNotNull() & keys_differ(k_old, k_new)
+    return {
+        "load": F.array(rec(C.SNAPSHOT, C.FULL_LOAD, k_new, None, after)),
+        "insert": F.array(rec(C.INSERT, C.CDC, k_new, None, after)),
+        "update": F.when(key_changed, F.array(rec(C.DELETE, C.CDC, k_old, before, None),
+                                              rec(C.INSERT, C.CDC, k_new, None, after)))
+                   .otherwise(F.array(rec(C.UPDATE, C.CDC, k_new, before, after))),
+        "delete": F.array(rec(C.DELETE, C.CDC, k_old, before, None)),
+    }
+
+
 TOMBSTONE = "tombstone"
 
 
@@ -192,15 +250,17 @@ def outcome(status: Column, reason: Column, table_id: Column, records: Column,
     ]
 
 
-def decoded_on_jvm(raw: DataFrame, class_name: str, fmt: str, options: DecodeOptions, arguments: list[Column],
+def decoded_on_jvm(raw: DataFrame, entry: FormatEntry, options: DecodeOptions, arguments: list[Column],
                    **settings: object) -> DataFrame:
-    """The outcomes of the JVM-side decoder ``class_name`` (jobs.spark.jvm) called on ``arguments`` of each raw
-    message, made with the format's ``settings`` and the rules every decoder shares (--primary-keys,
-    the table-id limits of jobs.model.record); records leave with event_id null, for the decode stage."""
+    """The outcomes of the format's JVM-side decoder (``entry.jvm_decoder``, jobs.spark.jvm) called on
+    ``arguments`` of each raw message, made with the format's ``settings`` and the rules every decoder
+    shares (--primary-keys, the table-id limits of jobs.model.record); records leave with event_id null,
+    for the decode stage."""
     config = {
-        "format": fmt,
+        "format": entry.name,
         "primary_keys": {table: list(cols) for table, cols in options.primary_keys.items() if not is_glob(table)},
         "primary_key_globs": key_globs(options),
+        "key_setting": KEY_SETTING,
         "no_table": NO_TABLE,
         "missing_part": C.MISSING_PART,
         "name_hash_digits": C.NAME_HASH_DIGITS,
@@ -208,7 +268,7 @@ def decoded_on_jvm(raw: DataFrame, class_name: str, fmt: str, options: DecodeOpt
         "max_part_chars": C.MAX_PART_CHARS,
         **settings,
     }
-    udf = jvm.register_udf(raw.sparkSession, class_name, config, outcome_type())
+    udf = jvm.register_udf(raw.sparkSession, entry.jvm_decoder, config, outcome_type())
     # one column first: the projection below reads it four times, the UDF runs once
     decoded = raw.withColumn("_outcome", F.call_function(udf, *arguments))
     o = F.col("_outcome")

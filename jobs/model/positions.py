@@ -2,8 +2,11 @@
 
 Every decoder writes a record's ``position`` so that string order is source order (docs/formats).
 A checkpoint names its moment in the source's own terms -- a PostgreSQL LSN ``0/16B3748``, a binlog
-``mysql-bin.000003:1234``, an Oracle SCN -- and ``bound`` turns that into a **cut** among the format's
-positions: the changes strictly before the cut are in the source's count, the rest are not.
+``mysql-bin.000003:1234``, an Oracle SCN -- and the format's own cut (``cut`` of its registry entry,
+jobs/formats/<format>/__init__.py; jobs.formats.registry.bound) turns that into a **cut** among the
+format's positions: the changes strictly before the cut are in the source's count, the rest are not.
+This module holds what the formats' cuts share: the cut, the readings of LSNs and binlog positions,
+and ``place``.
 
 ``canonical:<text>`` names a position exactly as the lake writes it (``_cdc_position`` of a state
 row): the cut lies just after it. Pure Python, no Spark.
@@ -11,6 +14,7 @@ row): the cut lies just after it. Pure Python, no Spark.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 CANONICAL_PREFIX = "canonical:"
@@ -38,7 +42,8 @@ def pad(number: int, width: int = 20) -> str:
     return str(number).rjust(width, "0")
 
 
-def _integer(text: str, what: str) -> int:
+def integer(text: str, what: str) -> int:
+    """A whole number of at most 38 digits (``what`` it is, for the error)."""
     text = text.strip()
     if not re.fullmatch(r"[0-9]{1,38}", text):
         raise PositionError(f"{text!r} is not {what}")
@@ -51,7 +56,7 @@ def pg_lsn(text: str) -> int:
     m = re.fullmatch(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})", text)
     if m:
         return (int(m.group(1), 16) << 32) | int(m.group(2), 16)
-    return _integer(text, "a PostgreSQL LSN (X/Y or a decimal number)")
+    return integer(text, "a PostgreSQL LSN (X/Y or a decimal number)")
 
 
 def binlog(text: str) -> tuple[int, int]:
@@ -67,64 +72,26 @@ def binlog(text: str) -> tuple[int, int]:
     raise PositionError(f"{text!r} is not a binlog position (file.000003:1234)")
 
 
-def _debezium(text: str) -> Cut:
-    text = text.strip()
-    if re.fullmatch(r"[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{4}", text):  # SQL Server LSN
-        return Cut(text.upper())
-    if text.lower().startswith("scn:"):  # Oracle: AS OF SCN s holds the commits at or before s
-        return Cut(pad(_integer(text[4:], "an Oracle SCN") + 1))
-    if ":" in text:  # MySQL / MariaDB binlog
-        number, offset = binlog(text)
-        return Cut(f"{pad(number)}.{pad(offset)}")
-    return Cut(pad(pg_lsn(text)), previous_commit=True)
-
-
-def _maxwell(text: str) -> Cut:
+def binlog_cut(text: str, file_digits: int = 20) -> Cut:
+    """The cut at a binlog position (the events before it): its file number and offset, padded as the
+    format's positions pad them."""
     number, offset = binlog(text)
-    return Cut(f"{pad(number)}.{pad(offset)}")
+    return Cut(f"{pad(number, file_digits)}.{pad(offset)}")
 
 
-def _dts_avro(text: str) -> Cut:
-    number, offset = binlog(text)
-    return Cut(f"{pad(number, 10)}.{pad(offset)}")
+def scn_cut(text: str) -> Cut:
+    """The cut at an Oracle SCN ``<n>`` or ``scn:<n>``: AS OF SCN n holds the commits at or before n."""
+    return Cut(pad(integer(re.sub(r"(?i)^scn:", "", text.strip()), "an Oracle SCN") + 1))
 
 
-def _shareplex(text: str) -> Cut:
-    return Cut(pad(_integer(text.removeprefix("scn:"), "an Oracle SCN") + 1))
-
-
-def _ogg(text: str) -> Cut:
-    return Cut(pad(_integer(text, "an OGG trail position (digits)"), 38) + JUST_AFTER)
-
-
-def _dataworks(text: str) -> Cut:
-    return Cut(pad(_integer(text, "a DataWorks sequenceId")) + ".1" + JUST_AFTER)
-
-
-def _qlik(text: str) -> Cut:
-    return Cut(text.strip().rjust(35, "0") + JUST_AFTER)
-
-
-# what a checkpoint's ``position`` is, per format (docs/operations.md, "Checkpoints")
-_BY_FORMAT = {
-    "debezium": _debezium,
-    "maxwell": _maxwell,
-    "dts_avro": _dts_avro,
-    "shareplex": _shareplex,
-    "ogg": _ogg,
-    "dataworks": _dataworks,
-    "qlik": _qlik,
-}
-
-
-def bound(fmt: str | None, text: str) -> Cut:
-    """The cut a checkpoint's position text stands for among ``fmt``'s positions."""
+def place(fmt: str | None, text: str, cut: Callable[[str], Cut] | None) -> Cut:
+    """The cut a checkpoint's position ``text`` stands for among ``fmt``'s positions, by the format's own
+    ``cut`` (jobs.formats.registry: its folder's entry); ``canonical:<text>`` in any format."""
     if not isinstance(text, str) or not text.strip():
         raise PositionError("a position is a non-empty string")
     if text.startswith(CANONICAL_PREFIX):
         return Cut(text[len(CANONICAL_PREFIX):] + JUST_AFTER)
-    placer = _BY_FORMAT.get(fmt or "")
-    if placer is None:
+    if cut is None:
         raise PositionError(f"format {fmt!r} has no source position of its own: give the lake's position as "
                             f"'{CANONICAL_PREFIX}<_cdc_position>' or the moment as as_of")
-    return placer(text)
+    return cut(text)

@@ -1,7 +1,7 @@
 """Checkpoints: a source table's row count with the moment it is true, and the verdict on the lake.
 
 A checkpoint is ``rows`` of one source table counted at a **moment**: a source position (a cut among
-the format's positions, jobs.model.positions) or a source time (the commit clock every format's records
+the format's positions, jobs.formats.registry.bound) or a source time (the commit clock every format's records
 carry as ``event_time``), exact or a bracket ``[low, high]`` that the true cut lies in. A count
 without a moment was true when it was read: its moment is assumed to be then (the counts file's
 modification time, the time a SQL source was queried), and it is judged within its tolerance.
@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from jobs.formats.registry import bound
 from jobs.lake.ledger import RunCounts
-from jobs.model.positions import JUST_AFTER, PositionError, bound
+from jobs.model.positions import JUST_AFTER, PositionError
 
 MATCH, MISMATCH, BEHIND, UNKNOWN = "match", "mismatch", "behind", "unknown"
 KEY_DIFF_LIMIT = 100  # keys named per side in a report

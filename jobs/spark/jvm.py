@@ -1,6 +1,7 @@
 """The pipeline's JVM-side decoders: Java sources under ``jvm/src``, compiled against the venv's
-Spark by ``jvm/build.sh`` (part of ``scripts/setup.sh``, ``make setup``) into
-``jobs/spark/jars/cdc-jvm.jar``.
+Spark by ``jvm/build.sh`` (part of ``scripts/setup.sh``, ``make setup``; ``jvm/build.sh test`` runs their
+Java tests, ``jvm/test``) into ``jobs/spark/jars/cdc-jvm.jar``. A format's registry entry names its class
+(``jvm_decoder``, jobs/formats/<format>/__init__.py).
 
 A decoder there is a Spark Java UDF: one message in, its decode outcome out, in one pass of a
 streaming parser (bench/README.md, "JVM-side decoding"). Debezium and DTS Avro are decoded there and

@@ -30,21 +30,25 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.formats import BaseDecoder, DecodeOptions, register
+from jobs.formats import DecodeOptions
 from jobs.formats.base import (
+    KEY_SETTING,
     TOMBSTONE,
+    BaseDecoder,
     RecordBuilder,
     configured_key,
     decided_outcome,
+    epoch_number,
     has_configured_key,
     is_tombstone,
     is_truncate,
     key_of,
-    keys_differ,
     literal_map,
     pad_unsigned,
     parse_value,
+    row_change_records,
 )
+from jobs.formats.canal import ENTRY
 from jobs.model import record as C
 
 _MAP = "map<string,string>"
@@ -130,117 +134,114 @@ def _overlay(row: Column, old: Column) -> Column:
     return F.map_concat(replaced, extra)
 
 
+def _with_message(df: DataFrame) -> DataFrame:
+    """The message's type, rows, column types, key columns, table and position as named columns (each
+    non-trivial expression evaluated once)."""
+    j = F.col("j")
+    msg_type = F.upper(j["type"])
+    is_ddl = (F.lower(j["isDdl"]) == "true") | msg_type.isin(*_DDL_TYPES)
+    has_table = F.coalesce(j["table"], F.lit("")) != ""
+    has_db = F.coalesce(j["database"], F.lit("")) != ""
+    return df.withColumns({
+        "_type": msg_type,
+        "_is_ddl": F.coalesce(is_ddl, F.lit(False)),
+        # DTS before 2022-03-20: a DELETE's row is in `old` and `data` is null
+        "_rows": F.when((msg_type == "DELETE") & (F.coalesce(F.size(j["data"]), F.lit(0)) <= 0), j["old"])
+                  .otherwise(j["data"]),
+        "_has_table": has_table,
+        "_types": _column_types(j["mysqlType"], j["sqlType"]),
+        "_pk": F.when(F.size(j["pkNames"]) > 0, j["pkNames"]),
+        "table_id": F.when(has_table, C.table_id_col(j["database"], F.lit(None), j["table"]))
+                     .when(is_ddl & has_db, C.table_id_col(j["database"], F.lit(None), F.lit(None))),
+        # every row of a message shares its position
+        "_base": F.when(j["es"].rlike(r"^[0-9]+$"), F.concat_ws(
+            ".", pad_unsigned(j["es"]), pad_unsigned(F.coalesce(j["id"].try_cast("bigint"), F.lit(0))))),
+    })
+
+
+def _with_rows(df: DataFrame, options: DecodeOptions) -> DataFrame:
+    """Per row of the message: its typed images, then its keys."""
+    table_id, types, pk, msg_type = F.col("table_id"), F.col("_types"), F.col("_pk"), F.col("_type")
+    old = F.when(msg_type == "UPDATE", F.col("j")["old"])
+
+    def images(row: Column, i: Column) -> Column:
+        old_row = F.get(old, i)
+        before = (
+            F.when(msg_type == "DELETE", row)
+            .when((msg_type == "UPDATE") & old_row.isNotNull(), _overlay(row, old_row))
+        )
+        return F.struct(_typed_image(F.when(msg_type != "DELETE", row), types).alias("after"),
+                        _typed_image(before, types).alias("before"))
+
+    def keyed(x: Column) -> Column:
+        return F.struct(
+            x["after"].alias("after"), x["before"].alias("before"),
+            F.coalesce(configured_key(table_id, x["after"], options), key_of(x["after"], pk)).alias("new_key"),
+            F.coalesce(configured_key(table_id, x["before"], options), key_of(x["before"], pk)).alias("old_key"),
+        )
+
+    df = df.withColumn("_images", F.transform(F.col("_rows"), images))
+    return df.withColumn("_keyed", F.transform(F.col("_images"), keyed))
+
+
+def _is_truncate() -> Column:
+    """Whether a DDL message empties its table: type TRUNCATE, or a TRUNCATE statement."""
+    return (F.col("_type") == "TRUNCATE") | F.coalesce(is_truncate(F.col("j")["sql"]), F.lit(False))
+
+
+def _reason(options: DecodeOptions) -> Column:
+    """Why a message is not decoded (null: it is)."""
+    j, msg_type, is_ddl = F.col("j"), F.col("_type"), F.col("_is_ddl")
+    table_id, rows, pk = F.col("table_id"), F.col("_rows"), F.col("_pk")
+    has_configured = has_configured_key(table_id, options)
+    keyless = pk.isNull() & ~has_configured
+    ignored = literal_map(_IGNORED_TYPES)
+    return (
+        F.when(is_tombstone(), F.lit(TOMBSTONE))
+        .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))
+        .when(msg_type.isNull() & ~is_ddl, F.lit("not a Canal message: no 'type'"))
+        .when(F.element_at(ignored, msg_type).isNotNull(), F.element_at(ignored, msg_type))
+        .when(~is_ddl & ~msg_type.isin(*_ROW_TYPES), F.concat(F.lit("unknown operation type '"), msg_type, F.lit("'")))
+        .when(is_ddl & _is_truncate() & ~F.col("_has_table"), F.lit("TRUNCATE names no table"))
+        .when(table_id.isNull() & is_ddl, F.lit("DDL names no database or table"))
+        .when(table_id.isNull(), F.lit("no database/table"))
+        .when(~is_ddl & (F.coalesce(F.size(rows), F.lit(0)) <= 0),
+              F.concat(F.lit("'data' is empty for type "), msg_type))
+        .when(~is_ddl & F.exists(rows, lambda r: r.isNull()), F.lit("null row in 'data'"))
+        .when(j["es"].isNotNull() & epoch_number(j["es"], 1000).isNull(),
+              F.lit("'es' is not a number of milliseconds since 1970 (epoch)"))
+        .when(~is_ddl & ~has_configured & pk.isNotNull()
+              & F.exists(rows, lambda r: F.exists(pk, lambda c: ~F.map_contains_key(r, c))),
+              F.lit("a row lacks a key column named in pkNames"))
+        .when(~is_ddl & (msg_type == "UPDATE") & keyless & (F.coalesce(F.size(j["old"]), F.lit(0)) <= 0),
+              F.lit(f"update of a table without pkNames has no 'old' image: give {KEY_SETTING}"))
+    )
+
+
+def _records(rec) -> Column:
+    """The change records of a message, made by ``rec`` (RecordBuilder.record): one per row, or its DDL."""
+    msg_type, is_ddl, cdc = F.col("_type"), F.col("_is_ddl"), C.CDC
+
+    def row_records(x: Column) -> Column:
+        by_kind = row_change_records(rec, x["before"], x["after"], x["new_key"], x["old_key"])
+        return (F.when(msg_type == "INIT", by_kind["load"]).when(msg_type == "INSERT", by_kind["insert"])
+                .when(msg_type == "UPDATE", by_kind["update"]).otherwise(by_kind["delete"]))
+
+    return (
+        F.when(is_ddl & _is_truncate(), F.array(rec(C.TRUNCATE, cdc, None, None, None)))
+        .when(is_ddl, F.array(rec(C.DDL, cdc, None, None, F.create_map(F.lit("ddl"), F.col("j")["sql"]))))
+        .otherwise(F.flatten(F.transform(F.col("_keyed"), row_records)))
+    )
+
 
 class CanalDecoder(BaseDecoder):
-    name = "canal"
+    entry = ENTRY
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        j = parse_value(_VALUE_SCHEMA, allow_comments=True)
-        df = raw.select("*", j.alias("j"))
-        return self._outcomes(df, options)
-
-    def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
-        # Built in steps of named columns so that each non-trivial expression is evaluated once.
-        j = F.col("j")
-        msg_type = F.upper(j["type"])
-        is_ddl = (F.lower(j["isDdl"]) == "true") | msg_type.isin(*_DDL_TYPES)
-        has_table = F.coalesce(j["table"], F.lit("")) != ""
-        has_db = F.coalesce(j["database"], F.lit("")) != ""
-        # 1. message-level facts
-        df = df.withColumns({
-            "_type": msg_type,
-            "_is_ddl": F.coalesce(is_ddl, F.lit(False)),
-            # DTS before 2022-03-20: a DELETE's row is in `old` and `data` is null
-            "_rows": F.when((msg_type == "DELETE") & (F.coalesce(F.size(j["data"]), F.lit(0)) <= 0), j["old"])
-                      .otherwise(j["data"]),
-            "_has_table": has_table,
-            "_types": _column_types(j["mysqlType"], j["sqlType"]),
-            "_pk": F.when(F.size(j["pkNames"]) > 0, j["pkNames"]),
-            "table_id": F.when(has_table, C.table_id_col(j["database"], F.lit(None), j["table"]))
-                         .when(is_ddl & has_db, C.table_id_col(j["database"], F.lit(None), F.lit(None))),
-            "_base": F.when(j["es"].rlike(r"^[0-9]+$"), F.concat_ws(
-                ".", pad_unsigned(j["es"]), pad_unsigned(F.coalesce(j["id"].try_cast("bigint"), F.lit(0))))),
-        })
-        table_id, rows, types, pk, base = (F.col(c) for c in ("table_id", "_rows", "_types", "_pk", "_base"))
-        old = F.when(F.col("_type") == "UPDATE", j["old"])
-        msg_type = F.col("_type")
-
-        # 2. per row: typed images
-        def images(row: Column, i: Column) -> Column:
-            old_row = F.get(old, i)
-            before = (
-                F.when(msg_type == "DELETE", row)
-                .when((msg_type == "UPDATE") & old_row.isNotNull(), _overlay(row, old_row))
-            )
-            return F.struct(_typed_image(F.when(msg_type != "DELETE", row), types).alias("after"),
-                            _typed_image(before, types).alias("before"))
-
-        df = df.withColumn("_images", F.transform(rows, images))
-
-        # 3. per row: keys (the position is the message's: ``base``)
-        def keyed(x: Column) -> Column:
-            return F.struct(
-                x["after"].alias("after"), x["before"].alias("before"),
-                F.coalesce(configured_key(table_id, x["after"], options), key_of(x["after"], pk)).alias("new_key"),
-                F.coalesce(configured_key(table_id, x["before"], options), key_of(x["before"], pk)).alias("old_key"),
-            )
-
-        df = df.withColumn("_keyed", F.transform(F.col("_images"), keyed))
-
-        # 4. reasons, then the records of what decoded
-        has_configured = has_configured_key(table_id, options)
-        keyless = pk.isNull() & ~has_configured
-        ignored = literal_map(_IGNORED_TYPES)
-        is_ddl = F.col("_is_ddl")
-        truncate = (msg_type == "TRUNCATE") | F.coalesce(is_truncate(j["sql"]), F.lit(False))
-        reason = (
-            F.when(is_tombstone(), F.lit(TOMBSTONE))
-            .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))
-            .when(msg_type.isNull() & ~is_ddl, F.lit("not a Canal message: no 'type'"))
-            .when(F.element_at(ignored, msg_type).isNotNull(), F.element_at(ignored, msg_type))
-            .when(~is_ddl & ~msg_type.isin(*_ROW_TYPES), F.concat(F.lit("unknown operation type '"), msg_type,
-                                                                  F.lit("'")))
-            .when(is_ddl & truncate & ~F.col("_has_table"), F.lit("TRUNCATE names no table"))
-            .when(table_id.isNull() & is_ddl, F.lit("DDL names no database or table"))
-            .when(table_id.isNull(), F.lit("no database/table"))
-            .when(~is_ddl & (F.coalesce(F.size(rows), F.lit(0)) <= 0),
-                  F.concat(F.lit("'data' is empty for type "), msg_type))
-            .when(~is_ddl & F.exists(rows, lambda r: r.isNull()), F.lit("null row in 'data'"))
-            .when(~is_ddl & ~has_configured & pk.isNotNull()
-                  & F.exists(rows, lambda r: F.exists(pk, lambda c: ~F.map_contains_key(r, c))),
-                  F.lit("a row lacks a key column named in pkNames"))
-            .when(~is_ddl & (msg_type == "UPDATE") & keyless & (F.coalesce(F.size(j["old"]), F.lit(0)) <= 0),
-                  F.lit("update of a table without pkNames has no 'old' image: give --primary-keys"))
-        )
-        df = df.withColumn("reason", reason)
-
-        # every row of a message shares its position (``base``)
-        rec = RecordBuilder(self.name, table_id, base, event_time=F.timestamp_millis(j["es"].try_cast("bigint")),
-                            tx_id=j["gtid"], column_types=types).record
-        cdc = C.CDC
-
-        def row_records(x: Column) -> Column:
-            after, before = x["after"], x["before"]
-            # without any key the whole row is its identity
-            k_new, k_old = F.coalesce(x["new_key"], after), F.coalesce(x["old_key"], before)
-            key_changed = before.isNotNull() & keys_differ(k_old, k_new)
-            return (
-                F.when(msg_type == "INIT", F.array(rec(C.SNAPSHOT, C.FULL_LOAD, k_new, None, after)))
-                .when(msg_type == "INSERT", F.array(rec(C.INSERT, cdc, k_new, None, after)))
-                .when((msg_type == "UPDATE") & key_changed,
-                      F.array(rec(C.DELETE, cdc, k_old, before, None), rec(C.INSERT, cdc, k_new, None, after)))
-                .when(msg_type == "UPDATE", F.array(rec(C.UPDATE, cdc, k_new, before, after)))
-                .otherwise(F.array(rec(C.DELETE, cdc, k_old, before, None)))
-            )
-
-        records = (
-            F.when(is_ddl & truncate, F.array(rec(C.TRUNCATE, cdc, None, None, None)))
-            .when(is_ddl, F.array(rec(C.DDL, cdc, None, None, F.create_map(F.lit("ddl"), j["sql"]))))
-            .otherwise(F.flatten(F.transform(F.col("_keyed"), row_records)))
-        )
-        return df.select(*decided_outcome(F.col("reason"), _IGNORED_TYPES.values(), table_id, records))
-
-
-@register("canal")
-def _factory() -> CanalDecoder:
-    return CanalDecoder()
+        df = raw.select("*", parse_value(_VALUE_SCHEMA, allow_comments=True).alias("j"))
+        df = _with_rows(_with_message(df), options).withColumn("reason", _reason(options))
+        j, table_id = F.col("j"), F.col("table_id")
+        rec = RecordBuilder(self.name, table_id, F.col("_base"),
+                            event_time=F.timestamp_millis(epoch_number(j["es"], 1000)), tx_id=j["gtid"],
+                            column_types=F.col("_types")).record
+        return df.select(*decided_outcome(F.col("reason"), _IGNORED_TYPES.values(), table_id, _records(rec)))

@@ -27,21 +27,25 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.formats import BaseDecoder, DecodeOptions, register
+from jobs.formats import DecodeOptions
 from jobs.formats.base import (
+    FIRST_SECOND,
     TOMBSTONE,
+    BaseDecoder,
     RecordBuilder,
     configured_key,
     decided_outcome,
+    epoch_number,
     is_tombstone,
     is_truncate,
     key_of,
-    keys_differ,
     literal_map,
     marker_record,
     pad_unsigned,
     parse_value,
+    row_change_records,
 )
+from jobs.formats.dataworks import ENTRY
 from jobs.model import record as C
 
 _MAP = "map<string,string>"
@@ -64,120 +68,129 @@ _TS_FMT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 
 
 def _typed_image(image: Column, types: Column) -> Column:
-    """DATE values are epoch milliseconds: to the canonical timestamp string; the rest as sent."""
-    return F.transform_values(
-        image,
-        lambda k, v: F.when(
-            (F.element_at(types, k) == "timestamp") & v.rlike(r"^-?[0-9]+$"),
-            F.date_format(F.timestamp_millis(v.try_cast("bigint")), _TS_FMT),
-        ).otherwise(v),
+    """DATE values are epoch milliseconds: to the canonical timestamp string; the rest, and a time no
+    timestamp holds (kept by the change records, counted by the state), as sent."""
+    def typed(k: Column, v: Column) -> Column:
+        millis = epoch_number(v, 1000, FIRST_SECOND)
+        is_time = (F.element_at(types, k) == "timestamp") & v.rlike(r"^-?[0-9]+$") & millis.isNotNull()
+        return F.when(is_time, F.date_format(F.timestamp_millis(millis), _TS_FMT)).otherwise(v)
+
+    return F.transform_values(image, typed)
+
+
+def _with_images(df: DataFrame) -> DataFrame:
+    """The message's op, column types, table, sequenceId and typed images as named columns (each
+    non-trivial expression evaluated once)."""
+    schema, payload = F.col("j")["schema"], F.col("j")["payload"]
+    columns = schema["dataColumn"]
+    types = F.map_from_arrays(
+        F.transform(columns, lambda c: c["name"]),
+        F.transform(columns, lambda c: F.coalesce(F.element_at(literal_map(_TYPES), F.upper(c["type"])),
+                                                  F.lit("string"))),
+    )
+    source = schema["source"]
+    # a column without a name could not be told apart from the others (and cannot key a map)
+    nameless = F.coalesce(F.exists(columns, lambda c: c["name"].isNull()), F.lit(False))
+    df = df.withColumns({
+        "_op_code": payload["op"],
+        "_nameless": nameless,
+        "_types": F.when(columns.isNotNull() & ~nameless, types),
+        "table_id": F.when(F.coalesce(source["tableName"], F.lit("")) != "",
+                           C.table_id_col(source["dbName"], source["schemaName"], source["tableName"])),
+        "_seq": payload["sequenceId"],
+    })
+    return df.withColumns({
+        "_before": _typed_image(payload["before"]["dataColumn"], F.col("_types")),
+        "_after": _typed_image(payload["after"]["dataColumn"], F.col("_types")),
+    })
+
+
+def _with_keys_and_position(df: DataFrame, options: DecodeOptions) -> DataFrame:
+    """The keys -- --primary-keys, else the declared primary key, else the synthetic row id column where the
+    row has one -- and the position: sequenceId, then .0 for a split update's before half, else .1."""
+    schema, op_code, before, after = F.col("j")["schema"], F.col("_op_code"), F.col("_before"), F.col("_after")
+    columns = schema["dataColumn"]
+    row_id_col = F.coalesce(*[F.when(F.array_contains(F.transform(columns, lambda c: c["name"]), F.lit(c)),
+                                     F.array(F.lit(c))) for c in _ROW_ID_COLUMNS])
+    pk = F.when(F.size(F.coalesce(schema["primaryKey"], F.array())) > 0, schema["primaryKey"]).otherwise(row_id_col)
+    full_load = F.col("_seq") == "-1"
+    position_base = F.when(~full_load & F.col("_seq").rlike(r"^[0-9]+$"), pad_unsigned(F.col("_seq")))
+    return df.withColumns({
+        "_new_key": F.coalesce(configured_key(F.col("table_id"), after, options), key_of(after, pk)),
+        "_old_key": F.coalesce(configured_key(F.col("table_id"), before, options), key_of(before, pk)),
+        "_position": F.when(position_base.isNotNull(), F.concat(
+            position_base, F.when(op_code == "UPDATE_BEFOR", F.lit(".0")).otherwise(F.lit(".1")))),
+    })
+
+
+def _event_ms() -> Column:
+    return F.col("j")["payload"]["timestamp"]["eventTime"]
+
+
+def _records(rec, marker) -> Column:
+    """The change records of a message, made by ``rec`` (RecordBuilder.record) and ``marker`` (a
+    transaction marker of an op); null for an op DataWorks does not document."""
+    op_code, ddl, cdc = F.col("_op_code"), F.col("j")["payload"]["ddl"], C.CDC
+    by_kind = row_change_records(rec, F.col("_before"), F.col("_after"), F.col("_new_key"), F.col("_old_key"))
+    return (
+        F.when(op_code == "TRANSACTION_BEGIN", marker(C.TX_BEGIN))
+        .when(op_code == "TRANSACTION_END", marker(C.TX_END))
+        # full sync rows carry sequenceId -1
+        .when(op_code == "INSERT", F.when(F.col("_seq") == "-1", by_kind["load"]).otherwise(by_kind["insert"]))
+        # a split update's before half: a delete of the old row, ordered just before its after half
+        .when(op_code.isin("UPDATE_BEFOR", "DELETE"), by_kind["delete"])
+        .when(op_code == "UPDATE_AFTER", by_kind["update"])
+        # QUERY is DataWorks' op for statements it does not classify, a TRUNCATE among them
+        .when((op_code == "TRUNCATE") | (op_code.isin(*_DDL_OPS) & is_truncate(ddl["text"])),
+              F.array(rec(C.TRUNCATE, cdc, None, None, None)))
+        .when(op_code.isin(*_DDL_OPS), F.array(rec(C.DDL, cdc, None, None, F.create_map(F.lit("ddl"), ddl["text"]))))
     )
 
 
+def _reason(records: Column) -> Column:
+    """Why a message is not decoded (null: it is); ``records`` null: an unknown op."""
+    j, op_code, event_ms = F.col("j"), F.col("_op_code"), _event_ms()
+    ignored = literal_map(_IGNORED_OPS)
+    return (
+        F.when(is_tombstone(), F.lit(TOMBSTONE))
+        .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))
+        .when(op_code.isNull(), F.lit("not a DataWorks message: no payload.op"))
+        .when(F.col("_nameless"), F.lit("schema.dataColumn has a column without a name"))
+        .when(F.element_at(ignored, op_code).isNotNull(), F.element_at(ignored, op_code))
+        .when(records.isNull(), F.concat(F.lit("unknown operation type '"), op_code, F.lit("'")))
+        .when(F.col("table_id").isNull() & ~op_code.isin("TRANSACTION_BEGIN", "TRANSACTION_END"),
+              F.lit("no schema.source.tableName"))
+        .when((event_ms > 0) & epoch_number(event_ms, 1000).isNull(),
+              F.lit("'payload.timestamp.eventTime' is not a number of milliseconds since 1970 (epoch)"))
+        .when(op_code.isin("INSERT", "UPDATE_AFTER") & F.col("_after").isNull(),
+              F.concat(F.lit("'after' is null for op '"), op_code, F.lit("'")))
+        .when(op_code.isin("DELETE", "UPDATE_BEFOR") & F.col("_before").isNull(),
+              F.concat(F.lit("'before' is null for op '"), op_code, F.lit("'")))
+    )
+
 
 class DataWorksDecoder(BaseDecoder):
-    name = "dataworks"
+    entry = ENTRY
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
-        j = parse_value(_VALUE_SCHEMA, allow_comments=True)
-        df = raw.select("*", j.alias("j"))
-        schema, payload = F.col("j")["schema"], F.col("j")["payload"]
-        columns = schema["dataColumn"]
-        types = F.map_from_arrays(
-            F.transform(columns, lambda c: c["name"]),
-            F.transform(columns, lambda c: F.coalesce(F.element_at(literal_map(_TYPES), F.upper(c["type"])),
-                                                      F.lit("string"))),
-        )
-        source = schema["source"]
-        # a column without a name could not be told apart from the others (and cannot key a map)
-        nameless = F.coalesce(F.exists(columns, lambda c: c["name"].isNull()), F.lit(False))
-        df = df.withColumns({
-            "_op_code": payload["op"],
-            "_nameless": nameless,
-            "_types": F.when(columns.isNotNull() & ~nameless, types),
-            "table_id": F.when(F.coalesce(source["tableName"], F.lit("")) != "",
-                               C.table_id_col(source["dbName"], source["schemaName"], source["tableName"])),
-            "_seq": payload["sequenceId"],
-        })
-        df = df.withColumns({
-            "_before": _typed_image(payload["before"]["dataColumn"], F.col("_types")),
-            "_after": _typed_image(payload["after"]["dataColumn"], F.col("_types")),
-        })
-        op_code, before, after = F.col("_op_code"), F.col("_before"), F.col("_after")
-        full_load = F.col("_seq") == "-1"
-        # the format's key: declared primary key, else the synthetic row id column, if the row has one
-        row_id_col = F.coalesce(*[F.when(F.array_contains(F.transform(columns, lambda c: c["name"]), F.lit(c)),
-                                         F.array(F.lit(c))) for c in _ROW_ID_COLUMNS])
-        pk = F.when(F.size(F.coalesce(schema["primaryKey"], F.array())) > 0, schema["primaryKey"]).otherwise(row_id_col)
-        position_base = F.when(~full_load & F.col("_seq").rlike(r"^[0-9]+$"), pad_unsigned(F.col("_seq")))
-        df = df.withColumns({
-            "_new_key": F.coalesce(configured_key(F.col("table_id"), after, options), key_of(after, pk)),
-            "_old_key": F.coalesce(configured_key(F.col("table_id"), before, options), key_of(before, pk)),
-            "_position": F.when(position_base.isNotNull(), F.concat(
-                position_base, F.when(op_code == "UPDATE_BEFOR", F.lit(".0")).otherwise(F.lit(".1")))),
-        })
-        new_key, old_key = F.col("_new_key"), F.col("_old_key")
-        table_id = F.col("table_id")
-        event_ms = payload["timestamp"]["eventTime"]
-        event_time = F.when(event_ms > 0, F.timestamp_millis(event_ms))
-
+        df = raw.select("*", parse_value(_VALUE_SCHEMA, allow_comments=True).alias("j"))
+        df = _with_keys_and_position(_with_images(df), options)
+        op_code, table_id, position, seq = F.col("_op_code"), F.col("table_id"), F.col("_position"), F.col("_seq")
+        event_time = F.when(_event_ms() > 0, F.timestamp_millis(epoch_number(_event_ms(), 1000)))
         # the two halves of a split update are one change: its UPDATE_BEFOR (a delete of the old row) is
         # held with its update's sequenceId as a transaction that the UPDATE_AFTER ends, so that a run
         # cut between them does not publish the row deleted (jobs.fold.split_open_transactions)
-        pair_id = F.when(op_code.isin("UPDATE_BEFOR", "UPDATE_AFTER") & F.col("_seq").isNotNull(),
-                         F.concat(F.lit("update "), F.col("_seq")))
-
-        rec = RecordBuilder(self.name, table_id, F.col("_position"), event_time, tx_id=pair_id,
+        pair_id = F.when(op_code.isin("UPDATE_BEFOR", "UPDATE_AFTER") & seq.isNotNull(),
+                         F.concat(F.lit("update "), seq))
+        rec = RecordBuilder(self.name, table_id, position, event_time, tx_id=pair_id,
                             tx_last=F.when(pair_id.isNotNull(), op_code == "UPDATE_AFTER"),
                             column_types=F.col("_types")).record
-        cdc = C.CDC
-        # without any key the whole row is its identity
-        k_new, k_old = F.coalesce(new_key, after), F.coalesce(old_key, before)
-        key_changed = before.isNotNull() & keys_differ(k_old, k_new)
 
         def marker(op: str) -> Column:
             return F.array(marker_record(
-                self.name, table_id, op, C.CDC, F.col("_position"), F.lit(None), F.lit(None),
-                F.lit(op == C.TX_END), event_time,
-                F.create_map(F.lit("marker"), op_code, F.lit("sequenceId"), F.col("_seq"))))
+                self.name, table_id, op, C.CDC, position, F.lit(None), F.lit(None), F.lit(op == C.TX_END), event_time,
+                F.create_map(F.lit("marker"), op_code, F.lit("sequenceId"), seq)))
 
-        records = (
-            F.when(op_code == "TRANSACTION_BEGIN", marker(C.TX_BEGIN))
-            .when(op_code == "TRANSACTION_END", marker(C.TX_END))
-            .when(op_code == "INSERT",
-                  F.array(rec(F.when(full_load, F.lit(C.SNAPSHOT)).otherwise(F.lit(C.INSERT)),
-                              F.when(full_load, F.lit(C.FULL_LOAD)).otherwise(F.lit(C.CDC)), k_new, None, after)))
-            .when(op_code == "UPDATE_BEFOR", F.array(rec(C.DELETE, cdc, k_old, before, None)))
-            .when((op_code == "UPDATE_AFTER") & key_changed,
-                  F.array(rec(C.DELETE, cdc, k_old, before, None), rec(C.INSERT, cdc, k_new, None, after)))
-            .when(op_code == "UPDATE_AFTER", F.array(rec(C.UPDATE, cdc, k_new, before, after)))
-            .when(op_code == "DELETE", F.array(rec(C.DELETE, cdc, k_old, before, None)))
-            # QUERY is DataWorks' op for statements it does not classify, a TRUNCATE among them
-            .when((op_code == "TRUNCATE") | (op_code.isin(*_DDL_OPS) & is_truncate(payload["ddl"]["text"])),
-                  F.array(rec(C.TRUNCATE, cdc, None, None, None)))
-            .when(op_code.isin(*_DDL_OPS),
-                  F.array(rec(C.DDL, cdc, None, None, F.create_map(F.lit("ddl"), payload["ddl"]["text"]))))
-        )
-        ignored = literal_map(_IGNORED_OPS)
-        reason = (
-            F.when(is_tombstone(), F.lit(TOMBSTONE))
-            .when(F.col("j")["_corrupt"].isNotNull() | F.col("j").isNull(),
-                  F.lit("malformed JSON or not a JSON object"))
-            .when(op_code.isNull(), F.lit("not a DataWorks message: no payload.op"))
-            .when(F.col("_nameless"), F.lit("schema.dataColumn has a column without a name"))
-            .when(F.element_at(ignored, op_code).isNotNull(), F.element_at(ignored, op_code))
-            .when(records.isNull(), F.concat(F.lit("unknown operation type '"), op_code, F.lit("'")))
-            .when(table_id.isNull() & ~op_code.isin("TRANSACTION_BEGIN", "TRANSACTION_END"),
-                  F.lit("no schema.source.tableName"))
-            .when(op_code.isin("INSERT", "UPDATE_AFTER") & after.isNull(),
-                  F.concat(F.lit("'after' is null for op '"), op_code, F.lit("'")))
-            .when(op_code.isin("DELETE", "UPDATE_BEFOR") & before.isNull(),
-                  F.concat(F.lit("'before' is null for op '"), op_code, F.lit("'")))
-        )
-        df = df.withColumn("reason", reason)
+        records = _records(rec, marker)
+        df = df.withColumn("reason", _reason(records))
         return df.select(*decided_outcome(F.col("reason"), _IGNORED_OPS.values(), table_id, records))
-
-
-@register("dataworks")
-def _factory() -> DataWorksDecoder:
-    return DataWorksDecoder()

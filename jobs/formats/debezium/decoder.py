@@ -27,8 +27,9 @@ import uuid
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.formats import BaseDecoder, DecodeOptions, register
-from jobs.formats.base import decoded_on_jvm
+from jobs.formats import DecodeOptions
+from jobs.formats.base import BaseDecoder, decoded_on_jvm
+from jobs.formats.debezium import ENTRY
 
 _UNAVAILABLE = "__debezium_unavailable_value"
 
@@ -52,25 +53,18 @@ def _unavailable_forms(placeholder: str) -> tuple[str, ...]:
 
 _UNAVAILABLE_FORMS = _unavailable_forms(_UNAVAILABLE)
 
-JVM_DECODER = "cdc.DebeziumUdf"  # jvm/src/cdc/DebeziumUdf.java
-
 
 class DebeziumDecoder(BaseDecoder):
-    name = "debezium"
-    # a topic carries full envelopes or ExtractNewRecordState rows, never both (jobs.decode.stage)
-    shaped = True
+    # shaped: a topic carries full envelopes or ExtractNewRecordState rows, never both (jobs.decode.stage)
+    entry = ENTRY
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         """The outcomes of the JVM-side decoder (jobs.spark.jvm): one pass of a streaming parser per message,
         its schema section's types and conversions included; records leave with their ids to the
         decode stage."""
         return decoded_on_jvm(
-            raw, JVM_DECODER, self.name, options,
+            raw, self.entry, options,
             [F.col(c) for c in ("key", "value", "topic", "partition", "offset")]
             + [F.unix_micros("timestamp"), F.col("headers")],
             unavailable=list(_UNAVAILABLE_FORMS))
 
-
-@register("debezium")
-def _factory() -> DebeziumDecoder:
-    return DebeziumDecoder()

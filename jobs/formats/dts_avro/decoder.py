@@ -35,12 +35,12 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.formats import BaseDecoder, DecodeOptions, register
-from jobs.formats.base import decoded_on_jvm
+from jobs.formats import DecodeOptions
+from jobs.formats.base import BaseDecoder, decoded_on_jvm
+from jobs.formats.dts_avro import ENTRY
 
 # package data, read from the package wherever it is (a checkout, a wheel, the zip spark-submit ships)
 SCHEMA_FILE = importlib.resources.files("jobs.formats.dts_avro").joinpath("schemas/dts_record.avsc")
-JVM_DECODER = "cdc.DtsAvroUdf"  # jvm/src/cdc/DtsAvroUdf.java
 
 
 def record_schema() -> dict[str, Any]:
@@ -56,17 +56,13 @@ def record_schema() -> dict[str, Any]:
 
 
 class DtsAvroDecoder(BaseDecoder):
-    name = "dts_avro"
+    entry = ENTRY
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         """The outcomes of the JVM-side decoder (jobs.spark.jvm): each record read by Avro's own reader and
         turned into its outcome there; records leave with their ids to the decode stage."""
         return decoded_on_jvm(
-            raw, JVM_DECODER, self.name, options,
+            raw, self.entry, options,
             [F.col(c) for c in ("value", "topic", "partition", "offset")] + [F.unix_micros("timestamp")],
             schema=SCHEMA_FILE.read_text())
 
-
-@register("dts_avro")
-def _factory() -> DtsAvroDecoder:
-    return DtsAvroDecoder()

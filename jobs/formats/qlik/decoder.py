@@ -46,9 +46,11 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.formats import BaseDecoder, DecodeOptions, register
+from jobs.formats import DecodeOptions
 from jobs.formats.base import (
+    KEY_SETTING,
     TOMBSTONE,
+    BaseDecoder,
     RecordBuilder,
     configured_key,
     decided_outcome,
@@ -58,6 +60,7 @@ from jobs.formats.base import (
     keys_differ,
     parse_value,
 )
+from jobs.formats.qlik import ENTRY, POSITION_CHARS
 from jobs.model import record as C
 
 _MAP = "map<string,string>"
@@ -251,8 +254,126 @@ def _typed_image(image: Column, types: Column) -> Column:
 
 
 
+def _with_message(df: DataFrame) -> DataFrame:
+    """The data message's fields whether it came in Replicate's envelope or bare, as named columns."""
+    j = F.col("j")
+    enveloped = j["magic"] == "atMSG"
+    msg = F.when(enveloped, j["message"])
+
+    def field(name: str) -> Column:
+        return F.when(enveloped, msg[name]).otherwise(j[name])
+
+    headers = field("headers")
+    return df.withColumns({
+        "_kind": F.when(enveloped, j["type"]).when(j["headers"].isNotNull() | j["data"].isNotNull(), "DT"),
+        "_data": field("data"), "_before_data": field("beforeData"), "_headers": headers,
+        "_schema_id": F.coalesce(F.when(enveloped, j["messageSchemaId"]), headers["externalSchemaId"]),
+        "_schema": field("schema"), "_table": field("table"),
+    })
+
+
+def _with_metadata(df: DataFrame, meta: DataFrame) -> DataFrame:
+    """Each data message with its metadata (``md_*``): by its schema id, else the newest version of its table."""
+    by_id = meta.select("schema_id", *[F.col(c).alias(f"i_{c}") for c in meta.columns if c != "schema_id"])
+    newest = (meta.groupBy("md_schema", "md_table").agg(F.max_by(F.struct(*meta.columns), "md_version").alias("n"))
+              .select(F.col("md_schema").alias("n_schema"), F.col("md_table").alias("n_table"), "n"))
+    df = df.join(F.broadcast(by_id), df["_schema_id"] == by_id["schema_id"], "left")
+    df = df.join(F.broadcast(newest), F.col("_schema_id").isNull() & F.col("_schema").eqNullSafe(F.col("n_schema"))
+                 & (F.col("_table") == F.col("n_table")), "left")
+    pick = F.col("_schema_id").isNotNull()
+    for c in ("md_schema", "md_table", "md_version", "md_columns", "md_pk", "md_types"):
+        df = df.withColumn(c, F.when(pick, F.col(f"i_{c}")).otherwise(F.col("n")[c]))
+    return df
+
+
+def _whole_row() -> Column:
+    """Whether the table has metadata without primaryKeyPosition: keyed by its whole row (without
+    --primary-keys), as the other formats' keyless tables, so an UPDATE is a DELETE of the before row + an
+    INSERT."""
+    return F.col("md_columns").isNotNull() & F.col("md_pk").isNull()
+
+
+def _with_images_and_keys(df: DataFrame, options: DecodeOptions) -> DataFrame:
+    """The table, the columns replicated, the typed images and the keys, as named columns."""
+    has_meta = F.col("md_columns").isNotNull()
+    h = F.col("_headers")
+    column_mask = F.when(F.trim(h["columnMask"]) != "", F.trim(h["columnMask"]))
+    df = df.withColumns({
+        "table_id": F.when(
+            F.coalesce(F.col("_table"), F.col("md_table")).isNotNull(),
+            C.table_id_col(F.lit(None), F.coalesce(F.col("_schema"), F.col("md_schema")),
+                           F.coalesce(F.col("_table"), F.col("md_table")))),
+        "_op_name": F.upper(h["operation"]),
+        # columns replicated in this message (columnMask); null = all
+        "_present": F.when(has_meta & column_mask.isNotNull(), F.transform(
+            F.filter(F.col("md_columns"), lambda c: mask_bit(column_mask, c["ordinal"])), lambda c: c["name"])),
+    })
+    present = F.col("_present")
+
+    def image(m: Column) -> Column:
+        kept = F.when(present.isNull(), m).otherwise(F.map_filter(m, lambda k, v: F.array_contains(present, k)))
+        return _typed_image(kept, F.col("md_types"))
+
+    df = df.withColumns({"_after": image(F.col("_data")), "_before": image(F.col("_before_data"))})
+    tid, after, before, pk = F.col("table_id"), F.col("_after"), F.col("_before"), F.col("md_pk")
+    return df.withColumns({
+        "_new_key": F.coalesce(configured_key(tid, after, options), key_of(after, pk), F.when(_whole_row(), after)),
+        "_old_key": F.coalesce(configured_key(tid, before, options), key_of(before, pk),
+                               F.when(_whole_row(), before)),
+    })
+
+
+def _reason(options: DecodeOptions) -> Column:
+    """Why a message is not decoded (null: it is)."""
+    j, kind, op_name, tid, present = F.col("j"), F.col("_kind"), F.col("_op_name"), F.col("table_id"), F.col("_present")
+    has_meta = F.col("md_columns").isNotNull()
+    has_configured = has_configured_key(tid, options)
+    keyless = _whole_row() & ~has_configured  # keyed by the whole row
+    return (
+        F.when(is_tombstone(), F.lit(TOMBSTONE))
+        .when(j["_avro_error"].isNotNull(), j["_avro_error"])
+        .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))
+        .when(kind == "MD", F.lit(_METADATA_REASON))
+        .when(kind.isNull(), F.lit("not a Qlik Replicate message: no envelope, 'data' or 'headers'"))
+        .when(kind != "DT", F.concat(F.lit("unknown envelope type '"), kind, F.lit("'")))
+        .when(op_name.isNull(), F.lit("no headers.operation"))
+        .when(~op_name.isin(*_OPS), F.concat(F.lit("unknown operation '"), F.col("_headers")["operation"], F.lit("'")))
+        .when(F.col("_schema_id").isNotNull() & ~has_meta & ~has_configured,
+              F.concat(F.lit("no metadata message for schemaId "), F.col("_schema_id")))
+        .when(tid.isNull(), F.lit("data message names no table and no known schemaId"))
+        .when(~has_meta & ~has_configured,
+              F.concat(F.lit("no metadata for table "), tid,
+                       F.lit(f" (its key comes from Qlik's metadata message; or give {KEY_SETTING})")))
+        .when(F.col("_data").isNull(), F.lit("data message without 'data'"))
+        .when(keyless & present.isNotNull() & (F.size(present) < F.size("md_columns")),
+              F.lit("no key (no primaryKeyPosition) and a row image without every column (columnMask): the "
+                    f"whole row cannot key it; give {KEY_SETTING}"))
+        .when(keyless & (op_name == "UPDATE") & F.col("_before_data").isNull(),
+              F.lit("no key (no primaryKeyPosition): an UPDATE without beforeData cannot say which row it "
+                    f"changes; give {KEY_SETTING}"))
+        .when(F.col("_new_key").isNull(), F.lit(f"no key: the metadata has no primaryKeyPosition; give {KEY_SETTING}"))
+    )
+
+
+def _records(rec) -> Column:
+    """The change records of a data message, made by ``rec`` (RecordBuilder.record)."""
+    op_name, present, cdc = F.col("_op_name"), F.col("_present"), C.CDC
+    after, before, new_key, old_key = F.col("_after"), F.col("_before"), F.col("_new_key"), F.col("_old_key")
+    key_changed = before.isNotNull() & old_key.isNotNull() & keys_differ(old_key, new_key)
+    return (
+        F.when(op_name == "REFRESH", F.array(rec(C.SNAPSHOT, C.FULL_LOAD, new_key, None, after, present)))
+        .when(op_name == "INSERT", F.array(rec(C.INSERT, cdc, new_key, None, after, present)))
+        .when((op_name == "UPDATE") & key_changed,
+              F.array(rec(C.DELETE, cdc, old_key, before, None),
+                      # with the before image: the fold moves the old key's row (columns not replicated)
+                      rec(C.INSERT, cdc, new_key, before, after, present)))
+        .when(op_name == "UPDATE", F.array(rec(C.UPDATE, cdc, new_key, before, after, present)))
+        .otherwise(F.array(rec(C.DELETE, cdc, new_key, after, None)))
+    )
+
+
 class QlikDecoder(BaseDecoder):
-    name = "qlik"
+    entry = ENTRY
 
     # ---- metadata found in a raw snapshot ------------------------------------------------------
     def remember(self, raw: DataFrame) -> list[str]:
@@ -276,127 +397,21 @@ class QlikDecoder(BaseDecoder):
         data_schemas = {r["schemaId"]: r["dataSchema"] for r in (
             json.loads(d) for d in documents) if r.get("schemaId") and r.get("dataSchema")}
         df = with_text(raw, data_schemas).withColumn("j", parse_value(_VALUE_SCHEMA, text=F.col("_text")))
-        return self._outcomes(df, meta, options)
-
-    def _outcomes(self, df: DataFrame, meta: DataFrame, options: DecodeOptions) -> DataFrame:
-        j = F.col("j")
-        enveloped = j["magic"] == "atMSG"
-        msg = F.when(enveloped, j["message"])
-
-        def field(name: str) -> Column:
-            return F.when(enveloped, msg[name]).otherwise(j[name])
-
-        headers = field("headers")
-        df = df.withColumns({
-            "_kind": F.when(enveloped, j["type"]).when(j["headers"].isNotNull() | j["data"].isNotNull(), "DT"),
-            "_data": field("data"), "_before_data": field("beforeData"), "_headers": headers,
-            "_schema_id": F.coalesce(F.when(enveloped, j["messageSchemaId"]), headers["externalSchemaId"]),
-            "_schema": field("schema"), "_table": field("table"),
-        })
-        # the metadata of each data message: by its schema id, else the newest version of its table
-        by_id = meta.select("schema_id", *[F.col(c).alias(f"i_{c}") for c in meta.columns if c != "schema_id"])
-        newest = (meta.groupBy("md_schema", "md_table").agg(F.max_by(F.struct(*meta.columns), "md_version").alias("n"))
-                  .select(F.col("md_schema").alias("n_schema"), F.col("md_table").alias("n_table"), "n"))
-        df = df.join(F.broadcast(by_id), df["_schema_id"] == by_id["schema_id"], "left")
-        df = df.join(F.broadcast(newest), F.col("_schema_id").isNull() & F.col("_schema").eqNullSafe(F.col("n_schema"))
-                     & (F.col("_table") == F.col("n_table")), "left")
-        pick = F.col("_schema_id").isNotNull()
-        for c in ("md_schema", "md_table", "md_version", "md_columns", "md_pk", "md_types"):
-            df = df.withColumn(c, F.when(pick, F.col(f"i_{c}")).otherwise(F.col("n")[c]))
-        has_meta = F.col("md_columns").isNotNull()
-        table_id = F.when(
-            F.coalesce(F.col("_table"), F.col("md_table")).isNotNull(),
-            C.table_id_col(F.lit(None), F.coalesce(F.col("_schema"), F.col("md_schema")),
-                           F.coalesce(F.col("_table"), F.col("md_table"))))
-        h = F.col("_headers")
-        op_name = F.upper(h["operation"])
-        column_mask = F.when(F.trim(h["columnMask"]) != "", F.trim(h["columnMask"]))
-        types = F.col("md_types")
-        df = df.withColumns({
-            "table_id": table_id,
-            "_op_name": op_name,
-            # columns replicated in this message (columnMask); null = all
-            "_present": F.when(has_meta & column_mask.isNotNull(), F.transform(
-                F.filter(F.col("md_columns"), lambda c: mask_bit(column_mask, c["ordinal"])), lambda c: c["name"])),
-        })
-        present = F.col("_present")
-
-        def image(m: Column) -> Column:
-            kept = F.when(present.isNull(), m).otherwise(F.map_filter(m, lambda k, v: F.array_contains(present, k)))
-            return _typed_image(kept, types)
-
-        data, before_data = image(F.col("_data")), image(F.col("_before_data"))
-        tid = F.col("table_id")
-        df = df.withColumns({"_after": data, "_before": before_data})
-        after, before = F.col("_after"), F.col("_before")
-        pk = F.col("md_pk")
-        # a table without primaryKeyPosition (and no --primary-keys) is keyed by its whole row, as the
-        # other formats' keyless tables: an UPDATE is then a DELETE of the before row + an INSERT
-        whole_row = has_meta & pk.isNull()
-        df = df.withColumns({
-            "_new_key": F.coalesce(configured_key(tid, after, options), key_of(after, pk), F.when(whole_row, after)),
-            "_old_key": F.coalesce(configured_key(tid, before, options), key_of(before, pk),
-                                   F.when(whole_row, before)),
-        })
-        new_key, old_key = F.col("_new_key"), F.col("_old_key")
-        kind = F.col("_kind")
-        op_name = F.col("_op_name")
-        has_configured = has_configured_key(tid, options)
-        keyless = whole_row & ~has_configured  # keyed by the whole row
-        reason = (
-            F.when(is_tombstone(), F.lit(TOMBSTONE))
-            .when(j["_avro_error"].isNotNull(), j["_avro_error"])
-            .when(j["_corrupt"].isNotNull() | j.isNull(), F.lit("malformed JSON or not a JSON object"))
-            .when(kind == "MD", F.lit(_METADATA_REASON))
-            .when(kind.isNull(), F.lit("not a Qlik Replicate message: no envelope, 'data' or 'headers'"))
-            .when(kind != "DT", F.concat(F.lit("unknown envelope type '"), kind, F.lit("'")))
-            .when(op_name.isNull(), F.lit("no headers.operation"))
-            .when(~op_name.isin(*_OPS), F.concat(F.lit("unknown operation '"), h["operation"], F.lit("'")))
-            .when(F.col("_schema_id").isNotNull() & ~has_meta & ~has_configured,
-                  F.concat(F.lit("no metadata message for schemaId "), F.col("_schema_id")))
-            .when(tid.isNull(), F.lit("data message names no table and no known schemaId"))
-            .when(~has_meta & ~has_configured,
-                  F.concat(F.lit("no metadata for table "), tid, F.lit(" (its key comes from Qlik's metadata "
-                                                                     "message; or give --primary-keys)")))
-            .when(F.col("_data").isNull(), F.lit("data message without 'data'"))
-            .when(keyless & present.isNotNull() & (F.size(present) < F.size("md_columns")),
-                  F.lit("no key (no primaryKeyPosition, no --primary-keys) and a row image without every column "
-                        "(columnMask): the whole row cannot key it"))
-            .when(keyless & (op_name == "UPDATE") & F.col("_before_data").isNull(),
-                  F.lit("no key (no primaryKeyPosition, no --primary-keys): an UPDATE without beforeData cannot "
-                        "say which row it changes"))
-            .when(new_key.isNull(), F.lit("no key: the metadata has no primaryKeyPosition; give --primary-keys"))
-        )
-        df = df.withColumn("reason", reason)
-
+        df = _with_images_and_keys(_with_metadata(_with_message(df), meta), options)
+        df = df.withColumn("reason", _reason(options))
+        h, tid = F.col("_headers"), F.col("table_id")
         seq = F.trim(h["changeSequence"])
         last = F.lower(h["transactionLastEvent"])
         rec = RecordBuilder(
-            self.name, tid, position=F.when(seq != "", F.lpad(seq, 35, "0")),
+            self.name, tid, position=F.when(seq != "", F.lpad(seq, POSITION_CHARS, "0")),
             event_time=F.when(F.trim(h["timestamp"]) != "", h["timestamp"].try_cast("timestamp")),
             tx_id=F.when(F.trim(h["transactionId"]) != "", h["transactionId"]),
             tx_seq=h["transactionEventCounter"], tx_last=F.when(last.isin("true", "false"), last == "true"),
-            column_types=types,
+            column_types=F.col("md_types"),
         ).record
-        cdc = C.CDC
-        key_changed = before.isNotNull() & old_key.isNotNull() & keys_differ(old_key, new_key)
-        records = (
-            F.when(op_name == "REFRESH", F.array(rec(C.SNAPSHOT, C.FULL_LOAD, new_key, None, after, present)))
-            .when(op_name == "INSERT", F.array(rec(C.INSERT, cdc, new_key, None, after, present)))
-            .when((op_name == "UPDATE") & key_changed,
-                  F.array(rec(C.DELETE, cdc, old_key, before, None),
-                          # with the before image: the fold moves the old key's row (columns not replicated)
-                          rec(C.INSERT, cdc, new_key, before, after, present)))
-            .when(op_name == "UPDATE", F.array(rec(C.UPDATE, cdc, new_key, before, after, present)))
-            .otherwise(F.array(rec(C.DELETE, cdc, new_key, after, None)))
-        )
         # a metadata message counts under the table it describes
-        md_table = F.when(kind == "MD", C.table_id_col(
+        md_table = F.when(F.col("_kind") == "MD", C.table_id_col(
             F.lit(None), F.get_json_object("_text", "$.message.lineage.schema"),
             F.get_json_object("_text", "$.message.lineage.table")))
-        return df.select(*decided_outcome(F.col("reason"), (_METADATA_REASON,), F.coalesce(tid, md_table), records))
-
-
-@register("qlik")
-def _factory() -> QlikDecoder:
-    return QlikDecoder()
+        return df.select(*decided_outcome(F.col("reason"), (_METADATA_REASON,), F.coalesce(tid, md_table),
+                                          _records(rec)))

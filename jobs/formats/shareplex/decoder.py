@@ -38,10 +38,12 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.formats import BaseDecoder, DecodeOptions, register
+from jobs.formats import DecodeOptions
 from jobs.formats.base import (
     EXACT_IMAGE,
+    KEY_SETTING,
     TOMBSTONE,
+    BaseDecoder,
     RecordBuilder,
     configured_key,
     decided_outcome,
@@ -51,6 +53,7 @@ from jobs.formats.base import (
     pad_unsigned,
     parse_with_exact_images,
 )
+from jobs.formats.shareplex import ENTRY
 from jobs.model import record as C
 
 _MAP = "map<string,string>"
@@ -121,8 +124,104 @@ def _with_paired_before_images(parsed: DataFrame) -> DataFrame:
     ).drop("_b_table", "_b_trans", "_b_seq")
 
 
+def _key_image() -> Column:
+    """The before image of the row's key columns: ``key``; on an UPDATE AFTER without one, its UPDATE
+    BEFORE's image, which names the row."""
+    return F.coalesce(F.col("_key_image"), F.col("_paired_before"))
+
+
+def _with_images(df: DataFrame) -> DataFrame:
+    """The message's op, table, position, transaction and images as named columns (each non-trivial
+    expression evaluated once)."""
+    data_image, key_image = F.col("_data_image"), _key_image()
+    meta = F.col("j")["meta"]
+    owner_table = F.split(meta["table"], r"\.", 2)
+    has_owner = F.size(owner_table) == 2
+    idx, idx_size = _idx_part(meta, 1), _idx_part(meta, 2)
+    seq = _sequence(meta)
+    size = F.coalesce(meta["size"].try_cast("bigint"), F.nullif(idx_size, F.lit("")).try_cast("bigint"))
+    scn = pad_unsigned(meta["scn"])
+    data, key = F.coalesce(data_image, _empty_map()), F.coalesce(key_image, _empty_map())
+    return df.withColumns({
+        "_op_name": _op_name(meta),
+        "_op": F.element_at(literal_map(_OPS), _op_name(meta)),
+        "table_id": F.when(
+            F.coalesce(meta["table"], F.lit("")) != "",
+            C.table_id_col(F.lit(None), F.when(has_owner, owner_table[0]),
+                           F.when(has_owner, owner_table[1]).otherwise(meta["table"])),
+        ),
+        "_seq": seq,
+        "_position": F.when(scn.isNotNull(), F.concat_ws(".", scn, pad_unsigned(F.coalesce(seq, F.lit(0)), 10))),
+        "_tx_last": F.when(idx != "", idx.cast("bigint") == idx_size.cast("bigint"))
+                     .when(seq.isNotNull() & size.isNotNull(), seq == size),
+        # update: the new (partial) image; delete: the old row
+        "_upd_after": _overlay(key, data),
+        "_del_before": F.when(data_image.isNotNull() | key_image.isNotNull(), _overlay(data, key)),
+    })
+
+
+def _with_keys(df: DataFrame, options: DecodeOptions) -> DataFrame:
+    """Key rule 1: --primary-keys; 2: the columns of ``key``; 3: the whole row (see the module doc). The old
+    values of the key columns come from ``key``; a configured key column absent from ``key`` is taken from
+    ``data`` (it is then assumed unchanged)."""
+    data_image, key_image = F.col("_data_image"), _key_image()
+    table_id, upd_after, del_before = F.col("table_id"), F.col("_upd_after"), F.col("_del_before")
+    key_cols = F.map_keys(key_image)
+    has_key = F.size(key_cols) > 0  # null key -> size -1
+    upd_before_for_key = _overlay(F.coalesce(data_image, _empty_map()), F.coalesce(key_image, _empty_map()))
+    return df.withColumns({
+        "_ins_key": F.coalesce(configured_key(table_id, data_image, options), data_image),
+        "_old_key": F.coalesce(configured_key(table_id, upd_before_for_key, options), F.when(has_key, key_image)),
+        "_new_key": F.coalesce(configured_key(table_id, upd_after, options),
+                               F.when(has_key, F.map_from_arrays(
+                                   key_cols, F.transform(key_cols, lambda c: F.element_at(upd_after, c))))),
+        "_del_key": F.coalesce(configured_key(table_id, del_before, options), F.when(has_key, key_image), del_before),
+    })
+
+
+def _reason() -> Column:
+    """Why a message is not decoded (null: it is)."""
+    j, op, op_name, data_image = F.col("j"), F.col("_op"), F.col("_op_name"), F.col("_data_image")
+    meta = j["meta"]
+    ignored = literal_map(_IGNORED_OPS)
+    return (
+        F.when(is_tombstone(), F.lit(TOMBSTONE))
+        .when(j["_corrupt"].isNotNull() | j.isNull(),
+              F.lit("malformed JSON, not a JSON object, or a field of the wrong JSON type"))
+        .when(meta.isNull(), F.lit("not a SharePlex message: no 'meta'"))
+        .when(op_name.isNull(), F.lit("missing 'meta.op'"))
+        .when(F.element_at(ignored, op_name).isNotNull(), F.element_at(ignored, op_name))
+        .when(op.isNull(), F.concat(F.lit("unknown operation type '"), meta["op"], F.lit("'")))
+        .when(F.col("table_id").isNull(), F.lit("no source table ('meta.table')"))
+        .when((op == C.INSERT) & data_image.isNull(), F.lit("'data' is null for an insert"))
+        .when((op == C.UPDATE) & data_image.isNull(), F.lit("'data' is null for an update"))
+        .when((op == C.UPDATE) & (F.col("_old_key").isNull() | F.col("_new_key").isNull()),
+              F.lit(f"update has no 'key' (the before image's key columns): give {KEY_SETTING}"))
+        .when((op == C.DELETE) & F.col("_del_before").isNull(), F.lit("delete has neither 'data' nor 'key'"))
+    )
+
+
+def _records(rec) -> Column:
+    """The change records of a message, made by ``rec`` (RecordBuilder.record)."""
+    op, cdc, key_image, upd_after = F.col("_op"), C.CDC, _key_image(), F.col("_upd_after")
+    old_key, new_key = F.col("_old_key"), F.col("_new_key")
+    key_changed = keys_differ(old_key, new_key)
+    upd_present = F.map_keys(upd_after)
+    return (
+        F.when(op == C.INSERT, F.array(rec(op, cdc, F.col("_ins_key"), None, F.col("_data_image"))))
+        .when((op == C.UPDATE) & key_changed,
+              F.array(rec(C.DELETE, cdc, old_key, key_image, None),
+                      rec(op, cdc, new_key, key_image, upd_after, upd_present)))
+        .when(op == C.UPDATE, F.array(rec(op, cdc, new_key, key_image, upd_after, upd_present)))
+        .when(op == C.DELETE, F.array(rec(op, cdc, F.col("_del_key"), F.col("_del_before"), None)))
+        .when(op == C.TRUNCATE, F.array(rec(op, cdc, None, None, None)))
+        .otherwise(F.array(rec(op, cdc, None, None, F.create_map(
+            F.lit("ddl"), F.col("j")["meta"]["op"], F.lit("columns"), F.to_json(F.col("_data_image"))))))
+    )
+
+
 class SharePlexDecoder(BaseDecoder):
-    name = "shareplex"
+    entry = ENTRY
 
     def decode(self, raw: DataFrame, options: DecodeOptions) -> DataFrame:
         images = {"_data_image": "data", "_key_image": "key"}  # new column: field of the value
@@ -133,81 +232,8 @@ class SharePlexDecoder(BaseDecoder):
             parsed = _with_paired_before_images(parsed)
         else:
             parsed = parsed.withColumn("_paired_before", F.lit(None).cast(_MAP))
-        return self._outcomes(parsed, options)
-
-    def _outcomes(self, df: DataFrame, options: DecodeOptions) -> DataFrame:
-        # Built in steps of named columns so that each non-trivial expression is evaluated once.
-        j, data_image = F.col("j"), F.col("_data_image")
-        # an UPDATE AFTER without ``key``: its UPDATE BEFORE's image names the row
-        key_image = F.coalesce(F.col("_key_image"), F.col("_paired_before"))
-        meta = j["meta"]
-        op_name = _op_name(meta)
-        owner_table = F.split(meta["table"], r"\.", 2)
-        has_owner = F.size(owner_table) == 2
-        idx, idx_size = _idx_part(meta, 1), _idx_part(meta, 2)
-        seq = _sequence(meta)
-        size = F.coalesce(meta["size"].try_cast("bigint"), F.nullif(idx_size, F.lit("")).try_cast("bigint"))
-        scn = pad_unsigned(meta["scn"])
-        data, key = F.coalesce(data_image, _empty_map()), F.coalesce(key_image, _empty_map())
-        op_map = literal_map(_OPS)
-
-        # 1. message-level facts
-        df = df.withColumns({
-            "_op_name": op_name,
-            "_op": F.element_at(op_map, op_name),
-            "table_id": F.when(
-                F.coalesce(meta["table"], F.lit("")) != "",
-                C.table_id_col(F.lit(None), F.when(has_owner, owner_table[0]),
-                               F.when(has_owner, owner_table[1]).otherwise(meta["table"])),
-            ),
-            "_seq": seq,
-            "_position": F.when(scn.isNotNull(), F.concat_ws(".", scn, pad_unsigned(F.coalesce(seq, F.lit(0)), 10))),
-            "_tx_last": F.when(idx != "", idx.cast("bigint") == idx_size.cast("bigint"))
-                         .when(seq.isNotNull() & size.isNotNull(), seq == size),
-            # update: the new (partial) image; delete: the old row
-            "_upd_after": _overlay(key, data),
-            "_del_before": F.when(data_image.isNotNull() | key_image.isNotNull(), _overlay(data, key)),
-        })
-        op, table_id = F.col("_op"), F.col("table_id")
-        upd_after, del_before = F.col("_upd_after"), F.col("_del_before")
-        key_cols = F.map_keys(key_image)
-        has_key = F.size(key_cols) > 0  # null key -> size -1
-        # old values of the key columns: from ``key``; a configured key column absent from ``key`` is
-        # taken from ``data`` (it is then assumed unchanged)
-        upd_before_for_key = _overlay(data, key)
-        df = df.withColumns({
-            # key rule 1: --primary-keys; 2: the columns of ``key``; 3: the whole row (see module doc)
-            "_ins_key": F.coalesce(configured_key(table_id, data_image, options), data_image),
-            "_old_key": F.coalesce(configured_key(table_id, upd_before_for_key, options),
-                                   F.when(has_key, key_image)),
-            "_new_key": F.coalesce(configured_key(table_id, upd_after, options),
-                                   F.when(has_key, F.map_from_arrays(
-                                       key_cols, F.transform(key_cols, lambda c: F.element_at(upd_after, c))))),
-            "_del_key": F.coalesce(configured_key(table_id, del_before, options),
-                                   F.when(has_key, key_image), del_before),
-        })
-        old_key, new_key = F.col("_old_key"), F.col("_new_key")
-
-        # 2. reasons, then the records of what decoded
-        ignored = literal_map(_IGNORED_OPS)
-        reason = (
-            F.when(is_tombstone(), F.lit(TOMBSTONE))
-            .when(j["_corrupt"].isNotNull() | j.isNull(),
-                  F.lit("malformed JSON, not a JSON object, or a field of the wrong JSON type"))
-            .when(meta.isNull(), F.lit("not a SharePlex message: no 'meta'"))
-            .when(F.col("_op_name").isNull(), F.lit("missing 'meta.op'"))
-            .when(F.element_at(ignored, F.col("_op_name")).isNotNull(), F.element_at(ignored, F.col("_op_name")))
-            .when(op.isNull(), F.concat(F.lit("unknown operation type '"), meta["op"], F.lit("'")))
-            .when(table_id.isNull(), F.lit("no source table ('meta.table')"))
-            .when((op == C.INSERT) & data_image.isNull(), F.lit("'data' is null for an insert"))
-            .when((op == C.UPDATE) & data_image.isNull(), F.lit("'data' is null for an update"))
-            .when((op == C.UPDATE) & (old_key.isNull() | new_key.isNull()),
-                  F.lit("update has no 'key' (the before image's key columns): give --primary-keys"))
-            .when((op == C.DELETE) & F.col("_del_before").isNull(), F.lit("delete has neither 'data' nor 'key'"))
-        )
-        df = df.withColumn("reason", reason)
-
-        position = F.col("_position")
+        df = _with_keys(_with_images(parsed), options).withColumn("reason", _reason())
+        meta, position, table_id = F.col("j")["meta"], F.col("_position"), F.col("table_id")
         rec = RecordBuilder(
             self.name, table_id, position, event_time=meta["time"].try_cast("timestamp"),
             tx_id=meta["trans"], tx_seq=F.col("_seq"), tx_last=F.col("_tx_last"),
@@ -215,24 +241,4 @@ class SharePlexDecoder(BaseDecoder):
             identity=F.coalesce(position, F.concat_ws("|", F.lit("t"), meta["time"], meta["trans"],
                                                       F.col("_seq").cast("string"), meta["rowid"])),
         ).record
-        cdc = C.CDC
-
-        key_changed = keys_differ(old_key, new_key)
-        upd_present = F.map_keys(upd_after)
-        records = (
-            F.when(op == C.INSERT, F.array(rec(op, cdc, F.col("_ins_key"), None, data_image)))
-            .when((op == C.UPDATE) & key_changed,
-                  F.array(rec(C.DELETE, cdc, old_key, key_image, None),
-                          rec(op, cdc, new_key, key_image, upd_after, upd_present)))
-            .when(op == C.UPDATE, F.array(rec(op, cdc, new_key, key_image, upd_after, upd_present)))
-            .when(op == C.DELETE, F.array(rec(op, cdc, F.col("_del_key"), del_before, None)))
-            .when(op == C.TRUNCATE, F.array(rec(op, cdc, None, None, None)))
-            .otherwise(F.array(rec(op, cdc, None, None, F.create_map(
-                F.lit("ddl"), meta["op"], F.lit("columns"), F.to_json(data_image)))))
-        )
-        return df.select(*decided_outcome(F.col("reason"), _IGNORED_OPS.values(), table_id, records))
-
-
-@register("shareplex")
-def _factory() -> SharePlexDecoder:
-    return SharePlexDecoder()
+        return df.select(*decided_outcome(F.col("reason"), _IGNORED_OPS.values(), table_id, _records(rec)))

@@ -72,9 +72,11 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
   private final HashSet<String> unavailable = new HashSet<>();
   private final String noTable;
   private final TableIds tableIds;
+  private final String keySetting;  // how a user gives a table's key, named where a reason asks for one
   private transient ConcurrentHashMap<String, DebeziumTypes.RowSpecs> specs;
 
-  /** {@code config}: JSON from jobs/formats/debezium/decoder.py (format, primary_keys, unavailable, table-id rules). */
+  /** {@code config}: JSON from jobs/formats/debezium/decoder.py (format, primary_keys, key_setting, unavailable,
+   * table-id rules). */
   public DebeziumUdf(String config) throws IOException {
     JsonNode c = new ObjectMapper().readTree(config);
     format = c.get("format").asText();
@@ -82,6 +84,7 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
     c.get("unavailable").forEach(v -> unavailable.add(v.asText()));
     noTable = c.get("no_table").asText();
     tableIds = TableIds.fromConfig(c);
+    keySetting = c.get("key_setting").asText();
   }
 
   /** Registers the decoder under {@code name}, returning {@code returnType} (a DataType's JSON). */
@@ -459,9 +462,9 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
     return outcome(DECODED, null, tableId, records, shape);
   }
 
-  private static String reason(Envelope env, Parsed j, boolean isFlat, Map<String, String> flatRow, boolean heartbeat,
-                               boolean isChange, String opCode, String op, String tableId, Map<String, String> before,
-                               Map<String, String> after, boolean keyless) {
+  private String reason(Envelope env, Parsed j, boolean isFlat, Map<String, String> flatRow, boolean heartbeat,
+                        boolean isChange, String opCode, String op, String tableId, Map<String, String> before,
+                        Map<String, String> after, boolean keyless) {
     boolean txStatus = "BEGIN".equals(env.status) || "END".equals(env.status);
     if (txStatus && env.id == null) return "transaction metadata without an id";
     if (txStatus) return null;
@@ -477,7 +480,7 @@ public final class DebeziumUdf implements UDF7<byte[], byte[], String, Integer, 
     }
     if (DELETE.equals(op) && before == null && keyless) return "delete has neither a 'before' image nor a message key";
     if (UPDATE.equals(op) && before == null && keyless) {
-      return "update has no key and no 'before' image: give --primary-keys, send message keys, "
+      return "update has no key and no 'before' image: give " + keySetting + ", send message keys, "
           + "or set REPLICA IDENTITY FULL on a PostgreSQL source";
     }
     return null;

@@ -228,10 +228,27 @@ def test_malformed_messages_are_quarantined_with_their_bytes(spark):
         "unknown operation type 'MERGE'",
         "no database/table",
         "'data' is empty for type INSERT",
-        "update of a table without pkNames has no 'old' image: give --primary-keys",
+        "update of a table without pkNames has no 'old' image: give --primary-keys (tables[].primary_keys in a pipeline file)",
         "malformed JSON or not a JSON object",
         "a row lacks a key column named in pkNames",
     ]
     assert [q["value"] for q in quarantine][0] == b"not json"
     assert counts["total"] == {"landed": 10, "decoded": 0, "quarantined": 8, "ignored": 2, "records": 0}
     assert counts["ignored_reasons"] == {"tombstone": 2} and counts["balanced"]
+
+
+def test_a_binlog_time_that_is_no_time_is_quarantined(spark):
+    """``es`` (the binlog's time, ms) is the event time and orders the message: one past what a timestamp
+    holds failed the whole decode (long overflow), one that is not a number published a change without its
+    time; each is quarantined, as Maxwell's ``ts`` is."""
+    row = '"database":"db","table":"t","id":1,"pkNames":["id"],"type":"INSERT","data":[{"id":"%d"}]'
+    values = ["{" + row % 1 + ',"es":9223372036854775807}', "{" + row % 2 + ',"es":253402300800000}',
+              "{" + row % 3 + ',"es":-1}', "{" + row % 4 + ',"es":"soon"}', "{" + row % 5 + ',"es":1.5}',
+              "{" + row % 6 + ',"es":253402300799999}', "{" + row % 7 + ',"es":1589373515000}', "{" + row % 8 + "}"]
+    records, quarantine, counts = decode(raw_frame(spark, values))
+    assert [(q["offset"], q["reason"]) for q in quarantine] == [
+        (i, "'es' is not a number of milliseconds since 1970 (epoch)") for i in range(5)]
+    # the last millisecond of 9999 is a time, decoded (the decode stage keeps no event time past 9999-12-30)
+    assert [r["key"]["id"] for r in records] == ["6", "7", "8"]
+    assert (records[1]["event_time"], records[2]["event_time"]) == (datetime(2020, 5, 13, 12, 38, 35), None)
+    assert counts["balanced"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from jobs.formats import DecodeOptions
 from tests.support.decoders import decoded_rows, raw_frame
@@ -100,3 +101,29 @@ def test_a_truncate_statement_under_query_empties_the_table(spark):
     assert [(r["op"], r["table_id"], r["after"]) for r in records] == [
         ("TRUNCATE", "d._.t", None), ("DDL", "d._.t", {"ddl": "ANALYZE TABLE t"}),
         ("DDL", "d._.t", {"ddl": "ALTER TABLE t ADD COLUMN c int"}), ("TRUNCATE", "d._.t", None)]
+
+
+def test_an_event_time_or_date_past_what_a_timestamp_holds_fails_nothing(spark):
+    """An ``eventTime`` past 9999-12-31 failed the whole decode (long overflow): it is quarantined; a DATE
+    value past it is a value the type cannot hold, kept as sent (as other formats keep theirs); a full
+    sync's eventTime -1 stays no time."""
+    source = {"dataColumn": [{"name": "id", "type": "LONG"}, {"name": "d", "type": "DATE"}], "primaryKey": ["id"],
+              "source": {"dbName": "d", "tableName": "t"}}
+
+    def insert(n, event_ms, date_ms):
+        payload = {"op": "INSERT", "sequenceId": str(n), "timestamp": {"eventTime": event_ms},
+                   "after": {"dataColumn": {"id": n, "d": date_ms}}}
+        return json.dumps({"schema": source, "payload": payload})
+
+    records, quarantine, counts = decode(spark, [
+        insert(1, 9223372036854775807, 0), insert(2, 253402300800000, 0), insert(3, -1, 9223372036854775807),
+        insert(4, 1731662097000, -62135596800001), insert(5, 253402300799999, -62135596800000)])
+    assert [(q["offset"], q["reason"]) for q in quarantine] == [
+        (0, "'payload.timestamp.eventTime' is not a number of milliseconds since 1970 (epoch)"),
+        (1, "'payload.timestamp.eventTime' is not a number of milliseconds since 1970 (epoch)")]
+    # the last millisecond of 9999 is a time, decoded (the decode stage keeps no event time past 9999-12-30)
+    assert [(r["key"]["id"], r["event_time"], r["after"]["d"]) for r in records] == [
+        ("3", None, "9223372036854775807"),
+        ("4", datetime(2024, 11, 15, 9, 14, 57), "-62135596800001"),
+        ("5", None, "0001-01-01 00:00:00.000000")]
+    assert counts["balanced"]

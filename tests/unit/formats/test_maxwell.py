@@ -128,7 +128,7 @@ def test_bootstrap_ddl_heartbeat_and_malformed(spark):
         "unknown operation type 'replace'",
         "'data' is null for type insert",
         "no database/table",
-        "update of a table without a known key has no 'old' image: give --primary-keys",
+        "update of a table without a known key has no 'old' image: give --primary-keys (tables[].primary_keys in a pipeline file)",
     ]
     assert quarantine[0]["value"] == b"{oops"
     assert counts["ignored_reasons"] == {"bootstrap marker": 2, "heartbeat": 1, "tombstone": 1}

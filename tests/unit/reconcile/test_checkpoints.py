@@ -1,5 +1,5 @@
-"""Checkpoints: counts-file forms, positions per format, and verdicts on a lake's counts through time,
-checked against a brute-force count of the same steps (no Spark)."""
+"""Checkpoints: counts-file forms, positions (each format's cut: tests/unit/formats/test_registry.py), and
+verdicts on a lake's counts through time, checked against a brute-force count of the same steps (no Spark)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -189,21 +189,6 @@ def test_every_counts_file_form_reads():
 def test_a_bad_entry_names_the_table_the_field_and_the_fix(listed, message):
     with pytest.raises(CheckpointError, match=message):
         read_counts_file(listed, "counts.json", "canal", "r1")
-
-
-@pytest.mark.parametrize("fmt, text, cut", [
-    ("debezium", "0/16B3748", p(0x16B3748)),
-    ("debezium", "mysql-bin.000003:1234", f"{p(3)}.{p(1234)}"),
-    ("debezium", "0000002a:00000c48:0003", "0000002A:00000C48:0003"),
-    ("debezium", "scn:999", p(1000)),
-    ("maxwell", "master.000007:4", f"{p(7)}.{p(4)}"),
-    ("dts_avro", "72469@78", f"{p(78, 10)}.{p(72469)}"),
-    ("shareplex", "12345", p(12346)),
-    ("qlik", "20261102100000000000000000000000001", "20261102100000000000000000000000001\x00"),
-    ("canal", "canonical:00001.00002", "00001.00002\x00"),
-])
-def test_positions_per_format(fmt, text, cut):
-    assert positions.bound(fmt, text).at == cut
 
 
 def test_a_count_without_a_moment_is_judged_when_its_file_was_written_never_by_a_run_before_it():

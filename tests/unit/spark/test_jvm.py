@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 
 from jobs.errors import SetupError, failure_line
-from jobs.formats.debezium.decoder import JVM_DECODER as DEBEZIUM
-from jobs.formats.dts_avro.decoder import JVM_DECODER as DTS_AVRO
+from jobs.formats.registry import ENTRIES
 from jobs.model.record import CHANGE_RECORD_COLUMNS
 from jobs.spark import jvm
 
+DEBEZIUM, DTS_AVRO = ENTRIES["debezium"].jvm_decoder, ENTRIES["dts_avro"].jvm_decoder
+
 
 def test_the_decoders_are_on_the_class_path_with_the_record_layout(spark):
-    for class_name in (DEBEZIUM, DTS_AVRO):
+    for class_name in (e.jvm_decoder for e in ENTRIES.values() if e.jvm_decoder):
         jvm.require(spark, class_name)  # raises where the jar of jvm/build.sh is not on the class path
     assert spark._jvm.cdc.Outcomes.RECORD_FIELDS.split(",") == list(CHANGE_RECORD_COLUMNS)
 
