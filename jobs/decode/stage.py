@@ -139,20 +139,7 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
         "table_id": F.when(misfit.isNull(), F.col("table_id")),
         "record_count": F.when(misfit.isNull(), F.col("record_count")).otherwise(F.lit(0)),
     })
-    changes = (
-        exploded.where((F.col("status") == DECODED) & F.col("_record").isNotNull() & misfit.isNull())
-        .select("_record.*")
-        .select(*CHANGE_RECORD_COLUMNS)
-    )
-    # a decoder may leave a record's id to the stage (the JVM-side ones do): the same function of the
-    # record's own fields, here in generated code over the exploded rows
-    changes = changes.withColumns({
-        "event_id": F.coalesce(F.col("event_id"), event_id(
-            *[F.col(c) for c in ("table_id", "op", "position", "key", "before", "after")])),
-        # a commit time past what readers hold (Python's datetime, and so pyiceberg and GX, ends in
-        # year 9999) is a broken message's, not a time: unknown
-        "event_time": F.when(F.col("event_time").between(F.lit(_EARLIEST), F.lit(_LATEST)), F.col("event_time")),
-    })
+    changes = _change_records(exploded, misfit)
     quarantine = outcomes.where((F.col("status") == QUARANTINED) & misfit.isNull()).select(
         F.lit(fmt).alias("format"),
         "reason",
@@ -170,6 +157,25 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
     decided_here = {t: s.shape for t, s in shapes.items()
                     if t not in options.topic_shapes and not options.message_shape}
     return Decoded(outcomes, changes, quarantine, exploded, new, decided_here)
+
+
+def _change_records(exploded: DataFrame, misfit: Column) -> DataFrame:
+    """The decoded messages' change records, one row each, with their id and a readable commit time."""
+    changes = (
+        exploded.where((F.col("status") == DECODED) & F.col("_record").isNotNull() & misfit.isNull())
+        .select("_record.*")
+        .select(*CHANGE_RECORD_COLUMNS)
+    )
+    # a decoder may leave a record's id to the stage (the JVM-side ones do): the same function of the
+    # record's own fields, here in generated code over the exploded rows
+    changes = changes.withColumns({
+        "event_id": F.coalesce(F.col("event_id"), event_id(
+            *[F.col(c) for c in ("table_id", "op", "position", "key", "before", "after")])),
+        # a commit time past what readers hold (Python's datetime, and so pyiceberg and GX, ends in
+        # year 9999) is a broken message's, not a time: unknown
+        "event_time": F.when(F.col("event_time").between(F.lit(_EARLIEST), F.lit(_LATEST)), F.col("event_time")),
+    })
+    return changes
 
 
 def _topic_shapes(decoder, first_rows: DataFrame, options: DecodeOptions) -> tuple[dict[str, TopicShape], int]:

@@ -463,6 +463,18 @@ _COUNTRIES = ("DE", "FR", "US", "JP", "BR", "IN", "NG", "SE", "CA", "AU")
 _STATUSES = ("new", "paid", "packed", "shipped", "delivered", "cancelled", "returned")
 
 
+def _check_arguments(tables: Sequence[TableSpec], connector: str, n_partitions: int, start: datetime) -> None:
+    if connector not in CONNECTORS:
+        raise ValueError(f"connector must be one of {CONNECTORS}, not {connector!r}")
+    if n_partitions < 1:
+        raise ValueError("n_partitions must be >= 1")
+    if start.tzinfo is None:
+        raise ValueError("start must be timezone-aware (UTC)")
+    names = [t.name for t in tables]
+    if not names or len(set(names)) != len(names):
+        raise ValueError("tables must be non-empty and have distinct names (the SQLite model uses bare names)")
+
+
 class SourceSimulator:
     """A source database (SQLite) plus the Debezium change stream its operations produce.
 
@@ -487,15 +499,7 @@ class SourceSimulator:
         tombstones: bool = True,
         sqlite_path: str | Path | None = None,
     ) -> None:
-        if connector not in CONNECTORS:
-            raise ValueError(f"connector must be one of {CONNECTORS}, not {connector!r}")
-        if n_partitions < 1:
-            raise ValueError("n_partitions must be >= 1")
-        if start.tzinfo is None:
-            raise ValueError("start must be timezone-aware (UTC)")
-        names = [t.name for t in tables]
-        if not names or len(set(names)) != len(names):
-            raise ValueError("tables must be non-empty and have distinct names (the SQLite model uses bare names)")
+        _check_arguments(tables, connector, n_partitions, start)
         self.seed = seed
         self.connector: str = connector
         self.server = server
@@ -518,7 +522,18 @@ class SourceSimulator:
         self._key_counter: dict[str, int] = {t: 0 for t in self.tables}
         self._tx_seq = 0
         self._garbage_cycle = 0
-        # per-connector log positions
+        self._start_log_positions()
+        self._last_position: dict[str, Any] | None = None
+        # committed row counts per table, and after each commit: (source time us, log position, counts)
+        self._committed: dict[str, int] = {t: 0 for t in self.tables}
+        self.commit_log: list[CommitPoint] = []
+        self._schema_cache: dict[str, tuple[str, str]] = {}
+        self._sql_cache: dict[str, tuple[str, str]] = {}
+        for spec in tables:
+            self._create_table(spec)
+
+    def _start_log_positions(self) -> None:
+        """Each connector's log positions, started at a seeded random point."""
         self._txid = 600 + self._rng.randrange(400)
         self._pg_lsn = 0x1600000 + 8 * self._rng.randrange(10_000)
         self._pg_last_commit: int | None = None
@@ -528,14 +543,6 @@ class SourceSimulator:
         self._my_gtid = 1
         self._my_thread = 7
         self._my_rotate_bytes = 1_048_576
-        self._last_position: dict[str, Any] | None = None
-        # committed row counts per table, and after each commit: (source time us, log position, counts)
-        self._committed: dict[str, int] = {t: 0 for t in self.tables}
-        self.commit_log: list[CommitPoint] = []
-        self._schema_cache: dict[str, tuple[str, str]] = {}
-        self._sql_cache: dict[str, tuple[str, str]] = {}
-        for spec in tables:
-            self._create_table(spec)
 
     # ---- SQLite model ------------------------------------------------------------------------
     @staticmethod
