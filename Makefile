@@ -2,7 +2,7 @@
 .PHONY: setup setup-dev wheel demo airflow airflow-stop lint test test-unit test-properties test-fuzz demo-topics bench
 
 ## .venv with the runtime, [airflow] and [demo] pins (-dev: and [dev]'s test tools), and the JVM-side
-## decoders' jar; AIRFLOW_CONSTRAINTS names Airflow's constraints file (docs/operations.md, "Setup")
+## decoders' jar; AIRFLOW_CONSTRAINTS names Airflow's constraints file (docs/operations/setup.md)
 setup:
 	scripts/setup.sh
 

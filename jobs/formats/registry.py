@@ -3,7 +3,7 @@
 Light on purpose -- no pyspark here nor in the entries (an import-linter contract in pyproject.toml
 keeps it so): the pipeline file's schema (jobs.config) takes its format names from here, and reconcile
 places a checkpoint's source position with the format's own cut (``bound``), without Spark. A run
-imports a format's decoder only when it decodes (jobs.formats.base.get_decoder).
+imports a format's decoder only when it decodes (jobs.formats.decoders.get_decoder).
 """
 from __future__ import annotations
 

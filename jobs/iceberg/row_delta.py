@@ -1,4 +1,8 @@
-"""Merge-on-read commits with pyiceberg: position-delete files and data files in one snapshot.
+"""pyiceberg's private internals, all of those the package uses, behind one door (tests/unit/iceberg/
+test_row_delta.py tests each directly, so a pyiceberg upgrade that moves one fails there first):
+:func:`table_io`, :func:`data_files` and :class:`RowDelta`.
+
+Merge-on-read commits: position-delete files and data files in one snapshot.
 
 pyiceberg 0.12 applies position deletes when it reads a table, but its snapshot producers write data
 manifests only (its overwrite would put a delete file in a data manifest, which readers take for
@@ -23,6 +27,20 @@ from pyiceberg.manifest import (
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+
+def table_io(transaction):
+    """The FileIO of the table ``transaction`` commits to (pyiceberg keeps it private)."""
+    return transaction._table.io
+
+
+def data_files(transaction, paths: list[str]) -> list:
+    """The manifests' entries of Parquet data files written outside pyiceberg (by Spark), statistics and
+    bounds read from their footers, columns matched to the table's schema by name."""
+    from pyiceberg.table import _parquet_files_to_data_files
+
+    return list(_parquet_files_to_data_files(transaction.table_metadata, paths, table_io(transaction)))
+
 
 # the reserved field ids of a position-delete file's columns (Iceberg spec, "Position Delete Files")
 DELETE_FILE_PATH_ID = 2147483546
@@ -52,7 +70,7 @@ class RowDelta(_OverwriteFiles):
         if transaction.table_metadata.format_version < 2:
             raise ValueError("position deletes need an Iceberg table of format version 2 or later")
         operation = Operation.OVERWRITE if transaction.table_metadata.current_snapshot() else Operation.APPEND
-        super().__init__(operation, transaction, transaction._table.io, snapshot_properties=snapshot_properties)
+        super().__init__(operation, transaction, table_io(transaction), snapshot_properties=snapshot_properties)
         self._entries: dict[str, list[ManifestEntry]] = {}
 
     def _live_entries(self, manifest: ManifestFile) -> list[ManifestEntry]:

@@ -268,12 +268,10 @@ def _stage_snapshot(txn, table_id: str, iceberg_table: str, summary: dict[str, s
                     bucketing: Bucketing | None, delta: bool, report: dict | None) -> Published:
     """Stage the snapshot that replaces the touched buckets' files (or the whole table's) with the
     written ones, or, as a ``delta``, adds the written data and position deletes; what it does."""
-    from pyiceberg.table import _parquet_files_to_data_files
-
-    from jobs.iceberg.row_delta import RowDelta
+    from jobs.iceberg.row_delta import RowDelta, data_files
 
     touched = bucketing.touched if bucketing is not None else None
-    new_files = list(_parquet_files_to_data_files(txn.table_metadata, written.data, txn._table.io))
+    new_files = data_files(txn, written.data)
     delete_files = [_position_delete_file(txn, path) for path in written.deletes]
     # a delta removes nothing; a rewrite removes the data files it replaces and the deletes of them
     old_data = [] if delta else [t.file for t in tasks]
@@ -386,10 +384,12 @@ def _position_delete_file(txn, path: str):
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.typedef import Record
 
+    from jobs.iceberg.row_delta import table_io
+
     bucket = re.search(rf"/{_BUCKET_DIR}=(\d+)/[^/]+$", path)
     if bucket is None:
         raise ValueError(f"a position-delete file outside a bucket folder: {path}")
-    source = txn._table.io.new_input(path)
+    source = table_io(txn).new_input(path)
     with source.open() as stream:
         rows = pq.read_metadata(stream).num_rows
     data_file = DataFile.from_args(

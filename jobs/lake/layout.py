@@ -1,4 +1,4 @@
-"""The lake layout of DESIGN.md, for a local folder (the embedded default) or S3.
+"""The lake layout (docs/design/lake-and-tables.md), for a local folder (the embedded default) or S3.
 
 Every path the pipeline writes is built here, so that no name taken from a message can escape
 the lake prefix: pipeline names (jobs.model.names) and run ids are validated, table ids are made safe by
