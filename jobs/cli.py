@@ -144,7 +144,7 @@ def _reconcile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--source-counts", metavar="FILE_OR_URL", default=GIVEN,
         help="source row counts: a JSON counts file ({table: count}, or checkpoints with as_of / position: "
-             "docs/operations.md) or a SQLAlchemy URL (one consistent snapshot and its moment)",
+             "docs/operations/reconciliation.md) or a SQLAlchemy URL (one consistent snapshot and its moment)",
     )
     p.add_argument("--max-lag", type=_duration, metavar="DURATION", default=GIVEN,
                    help="alert when a checkpoint the lake has not reached is older than this at --checked-at "

@@ -202,7 +202,7 @@ class SinkBlock(_Block):
 
 class ReconcileBlock(_Block):
     connection: str | None = None  # an Airflow connection of the source database (common-sql hooks)
-    counts: str | None = None  # or a JSON counts file (docs/operations.md, "Counts files")
+    counts: str | None = None  # or a JSON counts file (docs/operations/reconciliation.md, "Counts files")
     max_lag: str | None = "6h"
     count_tolerance: str = "0"
     key_rows_limit: int = Field(10_000, ge=0)
@@ -612,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
 _READ = {"files": ("folder", "land or copy the topic dumps there"),
          "connect_s3": ("folder", "point it at the sink's output"),
          "eventhubs_capture": ("folder", "point it at the capture files"),
-         "counts": ("file", "write the counts file there (docs/operations.md, Counts files)")}
+         "counts": ("file", "write the counts file there (docs/operations/reconciliation.md, Counts files)")}
 
 
 def location_problems(config: PipelineConfig, path: Path) -> tuple[list[str], list[str]]:

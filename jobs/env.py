@@ -1,8 +1,8 @@
 """Every environment variable the package reads, read here and only here, each when it is needed (never at
 import: a process that sets one before a run sees it) and never written.
 
-:data:`NAMES` is the list of them; docs/operations.md ("Environment variables") says what each does, and a
-test keeps the two equal. A variable outside it is read only where the user names it: ``${NAME}`` in a
+:data:`NAMES` is the list of them; docs/operations/environment.md says what each does, and a test keeps
+the two equal. A variable outside it is read only where the user names it: ``${NAME}`` in a
 pipeline file and ``--consumer-config-env KEY=NAME`` (:func:`named`), or to hand the whole environment on
 to a child process (:func:`environment`).
 """
@@ -35,7 +35,7 @@ NAMES = frozenset({
 def get(name: str, default: str | None = None) -> str | None:
     """The value of ``name`` (one of :data:`NAMES`) as the environment holds it, or ``default``."""
     if name not in NAMES:
-        raise KeyError(f"{name} is not one of jobs.env.NAMES: add it there and to docs/operations.md")
+        raise KeyError(f"{name} is not one of jobs.env.NAMES: add it there and to docs/operations/environment.md")
     return os.environ.get(name, default)
 
 

@@ -1,7 +1,7 @@
 """The pipeline's stages, each writing its report to the lake.
 
 ``transform`` (decode -> fold + publish -> validate) is one Spark application: the decoded change
-records go to the fold in memory, never through storage (docs/design.md, "The flow"). ``python -m jobs
+records go to the fold in memory, never through storage (docs/design/overview.md, "The flow"). ``python -m jobs
 run`` adds reconcile and alert in the same process; the Airflow DAG runs ``transform`` as one task and
 reconcile, alert and expire as tasks of their own, which read the reports. Reading and writing stay
 here, at the edges; the transformations they call are pure.

@@ -5,7 +5,7 @@
 #   scripts/setup.sh            runtime + [airflow] + [demo]
 #   scripts/setup.sh --dev      the same + [dev] (test and lint tools)
 # AIRFLOW_CONSTRAINTS (a path or URL): Airflow's constraints file for the pinned Airflow and this Python,
-# under which apache-airflow is installed first (docs/operations.md, "Setup").
+# under which apache-airflow is installed first (docs/operations/setup.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reqs=(requirements.txt requirements-airflow.txt requirements-demo.txt)
@@ -57,7 +57,7 @@ fi
 # sagemaker-pyspark on PyPI, which is downloaded (pinned, its sha256 checked) and read: never installed
 # (it pins an old pyspark) nor built (pip download would run its setup). hadoop-aws 3.3.1 does not match
 # pyspark's Hadoop: fine for tests (jobs/spark/session.py s3a_conf), production gives a pipeline the
-# hadoop-aws of Spark's own Hadoop in spark.packages (docs/operations.md, "S3 lakes").
+# hadoop-aws of Spark's own Hadoop in spark.packages (docs/operations/spark-and-storage.md, "S3 lakes").
 if [ "${1:-}" = "--dev" ]; then
   s3a_version=1.4.5
   s3a_sha256=05ca2d5081d7138ce29a8fb0a9cba077f28c825288ed07aed46a82e63c0bf1fb

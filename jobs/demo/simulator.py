@@ -122,13 +122,6 @@ class ColumnType:
         return cls("decimal", precision, scale)
 
     @property
-    def spark_type(self) -> str:
-        """The Spark SQL type name a state table should have for this column."""
-        if self.kind == "decimal":
-            return f"decimal({self.precision},{self.scale})"
-        return {"text": "string"}.get(self.kind, self.kind)
-
-    @property
     def sqlite_type(self) -> str:
         # decimals, dates and timestamps are stored as exact text: SQLite's NUMERIC affinity
         # would turn "12.30" into the float 12.3
@@ -189,9 +182,6 @@ class TableSpec:
 
     def column_type(self, column: str) -> ColumnType:
         return self._types[column]  # type: ignore[attr-defined]
-
-    def spark_types(self) -> dict[str, str]:
-        return {n: self.column_type(n).spark_type for n in self.column_names}
 
 
 # a small inventory schema (a single and a composite key, every column kind) that the workload tests
@@ -719,13 +709,6 @@ class SourceSimulator:
     @property
     def now(self) -> datetime:
         return _EPOCH_MS + self._now_us * _ONE_US
-
-    def advance(self, *, seconds: float = 0.0, to: datetime | None = None) -> None:
-        """Move the source clock forward (never back)."""
-        target = self._now_us + int(seconds * 1_000_000)
-        if to is not None:
-            target = max(target, (to - _EPOCH_MS) // _ONE_US)
-        self._now_us = max(self._now_us, target)
 
     def _tick(self) -> None:
         self._now_us += int(self.op_interval_ms * 1000 * self._rng.uniform(0.5, 1.5))

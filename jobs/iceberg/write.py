@@ -42,6 +42,7 @@ from jobs.lake.storage import file_uris
 from jobs.model.properties import (
     ATTEMPT_PROP,
     BUCKETS_PROP,
+    PIPELINE_PROP,
     REPORT_PROP,
     RUN_ID_PROP,
     TABLE_ID_PROP,
@@ -346,7 +347,7 @@ def publish_state(
     if written.tombstones_dir is not None:
         properties = {**properties, TOMBSTONES_PROP: written.tombstones_dir}
     _stage_metadata(txn, table, schema, bucketing, properties)
-    summary = {RUN_ID_PROP: run_id, "cdc.pipeline": pipeline, ATTEMPT_PROP: attempt.id}
+    summary = {RUN_ID_PROP: run_id, PIPELINE_PROP: pipeline, ATTEMPT_PROP: attempt.id}
     published = _stage_snapshot(txn, table_id, f"{pipeline}.{name}", summary, tasks, written, bucketing,
                                 replaced is not None, report)
     # last before the commit: this attempt still holds the lease, and every file it names is there

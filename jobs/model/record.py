@@ -203,7 +203,3 @@ def hashed_table_name(table_id: str) -> str:
     """The joined name, ``__`` and a short hash of the id: one ``__`` part more than the id's joined
     name, ending in hex digits, so never the name of a clean id nor of a history table (``history``)."""
     return f"{joined_table_name(table_id)}__{_name_hash(table_id)}"
-
-
-def last_part(table_id: str) -> str:
-    return table_id.rsplit(".", 1)[-1]

@@ -1,7 +1,7 @@
 """Row counts from a SQL source with the moment they are true: one consistent snapshot per capture.
 
-Each database has its documented way to name the moment of a snapshot (docs/operations.md, "Source
-counts and checkpoints"):
+Each database has its documented way to name the moment of a snapshot (docs/operations/reconciliation.md,
+"SQL sources"):
 
 - PostgreSQL: the counts run in one ``REPEATABLE READ`` transaction, which sees one snapshot, taken at
   its first statement; ``pg_current_wal_lsn()`` (on a standby ``pg_last_wal_replay_lsn()``) read before

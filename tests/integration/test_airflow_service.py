@@ -1,8 +1,8 @@
 """Airflow as its users drive it: the local Airflow of ``make airflow`` (jobs/airflow/local.py, started
 by tests/support/airflow_service.py), pipelines as YAML files beside their DAG stubs in a DAGs folder of the
-test's own, the commands of docs/operations.md's "Which interval a run covers" run as written (on the test's
-DAGs), runs triggered through the REST API, a backfill of a paused DAG, a cleared task, a failing task's
-email, and the UI in headless Chromium.
+test's own, the commands of docs/operations/airflow.md's "Which interval a run covers" run as written (on
+the test's DAGs), runs triggered through the REST API, a backfill of a paused DAG, a cleared task, a failing
+task's email, and the UI in headless Chromium.
 
 One service for the whole module, and every Spark run counted (each is a spark-submit JVM):
 
@@ -71,9 +71,9 @@ def _pipeline_run_id(day: str) -> str:
 
 
 def _documented(*words: str, having: str | None = None, lacking: tuple[str, ...] = ()) -> list[str]:
-    """The command of docs/operations.md's block of run intervals that starts ``airflow <words>`` (with flag
-    ``having``, without the flags ``lacking``), as arguments of ``airflow``, comments dropped."""
-    text = (REPO / "docs" / "operations.md").read_text()
+    """The command of docs/operations/airflow.md's block of run intervals that starts ``airflow <words>``
+    (with flag ``having``, without the flags ``lacking``), as arguments of ``airflow``, comments dropped."""
+    text = (REPO / "docs" / "operations" / "airflow.md").read_text()
     block = text.split("<!-- run-intervals:", 1)[1].split("```bash", 1)[1].split("```", 1)[0].replace("\\\n", " ")
     commands = [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("airflow ")]
     found = [c[1:] for c in commands if c[1:1 + len(words)] == list(words) and (having is None or having in c)

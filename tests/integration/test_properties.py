@@ -114,7 +114,7 @@ def land_in_runs(records: list[dict], runs: int, rng: random.Random) -> list[lis
 def test_published_state_equals_the_model(spark, stream, seed, ops, runs, reload, truncate, open_tail):
     name, fmt, connector, typed = stream
     # a reload can only replace a table when its rows carry positions: Qlik REFRESH and DataWorks full
-    # sync rows do not (their loads upsert; see docs/design.md, phase semantics)
+    # sync rows do not (their loads upsert; see docs/design/fold.md, full loads)
     reload = reload and fmt not in ("qlik", "dataworks")
     sim = build(seed, connector, ops, reload, truncate and connector == "postgresql")
     expected = None

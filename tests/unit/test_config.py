@@ -294,7 +294,7 @@ def test_the_checker_says_which_local_paths_are_missing_and_which_it_cannot_chec
         f"{path}: source.files: {topics}: no such folder; fix: land or copy the topic dumps there, or correct the "
         "path (a relative one resolves against $CDC_HOME, else the file's folder)",
         f"{path}: reconcile.counts: {tmp_path}/counts.json: no such file; fix: write the counts file there "
-        "(docs/operations.md, Counts files), or correct the path (a relative one resolves against $CDC_HOME, else "
+        "(docs/operations/reconciliation.md, Counts files), or correct the path (a relative one resolves against $CDC_HOME, else "
         "the file's folder)"]
     topics.mkdir()
     (tmp_path / "counts.json").write_text("{}")

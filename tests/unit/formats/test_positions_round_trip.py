@@ -6,8 +6,8 @@ give for that change (what a counts file or a SQL source names: the Debezium LSN
 (jobs/formats/<format>/__init__.py, via jobs.formats.registry.bound); the cuts of that text and of its
 neighbour in the source bracket the decoded position. Whether a count at the text holds the change
 (an SCN, a trail position, a sequence id: the changes up to it) or not (an LSN, a binlog position: the
-changes before it) says which neighbour: the previous position or the next one (docs/operations.md,
-"Checkpoints").
+changes before it) says which neighbour: the previous position or the next one (docs/operations/reconciliation.md,
+"What a position is, per format").
 """
 from __future__ import annotations
 
