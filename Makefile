@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` and `make test`.
-.PHONY: setup setup-dev wheel demo airflow airflow-stop lint test test-unit test-properties test-fuzz demo-topics bench
+.PHONY: setup setup-dev wheel demo airflow airflow-stop lint test test-scenarios test-all test-unit test-properties test-fuzz demo-topics bench
 
 ## .venv with the runtime, [airflow] and [demo] pins (-dev: and [dev]'s test tools), and the JVM-side
 ## decoders' jar; AIRFLOW_CONSTRAINTS names Airflow's constraints file (docs/operations/setup.md)
@@ -35,6 +35,14 @@ airflow-stop:
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist worksteal
 test: setup-dev lint
+	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) -m "not scenario"
+
+## the slowest real-service scenarios make test leaves out (CI runs both: .ci/run)
+test-scenarios: setup-dev
+	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) -m scenario
+
+## everything: make test and make test-scenarios in one pytest run
+test-all: setup-dev lint
 	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL)
 
 ## ruff over the whole repository, and the package's layering (both configured in pyproject.toml)

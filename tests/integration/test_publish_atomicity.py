@@ -28,7 +28,7 @@ def _rows(lake: Lake, table_id: str) -> list[dict]:
     # many changes of a small table: the touched buckets are rewritten; crash once the data is written
     (20, 60, "pyiceberg.table._parquet_files_to_data_files", "rewrite"),
     # few changes of a larger one: position deletes; crash once the delete files are written too
-    (400, 6, "jobs.iceberg._position_delete_file", "delta"),
+    (400, 6, "jobs.iceberg.write._position_delete_file", "delta"),
 ])
 def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, monkeypatch, rows, ops, crash_in, mode):
     sim = SourceSimulator(21, [TABLE], "postgresql", n_partitions=2)
