@@ -1,24 +1,32 @@
 # The README's two commands: `make demo` and `make test`.
-.PHONY: setup setup-dev demo airflow airflow-stop lint test test-unit test-properties test-fuzz demo-topics bench
+.PHONY: setup setup-dev wheel demo airflow airflow-stop lint test test-scenarios test-all test-unit test-properties test-fuzz demo-topics bench
 
+## .venv with the runtime, [airflow] and [demo] pins (-dev: and [dev]'s test tools), and the JVM-side
+## decoders' jar; AIRFLOW_CONSTRAINTS names Airflow's constraints file (docs/operations/setup.md)
 setup:
 	scripts/setup.sh
 
 setup-dev:
 	scripts/setup.sh --dev
 
+## the package as a wheel in dist/, its suites, schemas and the decoders' jar inside (tests/integration/test_wheel.py
+## builds and runs one); setuptools builds in build/, whose lib/ would keep a deleted module
+wheel: setup
+	rm -rf dist build/lib build/bdist.*
+	.venv/bin/python -m pip wheel --no-deps -q -w dist .
+
 ## set up, then run the main job end to end on the embedded default
 demo: setup
-	.venv/bin/python scripts/demo.py
+	.venv/bin/python -m jobs.demo
 
-## a local Airflow on 127.0.0.1 running the pipelines of dags/pipelines/ (scripts/airflow_local.py);
+## a local Airflow on 127.0.0.1 running the pipelines of dags/pipelines/ (jobs/airflow/local.py);
 ## AIRFLOW_PORT picks the UI's port, AIRFLOW_DB a metadata database URL (default: SQLite in build/airflow)
 AIRFLOW_PORT ?= 8080
 airflow: setup
-	CDC_AIRFLOW_DB="$(AIRFLOW_DB)" .venv/bin/python -m scripts.airflow_local start --port $(AIRFLOW_PORT)
+	CDC_AIRFLOW_DB="$(AIRFLOW_DB)" .venv/bin/python -m jobs.airflow.local start --port $(AIRFLOW_PORT)
 
 airflow-stop:
-	.venv/bin/python -m scripts.airflow_local stop
+	.venv/bin/python -m jobs.airflow.local stop
 
 ## set up, then run the whole test suite
 # two pytest-xdist workers (a JVM each): most of a test's time is single-threaded driver work (planning,
@@ -27,11 +35,20 @@ airflow-stop:
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist worksteal
 test: setup-dev lint
+	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) -m "not scenario"
+
+## the slowest real-service scenarios make test leaves out (CI runs both: .ci/run)
+test-scenarios: setup-dev
+	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) -m scenario
+
+## everything: make test and make test-scenarios in one pytest run
+test-all: setup-dev lint
 	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL)
 
-## ruff (pyproject.toml) over the whole repository
+## ruff over the whole repository, and the package's layering (both configured in pyproject.toml)
 lint: setup-dev
 	.venv/bin/ruff check .
+	.venv/bin/lint-imports
 
 ## only the unit tests (no servers, no whole runs)
 test-unit: setup-dev
@@ -40,17 +57,17 @@ test-unit: setup-dev
 ## the property-based tests with a larger example budget (long: tens of minutes on 2 cores)
 test-properties: setup-dev
 	CDC_PROPERTY_EXAMPLES=40 .venv/bin/python -m pytest -q tests/integration/test_properties.py \
-		tests/unit/decoders/test_debezium.py::test_generated_messages_keep_the_fuzz_properties
+		tests/unit/formats/test_debezium.py::test_generated_messages_keep_the_fuzz_properties
 
 ## the decoders' fuzz tests with a larger budget, from a random seed, with values of megabytes
 test-fuzz: setup-dev
 	CDC_FUZZ_EXAMPLES=$${CDC_FUZZ_EXAMPLES:-40} CDC_FUZZ_HUGE_CHARS=$${CDC_FUZZ_HUGE_CHARS:-2000000} \
-		.venv/bin/python -m pytest -q -s tests/unit/decoders/test_fuzzing.py \
+		.venv/bin/python -m pytest -q -s tests/unit/formats/test_fuzzing.py \
 		tests/integration/test_decoder_fuzzing_runs.py
 
 ## regenerate the bundled demo topics and source database (deterministic)
 demo-topics: setup
-	.venv/bin/python scripts/make_demo.py --out demo/topics --source-db demo/source.db
+	.venv/bin/python -m jobs.demo.generate --out demo/topics --source-db demo/source.db
 
 ## the benchmark (bench/README.md): 1M and 4M messages of every format against Spark's floor, a naive
 ## Spark fold and DuckDB; prints a table, writes bench/results/bench-<time>.json and .png

@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", default=str(REPO / "bench/results"))
     parser.add_argument("--driver-memory", default="auto",
                         help="the Spark driver heap of every Spark contender (default: the pipeline's own default, "
-                             "jobs.spark.driver_memory, as a user gets it)")
+                             "jobs.spark.session.driver_memory, as a user gets it)")
     parser.add_argument("--rows-per-file", type=int, default=1_000_000,
                         help="messages per generated Parquet file (e.g. 10000000: one file per snapshot)")
     parser.add_argument("--warm", action="store_true",
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     formats = [f for f in args.formats.split(",") if f]
     contenders = [c for c in args.contenders.split(",") if c]
-    from jobs.spark import driver_memory
+    from jobs.spark.session import driver_memory
 
     # every contender gets the heap the pipeline's command line starts its JVM with (or the one asked for)
     env = {**os.environ, "PYTHONPATH": str(REPO), "CDC_SPARK_MASTER": os.environ.get("CDC_SPARK_MASTER", "local[*]"),

@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spark = None
     if args.contender != "duckdb":
-        from jobs.spark import build_spark
+        from jobs.spark.session import build_spark
 
         spark = build_spark(f"bench-{args.contender}")
     result = run_timed(args.contender, args.format, args.raw, args.out, spark)

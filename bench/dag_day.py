@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.dag_day [--messages 3000] [--days 2026-11-02] [--keep DIR]
 
-Generates the demo topics (scripts/make_demo.py), then runs ``dag.test()`` of the demo DAG for the
+Generates the demo topics (jobs/demo/generate.py), then runs ``dag.test()`` of the demo DAG for the
 interval ending on each ``--days`` date in a fresh Airflow home (SQLite metadata db, spark-submit on
 ``local[2]``, the files source, the SQLite source database as the reconciliation connection, no SMTP
 server: the alert's recipients are left unset). Prints each task's seconds (from its task instance)
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="cdc-dag-day-"))
     try:
         topics, source, lake = work / "topics", work / "source.db", work / "lake"
-        subprocess.run([sys.executable, str(REPO / "scripts/make_demo.py"), "--out", str(topics), "--source-db",
+        subprocess.run([sys.executable, str(REPO / "jobs/demo/generate.py"), "--out", str(topics), "--source-db",
                         str(source), "--messages", str(args.messages)], check=True, capture_output=True)
         env = airflow_env(work / "airflow", topics, source, lake)
         venv_bin = Path(sys.executable).parent

@@ -4,8 +4,8 @@ fold-level test pays whatever its size (Spark's per-query floor on test-sized da
     .venv/bin/python -m bench.fold_floor [--repeat 5]
 
 Prints, per repetition (the first one warms the JVM up): building the records' frame, describe
-(jobs.fold.describe: the run's per-table facts, a few small aggregates), plan (jobs.fold.plan, no
-Spark), fold (jobs.fold.core.fold_table, building the plan of the new state) and reading the new state.
+(jobs.fold.describe: the run's per-table facts, a few small aggregates), plan (jobs.fold.table.plan_one_table:
+no Spark for a new table), fold (jobs.fold.core.fold_table, building the plan of the new state) and reading the new state.
 """
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
 
-    from jobs import canonical as C
-    from jobs.fold.core import fold_table
+    from jobs.fold.core import Prior, fold_table
     from jobs.fold.describe import describe_changes
-    from jobs.fold.plan import PublishedTable, plan_table
-    from jobs.spark import build_spark
+    from jobs.fold.plan import PublishedTable
+    from jobs.fold.table import plan_one_table
+    from jobs.model import record as C
+    from jobs.spark.session import build_spark
     from tests.support.change_records import change, frame, pos
 
     spark = build_spark("fold-floor", master="local[2]")
@@ -37,12 +38,11 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         changes = frame(spark, records)
         t1 = time.perf_counter()
-        info = describe_changes(changes)["db.t"]
+        info = describe_changes(changes).tables["db.t"]
         t2 = time.perf_counter()
-        plan = plan_table(info, PublishedTable(), default_buckets=0)
+        plan = plan_one_table(changes, info, PublishedTable(), default_buckets=0)
         t3 = time.perf_counter()
-        result = fold_table(None, None, changes, plan.changes, dict(plan.columns), list(plan.key_columns), "r",
-                            skip_cdc_through=None, skip_all_through=None)
+        result = fold_table(plan, changes, Prior(), "r")
         t4 = time.perf_counter()
         result.state.collect()
         t5 = time.perf_counter()

@@ -4,7 +4,7 @@ The stream (the same for every format, from one seed): three tables of unequal t
 10 % full-load rows first, then 60 % updates, 20 % inserts and 10 % deletes of skewed keys (most changes
 hit the oldest keys), plus 1 % redelivered messages (a recent message again, same bytes). Rows have five
 columns (id, name, qty, price, updated_at). Messages go to one topic per table, three partitions by key,
-in the Kafka source schema the land stage writes (``jobs.land.KAFKA_ARROW_SCHEMA``). Only a batch of
+in the Kafka source schema the land stage writes (``jobs.land.command.KAFKA_ARROW_SCHEMA``). Only a batch of
 rendered messages and a short ring of recent ones are held in memory, whatever the size.
 """
 from __future__ import annotations
@@ -113,7 +113,7 @@ def _canal() -> Callable[..., tuple[bytes, bytes]]:
 
 
 def qlik_tables() -> list[Any]:
-    from scripts.qlik_messages import QlikColumn, QlikTable
+    from jobs.demo.qlik import QlikColumn, QlikTable
 
     return [QlikTable("bench", t, [QlikColumn("id", "INT4", 1), QlikColumn("name", "STRING", length=64),
                                    QlikColumn("qty", "INT4"), QlikColumn("price", "NUMERIC", precision=10, scale=2),
@@ -121,7 +121,7 @@ def qlik_tables() -> list[Any]:
 
 
 def _qlik() -> Callable[..., tuple[bytes, bytes]]:
-    from scripts.qlik_messages import change_sequence, headers, json_data
+    from jobs.demo.qlik import change_sequence, headers, json_data
 
     tables = qlik_tables()
     operations = {"c": "INSERT", "u": "UPDATE", "d": "DELETE"}
@@ -142,7 +142,7 @@ def _qlik() -> Callable[..., tuple[bytes, bytes]]:
 def _dts_avro() -> Callable[..., tuple[bytes, bytes]]:
     import fastavro
 
-    from jobs.decoders.dts_avro import record_schema
+    from jobs.formats.dts_avro.decoder import record_schema
 
     schema = record_schema()
     ns = "com.alibaba.dts.formats.avro."
@@ -191,7 +191,7 @@ def write_snapshot(fmt: str, n: int, out: Path, seed: int = 7, batch_rows: int =
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from jobs.land import KAFKA_ARROW_SCHEMA
+    from jobs.land.command import KAFKA_ARROW_SCHEMA
 
     out.mkdir(parents=True, exist_ok=True)
     render = RENDERERS[fmt]()
@@ -236,7 +236,7 @@ def write_snapshot(fmt: str, n: int, out: Path, seed: int = 7, batch_rows: int =
             flush()
 
     if fmt == "qlik":  # Replicate sends each table's metadata message first
-        from scripts.qlik_messages import json_metadata
+        from jobs.demo.qlik import json_metadata
 
         for t, table in enumerate(qlik_tables()):
             emit(t, b"", json_metadata(table).encode(), START_MS)

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from jobs.spark import SPARK_CONF
+    from jobs.spark.session import SPARK_CONF
 
     with tempfile.TemporaryDirectory() as tmp:
         builder = SparkSession.builder.appName("bench-jvm-parse").master("local[*]")

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from jobs import cli
-from scripts.format_streams import FORMAT_RECORDS
-from scripts.simulate_source import INVENTORY_TABLES, SourceSimulator, write_parquet
+from jobs.demo.simulator import INVENTORY_TABLES, SourceSimulator, write_parquet
+from jobs.demo.streams import FORMAT_RECORDS
 
 
 def run_once(ops: int, key_share: float, work: Path, seed: int = 7) -> dict:

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 
     repo = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(repo))
-    import jobs.spark as spark_settings
+    import jobs.spark.session as spark_settings
 
     spark_settings.SPARK_CONF["spark.driver.extraJavaOptions"] = (
         f'{spark_settings.JVM_OPTIONS} -XX:StartFlightRecording=settings=profile')

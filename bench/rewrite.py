@@ -10,7 +10,7 @@ merge-on-read: changed rows appended, replaced rows deleted by position, until a
 rewrite -- an unbucketed table is always rewritten) it prints and saves (bench/results/rewrite-*.json)
 the bytes each run removed from the table (files replaced) and wrote, against the table's size, the
 run's fold + publish seconds, and the seconds of reading the table back afterwards (a pass over every
-column, position deletes applied). The change records go straight to the merge stage (jobs.merge),
+column, position deletes applied). The change records go straight to the merge stage (jobs.fold.stage),
 as decoding is not what is measured here.
 """
 from __future__ import annotations
@@ -26,7 +26,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
+from jobs.iceberg.catalog import load_table, open_catalog
+from jobs.iceberg.read import read_state
+from jobs.model import record as C
 
 TABLE_ID = "bench.public.accounts"
 TYPES = {"id": "bigint", "owner": "string", "balance": "decimal(12,2)", "note": "string"}
@@ -34,7 +36,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def change_records(ids: DataFrame, op: str, run: int) -> DataFrame:
-    """Canonical change records (jobs.canonical) of ``op`` for every ``id`` in ``ids``, at run ``run``."""
+    """Canonical change records (jobs.model.record) of ``op`` for every ``id`` in ``ids``, at run ``run``."""
     sid = F.col("id").cast("string")
     after = F.create_map(
         F.lit("id"), sid,
@@ -56,9 +58,7 @@ def change_records(ids: DataFrame, op: str, run: int) -> DataFrame:
 
 
 def table_bytes(lake, pipeline: str) -> int:
-    from jobs import publish
-
-    table = publish.load_table(publish.open_catalog(lake), pipeline, TABLE_ID)
+    table = load_table(open_catalog(lake), pipeline, TABLE_ID)
     tasks = list(table.scan().plan_files())
     deletes = {d.file_path: d for task in tasks for d in task.delete_files}
     return sum(task.file.file_size_in_bytes for task in tasks) + sum(d.file_size_in_bytes for d in deletes.values())
@@ -67,28 +67,26 @@ def table_bytes(lake, pipeline: str) -> int:
 def read_back(spark: SparkSession, lake, pipeline: str) -> tuple[int, float]:
     """The table's rows as the next run and the validation read them (every column: a plain count
     would be answered from the Parquet footers), and the seconds it took."""
-    from jobs import publish
-
     start = time.perf_counter()
-    state = publish.read_state(spark, publish.load_table(publish.open_catalog(lake), pipeline, TABLE_ID))
+    state = read_state(spark, load_table(open_catalog(lake), pipeline, TABLE_ID))
     # max, not count, of a hash: the optimizer turns a count of a never-null value into count(*)
     count, _ = state.select(F.count(F.lit(1)), F.max(F.xxhash64(*state.columns))).first()
     return count, time.perf_counter() - start
 
 
 def measure(spark: SparkSession, rows: int, shares: list[float], buckets: int, mode: str, root: Path) -> list[dict]:
-    from jobs import publish
+    from jobs.iceberg import write
 
-    deltas, publish.DELTAS = publish.DELTAS, mode == "delta"
+    deltas, write.DELTAS = write.DELTAS, mode == "delta"
     try:
         return _runs(spark, rows, shares, buckets, mode, root)
     finally:
-        publish.DELTAS = deltas
+        write.DELTAS = deltas
 
 
 def _runs(spark: SparkSession, rows: int, shares: list[float], buckets: int, mode: str, root: Path) -> list[dict]:
-    from jobs.lake import Lake
-    from jobs.merge import merge_changes
+    from jobs.fold.stage import merge_changes
+    from jobs.lake.layout import Lake
 
     lake = Lake.at(str(root / f"lake-{buckets}-{mode}"))
     pipeline = "rewrite"
@@ -108,7 +106,8 @@ def _runs(spark: SparkSession, rows: int, shares: list[float], buckets: int, mod
         changed = changes.count()
         size_before = table_bytes(lake, pipeline) if run else 0
         start = time.perf_counter()
-        report = merge_changes(spark, lake, pipeline, f"run-{run}", changes, buckets=buckets)["tables"][TABLE_ID]
+        # the table's report as merge.json writes it
+        report = merge_changes(spark, lake, pipeline, f"run-{run}", changes, buckets=buckets).tables[TABLE_ID].to_json()
         seconds = time.perf_counter() - start
         state_rows, read_seconds = read_back(spark, lake, pipeline)
         if state_rows != rows or report["state_rows"] != rows:  # every run updates existing keys only
@@ -149,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--driver-memory", default="6g", help="the Spark driver heap (local mode)")
     args = ap.parse_args(argv)
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-memory {args.driver_memory} pyspark-shell")
-    from jobs.spark import build_spark
+    from jobs.spark.session import build_spark
 
     spark = build_spark("cdc-bench-rewrite")
     shares = [float(x) for x in args.changed.split(",")]

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spark = None
     if args.contender != "duckdb":
-        from jobs.spark import build_spark
+        from jobs.spark.session import build_spark
 
         spark = build_spark(f"bench-warm-{args.contender}")
     result = run_warm(args.contender, args.format, args.raw, Path(args.out), args.runs, spark)

@@ -1,6 +1,8 @@
 """Command line of the pipeline, used alike by the README's demo, the tests and the Airflow DAG.
 
     python -m jobs run --format debezium --raw PATH --lake PATH --pipeline NAME --run-id ID
+    python -m jobs run --pipeline-file FILE --start TIME --end TIME    (the settings of a pipeline file;
+                                                                    flags given override them)
     python -m jobs transform ...                                   (decode -> fold + publish -> validate,
                                                                     one Spark job: the DAG's Spark task)
     python -m jobs reconcile | alert                               (the DAG's tasks after it)
@@ -15,17 +17,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+from dataclasses import replace
 
-from jobs import storage
-from jobs.canonical import table_id_forms
-from jobs.decoders import MESSAGE_SHAPES, DecodeOptions, available_formats
 from jobs.errors import failure_line, mask
-from jobs.lake import Lake, LakeError, check_name
+from jobs.formats import MESSAGE_SHAPES, available_formats
+from jobs.lake import storage
+from jobs.lake.layout import Lake, LakeError, check_name
+from jobs.lake.raw import RawInputError, expand, input_files
+from jobs.model.intervals import interval_of
+from jobs.model.reports import (
+    AlertReport,
+    DecodeReport,
+    ExpireReport,
+    ReconciliationReport,
+    RunReport,
+    TableReconciliation,
+)
 from jobs.progress import to_stderr
-from jobs.raw import RawInputError, expand, input_files
-from jobs.table_rules import is_glob
+from jobs.settings import RunSettings, SettingsError
+
+GIVEN = argparse.SUPPRESS  # a setting's flag is in the arguments only when given (jobs.settings.RunSettings.from_args)
 
 
 class UsageError(ValueError):
@@ -39,26 +51,18 @@ class _Parser(argparse.ArgumentParser):
         super().error(mask(message))
 
 
-def parse_primary_keys(values: list[str]) -> dict[str, tuple[str, ...]]:
-    out: dict[str, tuple[str, ...]] = {}
-    for item in values or []:
-        table, sep, cols = item.partition("=")
-        columns = tuple(c.strip() for c in cols.split(",") if c.strip())
-        if not sep or not table.strip() or not columns:
-            raise UsageError(f"--primary-keys {item!r}: expected TABLE=COL[,COL...]")
-        if is_glob(table):  # a glob over whole table ids (jobs.table_rules), kept as written
-            out[table.strip()] = columns
-            continue
-        # named as in the source or as in the table id: each part in its table-id form (jobs.canonical)
-        for form in table_id_forms(table.strip().split(".")):
-            out[form] = columns
-    return out
-
-
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--lake", required=True, help="lake root: a local folder, file://, s3:// or s3a:// URI")
-    p.add_argument("--pipeline", required=True, help="pipeline name: the Iceberg namespace and lake sub-folder")
-    p.add_argument("--run-id", required=True, help="id of this run (re-running an id is safe and changes nothing)")
+    p.add_argument("--pipeline-file", metavar="FILE",
+                   help="a pipeline file (docs/pipelines.md): the run's settings, each flag given overriding its "
+                   "setting; the run is the interval of --start and --end")
+    p.add_argument("--lake", default=GIVEN, help="lake root: a local folder, file://, s3:// or s3a:// URI")
+    p.add_argument("--pipeline", default=GIVEN, help="pipeline name: the Iceberg namespace and lake sub-folder")
+    p.add_argument("--run-id", default=GIVEN,
+                   help="id of this run (re-running an id is safe and changes nothing); default: the interval's")
+    p.add_argument("--start", type=_time, metavar="TIME",
+                   help="the run's interval [--start, --end) (ISO-8601): its run id; with --pipeline-file also the "
+                   "time reconcile measures waits at and expire counts back from")
+    p.add_argument("--end", type=_time, metavar="TIME", help="the interval's end (exclusive)")
     p.add_argument("--quiet", action="store_true",
                    help="print nothing but errors: no progress lines (stderr) and no summary (for cron; the exit "
                    "code and the reports say how it went)")
@@ -67,24 +71,32 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _decode_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", required=True, help=f"message format: {', '.join(available_formats())}")
+    p.add_argument("--format", default=GIVEN, help=f"message format: {', '.join(available_formats())}")
     p.add_argument(
-        "--raw", required=True, action="append",
+        "--raw", action="append", default=GIVEN,
         help="raw snapshot: a file or folder of Parquet in Spark's Kafka source schema, or text files "
         "(.jsonl/.json/.txt, optionally .gz) with one message value per line; repeatable; a local glob "
-        "pattern (quoted) reads every match",
+        "pattern (quoted) reads every match; default: the folders landed for the run's interval",
     )
     p.add_argument(
-        "--primary-keys", action="append", default=[], metavar="TABLE=COL[,COL...]",
+        "--primary-keys", action="append", default=GIVEN, type=_primary_key_rule, metavar="TABLE=COL[,COL...]",
         help="primary key of a table (full table id, its last part, or a glob such as 'shop.public.*' over "
-        "whole table ids: jobs/table_rules.py); repeatable; overrides message keys",
+        "whole table ids: jobs/model/table_rules.py); repeatable; overrides message keys",
     )
     p.add_argument(
-        "--message-shape", choices=("auto", *MESSAGE_SHAPES), default="auto",
+        "--message-shape", choices=("auto", *MESSAGE_SHAPES), default=GIVEN,
         help="the shape of every topic's messages, for a format with several (Debezium: full 'envelope's or "
-        "ExtractNewRecordState 'unwrapped' rows); auto: decided per topic by its first run's messages and "
-        "kept; a message of another shape is quarantined",
+        "ExtractNewRecordState 'unwrapped' rows); auto (default): decided per topic by its first run's messages "
+        "and kept; a message of another shape is quarantined",
     )
+
+
+def _primary_key_rule(text: str) -> tuple[str, tuple[str, ...]]:
+    table, sep, cols = text.partition("=")
+    columns = tuple(c.strip() for c in cols.split(",") if c.strip())
+    if not sep or not table.strip() or not columns:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected TABLE=COL[,COL...]")
+    return table.strip(), columns
 
 
 def _count(text: str) -> int:
@@ -98,15 +110,15 @@ def _count(text: str) -> int:
 
 
 def _merge_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--history", action="store_true",
+    p.add_argument("--history", action="store_true", default=GIVEN,
                    help="also keep an SCD type 2 history table per source table (<table>__history: valid_from / "
                    "valid_to positions and times, is_current, op)")
-    p.add_argument("--history-of", action=_HistoryRule, dest="history_rules", default=[], metavar="TABLE",
+    p.add_argument("--history-of", action=_HistoryRule, dest="history_rules", default=GIVEN, metavar="TABLE",
                    help="keep the SCD type 2 history of these tables only (a table id, its last part or a glob "
-                   "such as 'shop.public.*': jobs/table_rules.py); repeatable")
-    p.add_argument("--no-history-of", action=_HistoryRule, dest="history_rules", default=[], metavar="TABLE",
+                   "such as 'shop.public.*': jobs/model/table_rules.py); repeatable")
+    p.add_argument("--no-history-of", action=_HistoryRule, dest="history_rules", default=GIVEN, metavar="TABLE",
                    help="no SCD type 2 history for these tables, over --history or a wider --history-of; repeatable")
-    p.add_argument("--state-buckets", type=_count, default=None, metavar="N",
+    p.add_argument("--state-buckets", type=_count, default=GIVEN, metavar="N",
                    help="key-hash buckets of a state table laid out by this run (default: $CDC_STATE_BUCKETS or "
                    "16); a run rewrites only the buckets its changes touch; an existing table keeps its own; "
                    "0: no buckets (every run rewrites the whole table)")
@@ -114,52 +126,46 @@ def _merge_args(p: argparse.ArgumentParser) -> None:
 
 class _HistoryRule(argparse.Action):
     """--history-of / --no-history-of, kept as (pattern, on) in the order given: among globs the first
-    naming a table wins (jobs.table_rules), as among a pipeline file's ``tables``."""
+    naming a table wins (jobs.model.table_rules), as among a pipeline file's ``tables``."""
 
     def __call__(self, parser, namespace, value, option_string=None):
-        rules = list(getattr(namespace, self.dest) or [])
+        rules = list(getattr(namespace, self.dest, None) or [])
         rules.append((value, option_string == "--history-of"))
         setattr(namespace, self.dest, rules)
 
 
-def history_patterns(args: argparse.Namespace) -> tuple[tuple[str, bool], ...]:
-    """Which tables keep an SCD2 history, as (pattern, on) rules: --history-of and --no-history-of in their
-    order, then --history for every other table."""
-    return tuple(args.history_rules) + ((("*", True),) if args.history else ())
-
-
 def _keep_changes_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--keep-changes", action="store_true",
+    p.add_argument("--keep-changes", action="store_true", default=GIVEN,
                    help="also write the run's decoded change records under changes/<pipeline>/run=<run id> "
                    "(an audit copy in Parquet; the run itself never reads it)")
 
 
 def _reconcile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--source-counts", metavar="FILE_OR_URL",
+        "--source-counts", metavar="FILE_OR_URL", default=GIVEN,
         help="source row counts: a JSON counts file ({table: count}, or checkpoints with as_of / position: "
-             "docs/operations.md) or a SQLAlchemy URL (one consistent snapshot and its moment)",
+             "docs/operations/reconciliation.md) or a SQLAlchemy URL (one consistent snapshot and its moment)",
     )
-    p.add_argument("--max-lag", type=_duration, metavar="DURATION",
+    p.add_argument("--max-lag", type=_duration, metavar="DURATION", default=GIVEN,
                    help="alert when a checkpoint the lake has not reached is older than this at --checked-at "
                         "(6h, 90m, 1d; default: never)")
-    p.add_argument("--checked-at", type=_as_of, metavar="TIME",
+    p.add_argument("--checked-at", type=_time, metavar="TIME", default=GIVEN,
                    help="the time checkpoints' waits are measured at (the DAG passes its interval's end; "
                         "default: the time the SQL source was counted)")
-    p.add_argument("--count-tolerance", type=_tolerance, metavar="ROWS[,PCT%]",
+    p.add_argument("--count-tolerance", type=_tolerance, metavar="ROWS[,PCT%]", default=GIVEN,
                    help="how far a count without a moment may be from the lake's at the time it was read (the counts "
                         "file's modification time, the SQL query's time), e.g. 10,0.5%%")
-    p.add_argument("--key-rows-limit", type=_count, default=10_000, metavar="N",
+    p.add_argument("--key-rows-limit", type=_count, metavar="N", default=GIVEN,
                    help="name the differing keys of a mismatching table of at most N rows (default 10000)")
-    from jobs.landed_reach import DEFAULT_CAPTURE_DELAY
+    from jobs.reconcile.landed_reach import DEFAULT_CAPTURE_DELAY
 
-    p.add_argument("--capture-delay", type=_duration, metavar="DURATION",
+    p.add_argument("--capture-delay", type=_duration, metavar="DURATION", default=GIVEN,
                    help="how long a committed source change may take to reach its topic: a landing read past its "
                         f"interval's end reaches that end minus this (default {DEFAULT_CAPTURE_DELAY})")
 
 
 def _duration(text: str) -> float:
-    from jobs.checkpoints import CheckpointError, parse_duration
+    from jobs.reconcile.checkpoints import CheckpointError, parse_duration
 
     try:
         return parse_duration(text)
@@ -167,31 +173,20 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _tolerance(text: str):
-    from jobs.checkpoints import CheckpointError, parse_tolerance
+def _tolerance(text: str) -> str:
+    from jobs.reconcile.checkpoints import CheckpointError, parse_tolerance
 
     try:
-        return parse_tolerance(text)
+        parse_tolerance(text)
     except CheckpointError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def reconcile_options(args: argparse.Namespace):
-    from jobs.checkpoints import parse_time
-    from jobs.reconcile import ReconcileOptions
-
-    checked_at = getattr(args, "checked_at", None)
-    delay = {} if args.capture_delay is None else {"capture_delay_s": args.capture_delay}
-    return ReconcileOptions(
-        fmt=getattr(args, "format", None), tolerance=args.count_tolerance, max_lag_s=args.max_lag,
-        as_of=parse_time(checked_at.isoformat()) if checked_at else None, key_rows_limit=args.key_rows_limit,
-        **delay)
+    return text
 
 
 def _alert_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--alert-to", action="append", default=[], metavar="ADDR",
+    p.add_argument("--alert-to", action="append", default=GIVEN, metavar="ADDR",
                    help="data-quality alert recipient; repeatable (SMTP from connection smtp_default or SMTP_* env)")
-    p.add_argument("--quarantine-threshold", type=_fraction, default=0.0, metavar="FRACTION",
+    p.add_argument("--quarantine-threshold", type=_fraction, default=GIVEN, metavar="FRACTION",
                    help="alert when quarantined/landed exceeds this fraction (default 0: any quarantined message)")
 
 
@@ -205,8 +200,8 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _as_of(text: str):
-    from jobs.land import LandError, parse_time  # ISO-8601, a time without an offset is UTC
+def _time(text: str):
+    from jobs.land.command import LandError, parse_time  # ISO-8601, a time without an offset is UTC
 
     try:
         return parse_time(text)
@@ -215,13 +210,14 @@ def _as_of(text: str):
 
 
 def _expire_args(p: argparse.ArgumentParser) -> None:
-    from jobs.expire import DEFAULT_RETAIN_DAYS, DEFAULT_RETAIN_LAST
+    from jobs.iceberg.expire import DEFAULT_RETAIN_DAYS, DEFAULT_RETAIN_LAST
 
-    p.add_argument("--as-of", type=_as_of, required=True, metavar="TIME",
-                   help="the time the retention counts back from (the DAG passes its interval's end)")
-    p.add_argument("--retain-days", type=_count, default=DEFAULT_RETAIN_DAYS, metavar="N",
+    p.add_argument("--as-of", type=_time, default=GIVEN, metavar="TIME",
+                   help="the time the retention counts back from (the DAG passes its interval's end; with "
+                   "--pipeline-file: --end)")
+    p.add_argument("--retain-days", type=_count, default=GIVEN, metavar="N",
                    help=f"keep the snapshots committed in the N days before --as-of (default {DEFAULT_RETAIN_DAYS})")
-    p.add_argument("--retain-last", type=_count, default=DEFAULT_RETAIN_LAST, metavar="N",
+    p.add_argument("--retain-last", type=_count, default=GIVEN, metavar="N",
                    help=f"keep each table's N newest snapshots whatever their age (default {DEFAULT_RETAIN_LAST}, "
                    "at least 1)")
     p.add_argument("--dry-run", action="store_true",
@@ -252,31 +248,75 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check(args: argparse.Namespace) -> Lake:
-    check_name("pipeline", args.pipeline)
-    check_name("run id", args.run_id)
-    if getattr(args, "format", None) and args.format not in available_formats():
-        raise UsageError(f"unknown format {args.format!r}; known: {', '.join(available_formats())}")
-    for raw in getattr(args, "raw", None) or []:
-        for path in expand(raw):
-            input_files(path)  # something to read, landings complete: before Spark starts
-    if getattr(args, "source_counts", None):  # read now: a bad file must not wait until after publishing
-        from jobs.reconcile import check_source_counts
-
-        fmt = getattr(args, "format", None)
-        check_source_counts(args.source_counts, None if fmt in (None, "auto") else fmt)
-    lake = Lake.at(args.lake)
-    if lake.is_s3 and args.command != "decode" and not os.environ.get("CDC_ICEBERG_CATALOG"):
+def run_settings(args: argparse.Namespace) -> RunSettings:
+    """The run's settings (jobs.settings), checked before any stage starts: names, format, inputs, the counts,
+    the lake; with the interval's landed folders as the input where none is given. UsageError, SettingsError,
+    LakeError or RawInputError say what cannot be used."""
+    settings = RunSettings.from_args(args)
+    check_name("pipeline", settings.pipeline)
+    check_name("run id", settings.run_id)
+    lake = settings.lake_at()
+    if args.command in ("run", "transform", "decode"):
+        settings = replace(settings, transform=replace(settings.transform, raw=_inputs(settings, lake)))
+    if args.command == "expire":
+        _check_retention(settings)
+    if args.command in ("run", "reconcile") and settings.reconcile.source_counts:
+        _check_source_counts(settings)  # read now: a bad file must not wait until after publishing
+    if lake.is_s3 and args.command != "decode" and not lake.catalog:
         # before any stage writes: the embedded SQLite catalog cannot live on S3
-        raise UsageError(f"lake {args.lake}: an S3 lake needs CDC_ICEBERG_CATALOG naming a pyiceberg catalog")
+        raise UsageError(f"lake {settings.lake}: an S3 lake needs CDC_ICEBERG_CATALOG naming a pyiceberg catalog")
     if getattr(args, "dry_run", False):
         _check_readable(lake)  # a dry run writes nothing, not even check_usable's probe
     else:
         lake.check_usable()
-    from jobs.spark import jvm_options
+    from jobs.spark.session import jvm_options
 
     jvm_options()  # CDC_JIT: a bad value is one line here, not a traceback when the JVM starts
-    return lake
+    return settings
+
+
+def _inputs(settings: RunSettings, lake: Lake) -> tuple[str, ...]:
+    """What the run decodes, each checked (something to read, landings complete) before Spark starts: the
+    ``--raw`` given, else the folders landed for the run's interval."""
+    transform = settings.transform
+    if not transform.fmt:
+        raise UsageError("the following arguments are required: --format (or --pipeline-file)")
+    if transform.fmt not in available_formats():
+        raise UsageError(f"unknown format {transform.fmt!r}; known: {', '.join(available_formats())}")
+    raw = transform.raw or _landed(settings, lake)
+    for given in raw:
+        for path in expand(given):
+            input_files(path)
+    return raw
+
+
+def _landed(settings: RunSettings, lake: Lake) -> tuple[str, ...]:
+    from jobs.land.command import landed_folders
+
+    interval = (settings.start, settings.end) if settings.start else interval_of(settings.run_id)
+    folders = landed_folders(lake, settings.pipeline, *interval, settings.transform.topics) if interval else []
+    if not folders:
+        raise UsageError(f"no --raw, and nothing landed for run {settings.run_id} under "
+                         f"{lake.join(Lake.raw_pipeline_dir(settings.pipeline))}: land the interval first "
+                         "(python -m jobs land), or give --raw")
+    return tuple(folders)
+
+
+def _check_retention(settings: RunSettings) -> None:
+    if settings.expire.as_of is None:
+        raise UsageError("the following arguments are required: --as-of (or --pipeline-file and the interval)")
+    if settings.expire.retention()[1] < 1:
+        raise UsageError("--retain-last must keep at least the current snapshot (1)")
+
+
+def _check_source_counts(settings: RunSettings) -> None:
+    from jobs.reconcile.stage import check_source_counts
+
+    spec, fmt = settings.reconcile.source_counts, settings.transform.fmt
+    if spec.startswith("conn:"):
+        raise UsageError(f"reconcile.connection {spec[5:]!r} is an Airflow connection, which only the DAG's reconcile "
+                         "task reads; fix: give --source-counts FILE_OR_URL")
+    check_source_counts(spec, None if fmt in (None, "auto") else fmt)
 
 
 def _check_readable(lake: Lake) -> None:
@@ -289,18 +329,13 @@ def _check_readable(lake: Lake) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["land"]:
-        from jobs.land import main as land_main
+        from jobs.land.command import main as land_main
 
         return land_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
-        lake = _check(args)
-        if args.command == "expire" and args.retain_last < 1:
-            raise UsageError("--retain-last must keep at least the current snapshot (1)")
-        shape = getattr(args, "message_shape", "auto")
-        options = DecodeOptions(primary_keys=parse_primary_keys(getattr(args, "primary_keys", [])),
-                                message_shape=None if shape == "auto" else shape)
-    except (UsageError, LakeError, RawInputError, ValueError) as exc:
+        settings = run_settings(args)
+    except (UsageError, SettingsError, LakeError, RawInputError, ValueError) as exc:
         print(f"error: {mask(str(exc))}", file=sys.stderr)
         return 2
 
@@ -308,53 +343,54 @@ def main(argv: list[str] | None = None) -> int:
 
     # a dry run's report is what it prints (the progress line would read the run's last expire.json)
     quiet = args.quiet or getattr(args, "dry_run", False)
-    ctx = stages.RunContext(lake, args.pipeline, args.run_id, progress=None if quiet else to_stderr)
+    ctx = stages.RunContext.of(settings, progress=None if quiet else to_stderr)
     try:
-        return _run_command(args, ctx, options)
+        return _run_command(args, ctx, settings)
     except Exception as exc:  # noqa: BLE001 - an operational failure is one line (jobs.errors), exit 1
-        from jobs.publish import embedded_catalog_file
+        from jobs.iceberg.catalog import embedded_catalog_file
 
-        print(failure_line(args.command, ctx.stage, exc, embedded_catalog_file(lake)), file=sys.stderr)
+        print(failure_line(args.command, ctx.stage, exc, embedded_catalog_file(ctx.lake)), file=sys.stderr)
         if args.debug:
             raise
         return 1
 
 
-def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
+def _run_command(args: argparse.Namespace, ctx, settings: RunSettings) -> int:
     from jobs import stages
-    from jobs.spark import build_spark
+    from jobs.spark.session import build_spark
 
+    transform, reconcile, alert_to = settings.transform, settings.reconcile, list(settings.alert.to)
     if args.command == "expire":  # pyiceberg only: no Spark
-        report = stages.run_expire(ctx, args.as_of, args.retain_days, args.retain_last, args.dry_run)
+        report = stages.run_expire(ctx, settings.expire.as_of, *settings.expire.retention(), args.dry_run)
         if args.json:
-            print(json.dumps(report, indent=2, sort_keys=True, default=str))
+            print(json.dumps(report.to_json(), indent=2, sort_keys=True, default=str))
         elif not args.quiet:
             _print_expiry(report)
         return 0
-    spark = build_spark(f"cdc-{args.command}-{args.pipeline}")
+    spark = build_spark(f"cdc-{args.command}-{settings.pipeline}")
     if args.command in ("run", "transform"):
-        stages.run_transform(spark, ctx, args.format, args.raw, options, history=history_patterns(args),
-                             buckets=args.state_buckets, keep_changes=args.keep_changes)
+        stages.run_transform(spark, ctx, transform)
         if args.command == "transform":
-            ctx.write_report("run.json", {"timings_s": ctx.timings})
+            ctx.write_report(RunReport.of(timings_s=ctx.timings))
             return 0
-        stages.run_reconcile(ctx, args.source_counts, reconcile_options(args))
-        alert = stages.run_alert(ctx, args.alert_to, args.quarantine_threshold)
-        ctx.write_report("run.json", {"timings_s": ctx.timings, "alert_sent": alert.get("sent")})
+        stages.run_reconcile(ctx, reconcile.source_counts, reconcile.options(transform.fmt))
+        alert = stages.run_alert(ctx, alert_to, settings.alert.quarantine_threshold)
+        ctx.write_report(RunReport(timings_s=ctx.timings, alert_sent=alert.sent))
         if not args.quiet:
             _print_summary(ctx, alert)
         return _alert_exit(alert)
     elif args.command == "decode":
-        stages.run_decode(spark, ctx, args.format, args.raw, options, keep_changes=True).release()
+        stages.run_decode(spark, ctx, transform.fmt, list(transform.raw), transform.decode_options(),
+                          keep_changes=True).release()
     elif args.command == "merge":
-        stages.run_merge(spark, ctx, stages.read_changes(spark, ctx), history=history_patterns(args),
-                         buckets=args.state_buckets)
+        stages.run_merge(spark, ctx, stages.read_changes(spark, ctx), history=transform.history,
+                         buckets=transform.state_buckets)
     elif args.command == "validate":
         stages.run_validate(spark, ctx)
     elif args.command == "reconcile":
-        stages.run_reconcile(ctx, args.source_counts, reconcile_options(args))
+        stages.run_reconcile(ctx, reconcile.source_counts, reconcile.options(transform.fmt))
     elif args.command == "alert":
-        return _alert_exit(stages.run_alert(ctx, args.alert_to, args.quarantine_threshold))
+        return _alert_exit(stages.run_alert(ctx, alert_to, settings.alert.quarantine_threshold))
     return 0
 
 
@@ -363,48 +399,51 @@ def _run_command(args: argparse.Namespace, ctx, options: DecodeOptions) -> int:
 ALERT_NOT_SENT = 3
 
 
-def _alert_exit(alert: dict) -> int:
-    if alert.get("error"):
-        print(f"error: data-quality alert not sent: {alert['error']}; check the SMTP server, its sender and "
+def _alert_exit(alert: AlertReport) -> int:
+    if alert.error:
+        print(f"error: data-quality alert not sent: {alert.error}; check the SMTP server, its sender and "
               "recipient rules and the connection smtp_default or SMTP_* (then python -m jobs alert sends it again)",
               file=sys.stderr)
         return ALERT_NOT_SENT
     return 0
 
 
-def _print_summary(ctx, alert: dict) -> None:
-    recon = ctx.read_report("reconciliation.json") or {"tables": []}
-    decode = ctx.read_report("decode.json") or {"total": {}}
-    t = decode["total"]
-    print(f"run {ctx.run_id} of pipeline {ctx.pipeline}: landed {t.get('landed')}, decoded {t.get('decoded')}, "
-          f"quarantined {t.get('quarantined')}, ignored {t.get('ignored')}")
+def _print_summary(ctx, alert: AlertReport) -> None:
+    recon = ctx.read_report(ReconciliationReport) or ReconciliationReport()
+    t = (ctx.read_report(DecodeReport) or DecodeReport()).total
+    print(f"run {ctx.run_id} of pipeline {ctx.pipeline}: landed {t.landed}, decoded {t.decoded}, "
+          f"quarantined {t.quarantined}, ignored {t.ignored}")
     print(f"{'table':<40} {'state rows':>10} {'source rows':>11}  {'status':<9} source counted at")
-    for row in recon["tables"]:
-        src = "-" if row["source_rows"] is None else row["source_rows"]
-        judged = row.get("checkpoints") or row.get("pending") or []
-        moment = judged[-1]["moment"] if judged else "-"
-        waiting = f" ({len(row['pending'])} pending)" if row.get("pending") else ""
-        before = row.get("previous")
-        if before:  # no count of this run: what the last one was
-            moment, waiting = "-", f" (last: {before['verdict']} at {before['moment']}, run {before['judged_run']})"
-        print(f"{row['table']:<40} {row['state_rows']:>10} {src:>11}  {row['status']:<9} {moment}{waiting}")
+    for row in recon.tables:
+        print(f"{row.table:<40} {row.state_rows:>10} {'-' if row.source_rows is None else row.source_rows:>11}  "
+              f"{row.status:<9} {_counted_at(row)}")
     print(f"report: {ctx.lake.join(ctx.report_dir)}")
-    sent = "yes" if alert.get("sent") else "no"
-    problems = len(alert.get("reasons") or [])
+    problems = len(alert.reasons)
     why = f" ({problems} problem{'s' if problems != 1 else ''})" if problems else ""
-    err = f"; error: {alert['error']}" if alert.get("error") else ""
-    print(f"alert email sent: {sent}{why}{err}")
+    err = f"; error: {alert.error}" if alert.error else ""
+    print(f"alert email sent: {'yes' if alert.sent else 'no'}{why}{err}")
 
 
-def _print_expiry(report: dict) -> None:
-    verb = "would expire" if report["dry_run"] else "expired"
-    print(f"snapshots committed before {report['older_than']} (each table's {report['retain_last']} newest kept):")
-    for t in report["tables"]:
-        files = ", ".join(f"{n} {kind}" for kind, n in t["files_deleted"].items()) or "no file"
-        print(f"  {t['table']}: {verb} {t['snapshots_expired']}, kept {t['snapshots_kept']}; "
-              f"files {'to delete' if report['dry_run'] else 'deleted'}: {files} "
-              f"({t['bytes_deleted']:,} bytes of data); "
-              f"orphans: {t['orphans_deleted']} ({t['orphan_bytes_deleted']:,} bytes)")
+def _counted_at(row: TableReconciliation) -> str:
+    """When the source count that decided the row was true (and how many wait); with no count this run,
+    what the last one was."""
+    before = row.previous
+    if before is not None:
+        return f"- (last: {before.verdict} at {before.moment}, run {before.judged_run})"
+    judged = row.checkpoints or row.pending
+    waiting = f" ({len(row.pending)} pending)" if row.pending else ""
+    return f"{judged[-1].moment if judged else '-'}{waiting}"
+
+
+def _print_expiry(report: ExpireReport) -> None:
+    verb = "would expire" if report.dry_run else "expired"
+    print(f"snapshots committed before {report.older_than} (each table's {report.retain_last} newest kept):")
+    for t in report.tables:
+        files = ", ".join(f"{n} {kind}" for kind, n in t.files_deleted.items()) or "no file"
+        print(f"  {t.table}: {verb} {t.snapshots_expired}, kept {t.snapshots_kept}; "
+              f"files {'to delete' if report.dry_run else 'deleted'}: {files} "
+              f"({t.bytes_deleted:,} bytes of data); "
+              f"orphans: {t.orphans_deleted} ({t.orphan_bytes_deleted:,} bytes)")
 
 
 if __name__ == "__main__":  # spark-submit jobs/cli.py <command> ...

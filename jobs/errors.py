@@ -29,7 +29,7 @@ _SECRETS = [
     (re.compile(r"\b(?:gh[opusr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,}|xox[abposr]-[A-Za-z0-9-]{10,}"
                 r"|AIza[0-9A-Za-z_-]{35})"), "***"),  # GitHub, Slack, Google API tokens
 ]
-# where the credentials a URI must not hold go instead (jobs.lake.Lake.at, a pipeline file's locations)
+# where the credentials a URI must not hold go instead (jobs.lake.layout.Lake.at, a pipeline file's locations)
 CREDENTIALS_FIX = ("remove them from the URI: S3 credentials come from the environment (AWS_ACCESS_KEY_ID and "
                    "AWS_SECRET_ACCESS_KEY, a profile or an instance role) and a catalog's from its settings "
                    "(PYICEBERG_CATALOG__<NAME>__*), under Airflow from the workers' environment or a secrets "
@@ -39,7 +39,7 @@ _CONNECTION_WORDS = ("could not connect", "connection refused", "can't connect",
 
 
 class SetupError(RuntimeError):
-    """The installation lacks a part the run needs (jobs.jvm.JvmDecoderMissing): a setup problem, not one
+    """The installation lacks a part the run needs (jobs.spark.jvm.JvmDecoderMissing): a setup problem, not one
     of the data or of a service; its message, one line, names what is missing and how to set it up."""
 
 

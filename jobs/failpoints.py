@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import signal
 
+from jobs import env
+
 KILL_AT = "CDC_KILL_AT"
 PAUSE_AT = "CDC_PAUSE_AT"
 _paused: set[str] = set()
@@ -28,8 +30,8 @@ _paused: set[str] = set()
 def reached(name: str) -> None:
     """Kill the whole process group here when ``CDC_KILL_AT`` names this failpoint; stop this process
     the first time here when ``CDC_PAUSE_AT`` does."""
-    if os.environ.get(KILL_AT) == name:
+    if env.get(KILL_AT) == name:
         os.killpg(os.getpgrp(), signal.SIGKILL)
-    if os.environ.get(PAUSE_AT) == name and name not in _paused:
+    if env.get(PAUSE_AT) == name and name not in _paused:
         _paused.add(name)
         os.kill(os.getpid(), signal.SIGSTOP)

@@ -1,5 +1,5 @@
-"""spark-submit's application (jobs.spark_submit.submit_settings): runs jobs.cli with the ``jobs``
-package spark-submit put on the path (``--py-files``: the archive of jobs.spark_submit), never with
+"""spark-submit's application (jobs.spark.submit.submit_settings): runs jobs.cli with the ``jobs``
+package spark-submit put on the path (``--py-files``: the archive of jobs.spark.submit), never with
 the package this file lies in, so that the driver runs the very code its executors run.
 
     spark-submit --py-files cdc-jobs-<digest>.zip jobs/spark_entry.py transform --lake ... --raw ...

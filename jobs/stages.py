@@ -1,7 +1,7 @@
 """The pipeline's stages, each writing its report to the lake.
 
 ``transform`` (decode -> fold + publish -> validate) is one Spark application: the decoded change
-records go to the fold in memory, never through storage (docs/design.md, "The flow"). ``python -m jobs
+records go to the fold in memory, never through storage (docs/design/overview.md, "The flow"). ``python -m jobs
 run`` adds reconcile and alert in the same process; the Airflow DAG runs ``transform`` as one task and
 reconcile, alert and expire as tasks of their own, which read the reports. Reading and writing stay
 here, at the edges; the transformations they call are pure.
@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -20,16 +21,36 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs import failpoints
-from jobs.canonical import CHANGE_RECORD_SCHEMA
-from jobs.decode import Decoded, decode_counts, decode_messages, release
-from jobs.decoders import QUARANTINED, DecodeOptions
-from jobs.lake import Lake
-from jobs.lease import Attempt, Lease, new_attempt_id
-from jobs.progress import STAGE_REPORTS, stage_done
-from jobs.raw import TaskSplit, raw_size, read_raw, task_split
-from jobs.reconcile import ReconcileOptions
-from jobs.spark import session_conf
-from jobs.validate import profile_changes
+from jobs.decode.stage import Decoded, decode_counts, decode_messages, release
+from jobs.formats import DecodeOptions
+from jobs.iceberg.catalog import key_columns_of, load_table, open_catalog
+from jobs.iceberg.read import read_state, state_keys
+from jobs.lake.layout import Lake
+from jobs.lake.lease import Attempt, Lease, new_attempt_id
+from jobs.lake.raw import TaskSplit, raw_size, read_raw, task_split
+from jobs.model.record import CHANGE_RECORD_SCHEMA
+from jobs.model.reports import (
+    AlertReport,
+    DecodeReport,
+    ExpireReport,
+    FoldReport,
+    LandingReach,
+    ReconciliationReport,
+    Report,
+    RunReports,
+    TableReconciliation,
+    ValidationReport,
+)
+from jobs.progress import stage_done, stage_report
+from jobs.quality.validate import profile_changes
+from jobs.reconcile.stage import ReconcileOptions
+from jobs.settings import RunSettings, TransformSettings
+from jobs.spark.session import session_conf
+
+if TYPE_CHECKING:
+    from jobs.alert.smtp import SmtpSource
+
+R = TypeVar("R", bound=Report)
 
 
 @dataclass
@@ -43,9 +64,14 @@ class RunContext:
     # this attempt of the run: the id its files are written under, and the pipeline's lease while held
     attempt: Attempt = field(default_factory=lambda: Attempt(new_attempt_id()))
 
+    @classmethod
+    def of(cls, settings: RunSettings, progress: Callable[[str], None] | None = None) -> RunContext:
+        """The context of the run ``settings`` name: its lake (with its catalog), pipeline and run id."""
+        return cls(settings.lake_at(), settings.pipeline, settings.run_id, progress=progress)
+
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        """The pipeline's lease held inside (jobs.lease): taken here unless this attempt holds it already,
+        """The pipeline's lease held inside (jobs.lake.lease): taken here unless this attempt holds it already,
         then checked (an attempt whose lease was taken over stops at its next stage)."""
         if self.attempt.lease is not None:
             self.attempt.check()
@@ -64,12 +90,13 @@ class RunContext:
     def report_dir(self) -> str:
         return Lake.report_dir(self.pipeline, self.run_id)
 
-    def write_report(self, name: str, report: dict) -> str:
-        return self.lake.write_json(f"{self.report_dir}/{name}", report)
+    def write_report(self, report: Report) -> str:
+        return self.lake.write_json(f"{self.report_dir}/{report.FILE}", report.to_json())
 
-    def read_report(self, name: str) -> dict | None:
-        rel = f"{self.report_dir}/{name}"
-        return self.lake.read_json(rel) if self.lake.exists(rel) else None
+    def read_report(self, kind: type[R]) -> R | None:
+        """The run's report of this kind (jobs.model.reports); None when the stage has not written it."""
+        rel = f"{self.report_dir}/{kind.FILE}"
+        return kind.from_json(self.lake.read_json(rel)) if self.lake.exists(rel) else None
 
     @contextmanager
     def timed(self, stage: str):
@@ -82,7 +109,8 @@ class RunContext:
         finally:
             self.timings[stage] = round(time.perf_counter() - start, 3)
         if self.progress:  # only after a stage that ended well: its report is this run's
-            report = self.read_report(STAGE_REPORTS[stage]) if stage in STAGE_REPORTS else None
+            kind = stage_report(stage)
+            report = self.read_report(kind) if kind is not None else None
             self.progress(stage_done(stage, self.timings[stage], report))
 
 
@@ -129,17 +157,17 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
 
 
 def _decode_outputs(ctx: RunContext, fmt: str, raw_path: str | list[str], decoded: Decoded, changes: DataFrame,
-                    keep_changes: bool) -> dict:
+                    keep_changes: bool) -> DecodeReport:
     """The decode's counts, record profile, quarantine, decoder memory and report (and the changes/ copy
     when kept); the decoded messages' checkpoint is dropped once the records' cache is filled."""
     try:
         counts = decode_counts(decoded.outcomes)
-        # the change suite's figures, from the pass that fills the cache (jobs.validate)
+        # the change suite's figures, from the pass that fills the cache (jobs.quality.validate)
         profile = profile_changes(changes)
         if keep_changes:
             write_change_records(changes, ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id)))
         # nothing quarantined (the counts say so): an empty dataset, without a scan of every record
-        quarantine = decoded.quarantine if counts["total"][QUARANTINED] else decoded.quarantine.limit(0)
+        quarantine = decoded.quarantine if counts.total.quarantined else decoded.quarantine.limit(0)
         quarantine.write.mode("overwrite").parquet(ctx.lake.spark_path(Lake.quarantine_dir(ctx.pipeline, ctx.run_id)))
     finally:
         release(decoded.materialized)
@@ -148,11 +176,12 @@ def _decode_outputs(ctx: RunContext, fmt: str, raw_path: str | list[str], decode
         ctx.lake.write_json(f"{Lake.memory_dir(ctx.pipeline)}/run={ctx.run_id}.json",
                             {"run_id": ctx.run_id, "documents": decoded.remembered,
                              "topic_shapes": decoded.topic_shapes})
-    report = {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "format": fmt, "raw": raw_path, **counts,
-              "remembered_documents": len(decoded.remembered), "topic_shapes": decoded.topic_shapes,
-              "record_profile": profile,
-              "changes_kept": Lake.changes_dir(ctx.pipeline, ctx.run_id) if keep_changes else None}
-    ctx.write_report("decode.json", report)
+    report = DecodeReport.of_counts(
+        counts, pipeline=ctx.pipeline, run_id=ctx.run_id, format=fmt, raw=raw_path,
+        remembered_documents=len(decoded.remembered), topic_shapes=decoded.topic_shapes,
+        record_profile=tuple(profile),
+        changes_kept=Lake.changes_dir(ctx.pipeline, ctx.run_id) if keep_changes else None)
+    ctx.write_report(report)
     failpoints.reached("decode.reported")
     return report
 
@@ -162,7 +191,7 @@ class DecodedRun:
     """What the decode hands the fold in the same application: the cached change records and its report."""
 
     changes: DataFrame
-    report: dict
+    report: DecodeReport
     split: TaskSplit = TaskSplit()  # how the input was cut into tasks: the fold's shuffles keep as many
 
     def release(self) -> None:
@@ -171,7 +200,7 @@ class DecodedRun:
 
 def load_memory(ctx: RunContext) -> tuple[tuple[str, ...], dict[str, str]]:
     """Every document remembered by earlier runs of the pipeline, and the topic shapes they decided
-    (the first decision of a topic stands; see jobs.decoders.DecodeOptions)."""
+    (the first decision of a topic stands; see jobs.formats.DecodeOptions)."""
     docs: set[str] = set()
     shapes: dict[str, str] = {}
     for rel in sorted(ctx.lake.list_files(Lake.memory_dir(ctx.pipeline))):
@@ -186,7 +215,7 @@ def load_memory(ctx: RunContext) -> tuple[tuple[str, ...], dict[str, str]]:
 
 @contextmanager
 def input_tasks(spark: SparkSession, split: TaskSplit) -> Iterator[None]:
-    """The decode's queries cut the raw Parquet into splits of ``split.max_split_bytes`` (jobs.raw.task_split:
+    """The decode's queries cut the raw Parquet into splits of ``split.max_split_bytes`` (jobs.lake.raw.task_split:
     a bounded number of messages per task), and shuffle into at least as many partitions as the input
     makes tasks."""
     with ExitStack() as stack:
@@ -220,145 +249,148 @@ def read_changes(spark: SparkSession, ctx: RunContext) -> DataFrame:
 
 
 def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame, history: tuple[tuple[str, bool], ...] = (),
-              buckets: int | None = None) -> dict:
-    from jobs.merge import merge_changes
+              buckets: int | None = None) -> FoldReport:
+    from jobs.fold.stage import merge_changes
 
     with ctx.exclusive(), ctx.timed("fold_publish"), lake_scans(spark):
         report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, changes, history=history, buckets=buckets,
                                attempt=ctx.attempt)
-        ctx.write_report("merge.json", report)
+        ctx.write_report(report)
     return report
 
 
-def run_validate(spark: SparkSession, ctx: RunContext, decode_report: dict | None = None) -> dict:
+def run_validate(spark: SparkSession, ctx: RunContext, decode: DecodeReport | None = None) -> ValidationReport:
     """The change suite from the decode's record profile (no pass over the records), GX's state suite on
     every table the run published."""
-    from jobs import publish
-    from jobs.validate import check_changes, render_data_docs, validate_state, validation_report
+    from jobs.quality.validate import check_changes, render_data_docs, validate_state, validation_report
 
     with ctx.exclusive(), ctx.timed("validate"), lake_scans(spark):
-        decode_report = decode_report or ctx.read_report("decode.json")
-        if decode_report is None or "record_profile" not in decode_report:
+        decode = decode or ctx.read_report(DecodeReport)
+        if decode is None or decode.record_profile is None:
             raise FileNotFoundError(f"no record profile of run {ctx.run_id} in its decode.json (not decoded yet, or by "
                                     "an older version): run the run again, or `python -m jobs decode` first")
-        results = [check_changes(decode_report["record_profile"])]
-        merge_report = ctx.read_report("merge.json") or {"tables": {}}
-        catalog = publish.open_catalog(ctx.lake)
-        for table_id in sorted(merge_report["tables"]):
-            table = publish.load_table(catalog, ctx.pipeline, table_id)
-            state = publish.read_state(spark, table)
-            keys = publish.key_columns_of(table)
+        results = [check_changes(list(decode.record_profile))]
+        fold = ctx.read_report(FoldReport) or FoldReport()
+        catalog = open_catalog(ctx.lake)
+        for table_id in sorted(fold.tables):
+            table = load_table(catalog, ctx.pipeline, table_id)
+            state = read_state(spark, table)
+            keys = key_columns_of(table)
             if state is not None and keys:
                 results.append(validate_state(state, table_id, keys))
         report = validation_report(results)
-        ctx.write_report("validation.json", report)
+        ctx.write_report(report)
         failpoints.reached("validate.report-written")
         # the data docs kept with the run: one escaped HTML page
         ctx.lake.write_text(f"{ctx.report_dir}/validation.html", render_data_docs(results))
     return report
 
 
-def run_transform(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | list[str],
-                  options: DecodeOptions, history: tuple[tuple[str, bool], ...] = (), buckets: int | None = None,
-                  keep_changes: bool = False) -> None:
+def run_transform(spark: SparkSession, ctx: RunContext, settings: TransformSettings) -> None:
     """decode -> fold + publish -> validate in this one Spark application: the change records go from the
     decode to the fold in memory. Idempotent for a run id, as each stage is: a retry redoes all of it.
-    Under the pipeline's lease from start to end (jobs.lease): the decode's quarantine and reports are
-    the run's, not the attempt's, and a second attempt is refused before it spends a decode."""
+    Under the pipeline's lease from start to end (jobs.lake.lease): the decode's quarantine and reports are
+    the run's, not the attempt's, and a second attempt is refused before it spends a decode. ``settings.raw``
+    names the input (jobs.cli fills it with the interval's landed folders where the settings named none)."""
     with ctx.exclusive():
-        decoded = run_decode(spark, ctx, fmt, raw_path, options, keep_changes)
+        decoded = run_decode(spark, ctx, settings.fmt, list(settings.raw), settings.decode_options(),
+                             settings.keep_changes)
         try:
             with input_tasks(spark, replace(decoded.split, max_split_bytes=None)):
-                run_merge(spark, ctx, decoded.changes, history=history, buckets=buckets)
+                run_merge(spark, ctx, decoded.changes, history=settings.history, buckets=settings.state_buckets)
         finally:
             decoded.release()
         run_validate(spark, ctx, decoded.report)
 
 
-def run_reconcile(ctx: RunContext, source_counts: str | None, options: ReconcileOptions | None = None) -> list[dict]:
+def run_reconcile(ctx: RunContext, source_counts: str | None,
+                  options: ReconcileOptions | None = None) -> tuple[TableReconciliation, ...]:
     """This run's source checkpoints (a counts file or a SQL source) and the pending ones, judged against
-    the lake's counts through time (jobs.reconcile); reconciliation.json says what each table got."""
-    from jobs.landed_reach import run_landing_reach
-    from jobs.merge import state_summary
-    from jobs.reconcile import reconcile_run, source_checkpoints
+    the lake's counts through time (jobs.reconcile.stage); reconciliation.json says what each table got."""
+    from jobs.iceberg.catalog import state_summary
+    from jobs.reconcile.landed_reach import run_landing_reach
+    from jobs.reconcile.stage import reconcile_run, source_checkpoints
 
     with ctx.timed("reconcile"):
         options = options or ReconcileOptions()
         if options.fmt is None:
-            options = replace(options, fmt=(ctx.read_report("decode.json") or {}).get("format"))
+            decode = ctx.read_report(DecodeReport)
+            options = replace(options, fmt=decode.format if decode else None)
         state = state_summary(ctx.lake, ctx.pipeline)
         new, how = source_checkpoints(source_counts, state, ctx.run_id, options) if source_counts else ([], None)
         landing = run_landing_reach(ctx.lake, ctx.pipeline, ctx.run_id, options.capture_delay_s)
         rows = reconcile_run(ctx.lake, ctx.pipeline, ctx.run_id, new, state, options,
                              keys_now=lake_keys(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of),
                              landing=landing)
-        ctx.write_report("reconciliation.json", {"pipeline": ctx.pipeline, "run_id": ctx.run_id, "source": how,
-                                                 "max_lag_s": options.max_lag_s, "landing": landing.as_dict(),
-                                                 "tables": rows})
+        ctx.write_report(ReconciliationReport(
+            pipeline=ctx.pipeline, run_id=ctx.run_id, source=how, max_lag_s=options.max_lag_s,
+            landing=LandingReach.from_json(landing.as_dict()), tables=rows))
     return rows
 
 
 def lake_keys(lake: Lake, pipeline: str, state: dict[str, dict], limit: Callable[[str], int]):
     """The keys a state table holds now, for the keys of a mismatch (None past the table's ``limit`` of rows;
     none for a table the lake never published)."""
-    from jobs import publish
-
     def keys_now(table_id: str) -> list[str] | None:
         info = state.get(table_id)
         if not info or not info.get("key_columns") or info["state_rows"] > limit(table_id):
             return None if info else []
-        return publish.state_keys(publish.open_catalog(lake), pipeline, table_id, info["key_columns"])
+        return state_keys(open_catalog(lake), pipeline, table_id, info["key_columns"])
     return keys_now
 
 
-def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float, settings=None, sender=None) -> dict:
-    """report.html from the run's reports, then at most one email, which links to it (``sender`` sends it,
-    else smtplib with ``settings``, default jobs.alert.smtp_settings)."""
-    from jobs.alert import run_alert as send
+def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,
+              smtp: SmtpSource | None = None) -> AlertReport:
+    """report.html from the run's reports, then at most one email, which links to it (``smtp``: where the
+    SMTP server's settings come from, asked only when an email is due; default jobs.alert.smtp.smtp_settings)."""
+    from jobs.alert.stage import run_alert as send
 
     with ctx.timed("alert"):
-        validation = ctx.read_report("validation.json") or {"success": True, "suites": []}
-        reconciliation = ctx.read_report("reconciliation.json") or {"tables": []}
-        decode = ctx.read_report("decode.json") or {}
-        page = write_report_page(ctx, reconciliation, validation, decode)
-        result = send(
-            ctx.pipeline, ctx.run_id, validation, reconciliation["tables"], decode, alert_to,
-            page, quarantine_threshold, settings=settings, merge=ctx.read_report("merge.json"), sender=sender,
-            previous=ctx.read_report("alert.json"),
-        )
-        ctx.write_report("alert.json", result)
+        reports = RunReports(
+            decode=ctx.read_report(DecodeReport), fold=ctx.read_report(FoldReport),
+            validation=ctx.read_report(ValidationReport) or ValidationReport(),
+            reconciliation=ctx.read_report(ReconciliationReport) or ReconciliationReport())
+        page = write_report_page(ctx, reports)
+        result = send(ctx.pipeline, ctx.run_id, reports, alert_to, page, quarantine_threshold, smtp=smtp,
+                      previous=ctx.read_report(AlertReport))
+        ctx.write_report(result)
     return result
 
 
-def write_report_page(ctx: RunContext, reconciliation: dict, validation: dict, decode: dict) -> str:
-    """The run's report.html (jobs.report_page); its URI."""
-    from jobs import storage
-    from jobs.landing.outside import landing_summary
-    from jobs.report_page import quarantine_examples, render_report
+def write_report_page(ctx: RunContext, reports: RunReports) -> str:
+    """The run's report.html (jobs.alert.page); its URI."""
+    from jobs.alert.page import quarantine_examples, render_report
+    from jobs.lake import storage
+    from jobs.land.outside import landing_summary
 
     examples: dict[str, list[dict]] = {}
     quarantine = Lake.quarantine_dir(ctx.pipeline, ctx.run_id)
-    if (decode.get("total") or {}).get("quarantined") and ctx.lake.exists(quarantine):
+    if reports.decode and reports.decode.total.quarantined and ctx.lake.exists(quarantine):
         examples = quarantine_examples(storage.parquet_dataset(ctx.lake.join(quarantine)))
     rel = f"{ctx.report_dir}/report.html"
-    decode = {**decode, "landing": landing_summary(decode.get("raw"))}  # an interval that landed nothing says so
-    ctx.lake.write_text(rel, render_report(ctx.pipeline, ctx.run_id, reconciliation, validation, decode, examples))
+    # an interval that landed nothing says so
+    landing = landing_summary(reports.decode.raw if reports.decode else None)
+    ctx.lake.write_text(rel, render_report(ctx.pipeline, ctx.run_id, reports, examples, landing))
     return ctx.lake.uri(rel)
 
 
-def run_expire(ctx: RunContext, as_of: datetime, retain_days: int, retain_last: int, dry_run: bool = False) -> dict:
-    """Snapshot expiry of the pipeline's tables (jobs.expire); expire.json says what went. A dry run
-    writes nothing at all (a read-only lake allows it): its report is only returned."""
-    from jobs.count_ledger import drop_steps
-    from jobs.expire import expire_pipeline
-    from jobs.publish import open_catalog
+def run_expire(ctx: RunContext, as_of: datetime, retain_days: int, retain_last: int,
+               dry_run: bool = False) -> ExpireReport:
+    """Snapshot expiry of the pipeline's tables (jobs.iceberg.expire); expire.json says what went (and the
+    run id, which the report returned does not name). A dry run writes nothing at all (a read-only lake
+    allows it): its report is only returned."""
+    from jobs.iceberg.catalog import open_catalog
+    from jobs.iceberg.expire import expire_pipeline
+    from jobs.lake.ledger import drop_steps
 
     with ctx.timed("expire"):
         catalog = open_catalog(ctx.lake, read_only=dry_run)
-        report = expire_pipeline(catalog, ctx.pipeline, as_of, retain_days, retain_last, dry_run)
-        for table in report["tables"]:
-            table["count_steps_deleted"] = 0 if dry_run else drop_steps(
-                ctx.lake, ctx.pipeline, table["table"], table["runs_expired"])
+        report = ExpireReport.from_json(expire_pipeline(catalog, ctx.pipeline, as_of, retain_days, retain_last,
+                                                        dry_run))
+        report = report.updated(tables=tuple(
+            table.updated(count_steps_deleted=0 if dry_run else drop_steps(
+                ctx.lake, ctx.pipeline, table.table, list(table.runs_expired)))
+            for table in report.tables))
         if not dry_run:
-            ctx.write_report("expire.json", {"run_id": ctx.run_id, **report})
+            ctx.write_report(report.updated(run_id=ctx.run_id))
     return report

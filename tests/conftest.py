@@ -44,7 +44,7 @@ os.environ.setdefault("CDC_SPARK_ADAPTIVE", "false")
 
 @pytest.fixture(scope="session")
 def spark():
-    from jobs.spark import build_spark
+    from jobs.spark.session import build_spark
 
     session = build_spark("cdc-tests", master="local[2]")
     yield session

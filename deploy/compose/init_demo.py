@@ -1,5 +1,5 @@
 """The one-shot init services of docker-compose.yml: fill the stack's servers from the demo that the
-``demo-init`` service generated (scripts/make_demo.py).
+``demo-init`` service generated (jobs/demo/generate.py).
 
     python deploy/compose/init_demo.py kafka --topics DIR --bootstrap HOST:PORT
     python deploy/compose/init_demo.py source-db --source-db FILE --url SQLALCHEMY_URL

@@ -20,32 +20,43 @@ row's current version comes from, and what makes replays across runs harmless.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
 from jobs.fold.events import (
     APPLIES_SQL,
-    MOVE,
     PRIOR_META,
     ROW_AFTER_SQL,
-    STEPS_INIT_SQL,
-    STEPS_STEP_SQL,
+    Accumulated,
+    aggregate_sql,
     aliased_keys_match,
+    count_steps_sql,
     event_struct,
     in_order,
     key_join,
     op_rank,
 )
-from jobs.fold.history import Removal, history_versions
+from jobs.fold.history import Removal, history_versions, versions_sql
 from jobs.fold.key_moves import stays_under_key, with_moved_rows, without_paired_deletes
-from jobs.fold.plan import TableChanges
+from jobs.fold.plan import TableChanges, TablePlan
 from jobs.fold.types import META_COLUMNS
 from jobs.fold.values import from_canonical_string, to_canonical_string
-from jobs.sql import sql_str
+from jobs.model import record as C
+from jobs.spark.sql import sql_str
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What the table held before the run, as read for its fold (the default: nothing, a new table)."""
+
+    rows: DataFrame | None = None  # its state rows: of the buckets the run touches (``touched``), or all
+    tombstones: DataFrame | None = None  # its deleted keys, with the position of their delete
+    # ``rows`` say where they are (_cdc_file, _cdc_row): the new state is wanted as a delta of the prior,
+    # so the prior rows of the run's keys are read once and cached, not once for each
+    positioned: bool = False
+    touched: frozenset[int] | None = None  # the buckets ``rows`` are of (None: every bucket)
 
 
 @dataclass
@@ -53,19 +64,23 @@ class FoldResult:
     state: DataFrame  # the table's complete new state
     tombstones: DataFrame  # keys deleted so far, with the position of their delete
     folded: DataFrame  # cached: release() once both are written
+    # the applied events that changed the row count, for the lake's count at a checkpoint's moment
+    # (count_steps; the rows in ``removals`` are steps too)
+    steps: DataFrame
     versions: DataFrame | None = None  # SCD2 rows of this run's applied events (with history)
-    cached: list[DataFrame] = field(default_factory=list)  # more frames the fold cached
-    # the state as a delta of the prior: the rows of the keys this run has events of (``changed``,
-    # those left alive) replace the prior rows of the same keys (``replaced``); the rest is unchanged
+    # rows the run removed without an event of their key: a TRUNCATE removes every prior row, a
+    # complete newer load the rows it does not hold (their history versions end there)
+    removals: list[Removal] = field(default_factory=list)
+    # with positioned prior rows, the state as a delta of the prior: the rows of the keys this run has
+    # events of (``changed``, those left alive) replace the prior rows of the same keys (``replaced``);
+    # the rest is unchanged
     changed: DataFrame | None = None
     replaced: DataFrame | None = None
-    # rows the run removed without an event of their key (with history): a TRUNCATE removes every
-    # prior row, a complete newer load the rows it does not hold; their history versions end there
-    removals: list[Removal] = field(default_factory=list)
-    # the applied events that changed the row count (count_steps), and the keys of the rows a complete
-    # newer load removed (replace_before), for the lake's count at a checkpoint's moment
-    steps: DataFrame | None = None
-    removed: DataFrame | None = None
+    cached: list[DataFrame] = field(default_factory=list)  # more frames the fold cached
+
+    @property
+    def is_delta(self) -> bool:
+        return self.replaced is not None
 
     def release(self) -> None:
         for frame in [self.folded, *self.cached]:
@@ -84,89 +99,106 @@ def narrowed_tombstones(tombstones: DataFrame, state: DataFrame, key_columns: li
     ).select(*key_columns, "_cdc_position", "_cdc_run_id")
 
 
-def fold_table(
-    prior: DataFrame | None,
-    tombstones: DataFrame | None,
-    changes: DataFrame,
-    info: TableChanges,
-    types: dict[str, str],
-    key_columns: list[str],
-    run_id: str,
-    skip_cdc_through: str | None,
-    skip_all_through: str | None,
-    history: bool = False,
-    replace_before: str | None = None,
-    as_delta: bool = False,
-) -> FoldResult:
-    """New state of one table = fold(prior state, this run's changes of the table).
+def fold_table(plan: TablePlan, changes: DataFrame, prior: Prior, run_id: str, history: bool = False) -> FoldResult:
+    """New state of one table = fold(prior state, this run's changes of the table), as its ``plan`` says:
+    the table's resulting columns and key, its full-load position (CDC events at or before it are in
+    the load), its last TRUNCATE position from earlier runs, the start of a complete full load that
+    replaces it (rows last changed before it are removed). ``prior.tombstones`` remembers deleted keys,
+    so that a redelivered old insert in a later run does not bring a deleted row back. With
+    ``history``, every applied event also leaves an SCD2 version."""
+    key_columns, types, info = list(plan.key_columns), dict(plan.columns), plan.changes
+    events = applicable_events(changes, plan)
+    by_key = events_by_key(events, key_columns, types, moves=bool(info.key_moves))
+    if info.has_truncate:
+        prior = Prior()  # a TRUNCATE in this run: nothing before it survives, rows nor tombstones
+    joined, replaced = with_prior(by_key, prior, key_columns, types)
+    moved = None
+    if info.key_moves:
+        joined, moved = with_moved_rows(joined, events, key_columns, types)
+    folded = fold_keys(joined, key_columns, run_id, history)
+    changed = new_rows(folded, types)
+    state = changed
+    if prior.rows is not None:
+        state = unchanged_rows(prior.rows, by_key, key_columns, types).unionByName(changed)
+    deleted = deleted_keys(folded, prior.tombstones, by_key, key_columns)
+    removed = None
+    if plan.replace_before is not None:
+        state, deleted, removed = without_stale_rows(state, deleted, plan.replace_before, run_id, key_columns)
+    delta = replaced if prior.positioned else None
+    return FoldResult(
+        state, deleted, folded, count_steps(folded, key_columns),
+        versions=history_versions(folded, key_columns, types, run_id) if history else None,
+        removals=removals(changes, info, plan.replace_before, removed),
+        changed=changed if delta is not None else None, replaced=delta,
+        cached=[f for f in (moved, delta) if f is not None])
 
-    ``types`` is the table's resulting schema (column -> type, in order); ``skip_cdc_through`` the
-    table's full-load position (CDC events at or before it are in the load); ``skip_all_through``
-    its last TRUNCATE position from earlier runs. ``tombstones`` remembers deleted keys, so that a
-    redelivered old insert in a later run does not bring a deleted row back. ``replace_before`` is the
-    start of a complete full load that replaces the table: rows last changed before it are removed.
-    ``as_delta``: the state is wanted as a delta of the prior (``FoldResult.changed`` and ``replaced``),
-    so the prior rows of the run's keys are read once and cached, not once for each.
-    """
-    columns = list(types)
-    ev = changes.where(F.col("op").isin(C.SNAPSHOT, C.INSERT, C.UPDATE, C.DELETE))
-    truncated_through = max([p for p in (skip_all_through, info.truncate_position) if p], default=None)
+
+def applicable_events(changes: DataFrame, plan: TablePlan) -> DataFrame:
+    """The table's row events that may apply: none at or before a truncate (but those logged after it at
+    its own position), no CDC event at or before the table's full load (it is in the load)."""
+    events = changes.where(F.col("op").isin(C.SNAPSHOT, C.INSERT, C.UPDATE, C.DELETE))
+    truncated_through = max([p for p in (plan.skip_all_through, plan.changes.truncate_position) if p], default=None)
     if truncated_through:
-        survives = F.col("position").isNull() | (F.col("position") > truncated_through)
-        if info.truncate_lineage and info.truncate_position == truncated_through:
-            # a change of the truncate's own position logged after it (one Canal batch id) survives it
-            partition, offset = info.truncate_lineage
-            survives |= ((F.col("position") == truncated_through) & (F.col("partition") == partition)
-                         & (F.col("offset") > offset))
-        ev = ev.where(survives)
-    if skip_cdc_through:
+        events = events.where(_survives_truncate(plan.changes, truncated_through))
+    if plan.skip_cdc_through:
         # a CDC event without a position cannot be placed before the load: it is kept
-        ev = ev.where(~F.coalesce((F.col("phase") == C.CDC) & (F.col("position") <= skip_cdc_through), F.lit(False)))
+        in_load = (F.col("phase") == C.CDC) & (F.col("position") <= plan.skip_cdc_through)
+        events = events.where(~F.coalesce(in_load, F.lit(False)))
+    return events
 
-    keyed = ev.select(
+
+def _survives_truncate(info: TableChanges, truncated_through: str) -> Column:
+    survives = F.col("position").isNull() | (F.col("position") > truncated_through)
+    if info.truncate_lineage and info.truncate_position == truncated_through:
+        # a change of the truncate's own position logged after it (one Canal batch id) survives it
+        partition, offset = info.truncate_lineage
+        survives |= ((F.col("position") == truncated_through) & (F.col("partition") == partition)
+                     & (F.col("offset") > offset))
+    return survives
+
+
+def events_by_key(events: DataFrame, key_columns: list[str], types: dict[str, str], moves: bool) -> DataFrame:
+    """One row per key: its typed key columns and ``_cdc_events``, its events in order, each once.
+
+    One shuffle, by key. Redelivered duplicates (copies of an event share its key) are dropped inside
+    the key's events: sorted by (event id, partition, offset), the earliest copy of each event is the
+    first of its run. Then the events are sorted by their order key alone (images are maps, which do
+    not order). With key ``moves`` in the run, the deletes that open a key change moving nothing go."""
+    keyed = events.select(
         *[from_canonical_string(F.element_at("key", k), types[k]).alias(k) for k in key_columns],
         event_struct(F.struct(F.col("position"), F.col("offset"), op_rank().alias("rank")), F.col("op"), F.col("after"),
-               F.col("present_columns"), F.col("position"), F.col("event_time"),
-               F.struct("event_id", "partition", "offset"),
-               stays_under_key(key_columns, types) if info.key_moves else None).alias("_cdc_e"),
+                     F.col("present_columns"), F.col("position"), F.col("event_time"),
+                     F.struct("event_id", "partition", "offset"),
+                     stays_under_key(key_columns, types) if moves else None).alias("_cdc_e"),
     )
-    # One shuffle, by key. Redelivered duplicates (copies of an event share its key) are dropped
-    # inside the key's events: sorted by (event id, partition, offset), the earliest copy of each
-    # event is the first of its run. Then the events are sorted by their order key alone (images are
-    # maps, which do not order).
     by_copy = F.array_sort(F.collect_list("_cdc_e"), lambda l, r: F.when(l["copy"] < r["copy"], -1)
                            .when(l["copy"] > r["copy"], 1).otherwise(0))
     unique = F.filter("_cdc_by_copy", lambda e, i: (i == 0) | ~F.col("_cdc_by_copy")[i - 1]["copy"]["event_id"]
                       .eqNullSafe(e["copy"]["event_id"]))
     grouped = keyed.groupBy(*key_columns).agg(by_copy.alias("_cdc_by_copy")).select(
         *key_columns, unique.alias("_cdc_events"))
-    if info.key_moves:
+    if moves:
         grouped = grouped.select(*key_columns, without_paired_deletes(F.col("_cdc_events")).alias("_cdc_events"))
-    grouped = grouped.select(*key_columns, in_order(F.col("_cdc_events")).alias("_cdc_events"))
+    return grouped.select(*key_columns, in_order(F.col("_cdc_events")).alias("_cdc_events"))
 
-    # TRUNCATE in this run: nothing before it survives, rows nor tombstones
-    if info.has_truncate:
-        prior, tombstones = None, None
-    priors = []
-    replaced = None
-    if prior is not None:
-        prior_cols = [c for c in columns if c in prior.columns]
-        replaced = key_join(prior, grouped, key_columns, "left_semi")
-        if as_delta:
+
+_NO_PRIOR = {"_prior_row": "map<string,string>", "_prior_pos": "string", "_prior_op": "string",
+             "_prior_ts": "timestamp", "_prior_run": "string"}
+
+
+def with_prior(by_key: DataFrame, prior: Prior, key_columns: list[str],
+               types: dict[str, str]) -> tuple[DataFrame, DataFrame | None]:
+    """The run's keys with what each held before the run (``PRIOR_META``: its row as canonical strings
+    and where that comes from, or its tombstone); and the prior rows of those keys (cached when they
+    are positioned: the delta's ``replaced``)."""
+    parts, replaced = [], None
+    if prior.rows is not None:
+        replaced = key_join(prior.rows, by_key, key_columns, "left_semi")
+        if prior.positioned:
             replaced = replaced.persist(StorageLevel.MEMORY_AND_DISK)
-        priors.append(replaced.select(
-            *key_columns,
-            F.map_from_arrays(
-                F.array(*[F.lit(c) for c in prior_cols]),
-                F.array(*[to_canonical_string(F.col(c), types[c]) for c in prior_cols]),
-            ).alias("_prior_row"),
-            F.col("_cdc_position").alias("_prior_pos"),
-            F.col("_cdc_op").alias("_prior_op"),
-            F.col("_cdc_event_time").alias("_prior_ts"),
-            F.col("_cdc_run_id").alias("_prior_run"),
-        ))
-    if tombstones is not None:
-        priors.append(key_join(tombstones, grouped, key_columns, "left_semi").select(
+        parts.append(_prior_meta(replaced, key_columns, types))
+    if prior.tombstones is not None:
+        parts.append(key_join(prior.tombstones, by_key, key_columns, "left_semi").select(
             *key_columns,
             F.lit(None).cast("map<string,string>").alias("_prior_row"),
             F.col("_cdc_position").alias("_prior_pos"),
@@ -174,96 +206,116 @@ def fold_table(
             F.lit(None).cast("timestamp").alias("_prior_ts"),
             F.col("_cdc_run_id").alias("_prior_run"),
         ))
-    if priors:
-        prior_rows = priors[0] if len(priors) == 1 else priors[0].unionByName(priors[1])
-        g, p = grouped.alias("g"), prior_rows.alias("p")
-        joined = g.join(p, aliased_keys_match("g", "p", key_columns), "left").select(
-            *[F.col(f"g.{k}").alias(k) for k in key_columns], "g._cdc_events",
-            *[F.col(f"p.{m}").alias(m) for m in PRIOR_META]
-        )
-    else:
-        joined = grouped.withColumns({
-            "_prior_row": F.lit(None).cast("map<string,string>"),
-            "_prior_pos": F.lit(None).cast("string"),
-            "_prior_op": F.lit(None).cast("string"),
-            "_prior_ts": F.lit(None).cast("timestamp"),
-            "_prior_run": F.lit(None).cast("string"),
-        })
-    moved = None
-    if info.key_moves:
-        joined, moved = with_moved_rows(joined, ev, key_columns, types)
+    if not parts:
+        return by_key.withColumns({m: F.lit(None).cast(t) for m, t in _NO_PRIOR.items()}), replaced
+    prior_rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    g, p = by_key.alias("g"), prior_rows.alias("p")
+    joined = g.join(p, aliased_keys_match("g", "p", key_columns), "left").select(
+        *[F.col(f"g.{k}").alias(k) for k in key_columns], "g._cdc_events",
+        *[F.col(f"p.{m}").alias(m) for m in PRIOR_META]
+    )
+    return joined, replaced
 
-    # with history, every applied event also leaves a version (the row after it); a moved-in row is
-    # no version of its own: the move's update, at the same position, follows it
-    versions_init = ", 'versions', CAST(array() AS ARRAY<STRUCT<row: MAP<STRING, STRING>, op: STRING, " \
-                    "pos: STRING, ts: TIMESTAMP>>)" if history else ""
-    versions_step = (f", 'versions', CASE WHEN e.op = '{MOVE}' THEN acc.versions ELSE concat(acc.versions, "
-                     "array(named_struct('row', ROW_AFTER, 'op', e.op, 'pos', e.position, 'ts', e.event_time))) "
-                     "END") if history else ""
-    folded = joined.select(
+
+def _prior_meta(rows: DataFrame, key_columns: list[str], types: dict[str, str]) -> DataFrame:
+    """State rows as the fold starts from them: the row as a map of canonical strings, and its meta."""
+    columns = [c for c in types if c in rows.columns]
+    return rows.select(
         *key_columns,
-        F.expr(
-            """
-            aggregate(
-              filter(_cdc_events, e -> APPLIES),
-              named_struct('row', _prior_row, 'pos', _prior_pos, 'op', _prior_op, 'ts', _prior_ts,
-                           'run', _prior_run, 'steps', STEPS_INIT VERSIONS_INIT),
-              (acc, e) -> named_struct(
-                'row', ROW_AFTER,
-                'pos', e.position, 'op', e.op, 'ts', e.event_time, 'run', RUN_ID, 'steps', STEPS_STEP
-                VERSIONS_STEP))
-            """.replace("VERSIONS_INIT", versions_init).replace("VERSIONS_STEP", versions_step)
-            .replace("STEPS_INIT", STEPS_INIT_SQL).replace("STEPS_STEP", STEPS_STEP_SQL)
-            .replace("APPLIES", APPLIES_SQL).replace("ROW_AFTER", ROW_AFTER_SQL).replace("RUN_ID", sql_str(run_id))
-        ).alias("_cdc_a"),
-    ).select(
+        F.map_from_arrays(
+            F.array(*[F.lit(c) for c in columns]),
+            F.array(*[to_canonical_string(F.col(c), types[c]) for c in columns]),
+        ).alias("_prior_row"),
+        F.col("_cdc_position").alias("_prior_pos"),
+        F.col("_cdc_op").alias("_prior_op"),
+        F.col("_cdc_event_time").alias("_prior_ts"),
+        F.col("_cdc_run_id").alias("_prior_run"),
+    )
+
+
+def fold_aggregate_sql(*, applies: str, row_after: str, run_id: str, steps: Accumulated,
+                       versions: Accumulated | None = None) -> str:
+    """The SQL of a key's fold: from its prior row and where that comes from (``PRIOR_META``), each of its
+    events that ``applies`` makes the row ``row_after`` it, coming from the event (its position, op and
+    time) in run ``run_id`` (SQL); it also accumulates the count ``steps`` and, with history, the
+    ``versions``."""
+    init = {"row": "_prior_row", "pos": "_prior_pos", "op": "_prior_op", "ts": "_prior_ts", "run": "_prior_run",
+            "steps": steps.init}
+    step = {"row": row_after, "pos": "e.position", "op": "e.op", "ts": "e.event_time", "run": run_id,
+            "steps": steps.step}
+    if versions is not None:
+        init["versions"], step["versions"] = versions
+    return aggregate_sql("_cdc_events", applies, init, step)
+
+
+def fold_keys(joined: DataFrame, key_columns: list[str], run_id: str, history: bool) -> DataFrame:
+    """Each key's fold (``_cdc_s``: its row after the run and where that comes from, with history its
+    versions) and its count steps (``_cdc_steps``), cached: the publish and the reports read it."""
+    sql = fold_aggregate_sql(applies=APPLIES_SQL, row_after=ROW_AFTER_SQL, run_id=sql_str(run_id),
+                             steps=count_steps_sql(ROW_AFTER_SQL),
+                             versions=versions_sql(ROW_AFTER_SQL) if history else None)
+    return joined.select(*key_columns, F.expr(sql).alias("_cdc_a")).select(
         # the count steps as a column of their own: reading them from the cache leaves the row images be
         *key_columns, F.col("_cdc_a").dropFields("steps").alias("_cdc_s"), F.col("_cdc_a.steps").alias("_cdc_steps"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
 
-    new_rows = folded.where(F.col("_cdc_s.row").isNotNull()).select(
-        *[from_canonical_string(F.element_at("_cdc_s.row", c), types[c]).alias(c) for c in columns],
+
+def new_rows(folded: DataFrame, types: dict[str, str]) -> DataFrame:
+    """The state rows of the keys the run has events of and that hold a row after it, typed."""
+    return folded.where(F.col("_cdc_s.row").isNotNull()).select(
+        *[from_canonical_string(F.element_at("_cdc_s.row", c), t).alias(c) for c, t in types.items()],
         F.col("_cdc_s.pos").alias("_cdc_position"),
         F.col("_cdc_s.op").alias("_cdc_op"),
         F.col("_cdc_s.ts").alias("_cdc_event_time"),
         F.col("_cdc_s.run").alias("_cdc_run_id"),
     )
-    state = new_rows
-    if prior is not None:
-        unchanged = key_join(prior, grouped, key_columns, "left_anti")
-        state = unchanged.select(
-            *[(F.col(c) if c in unchanged.columns else F.lit(None)).cast(types[c]).alias(c) for c in columns],
-            *[F.col(m).cast(t).alias(m) for m, t in META_COLUMNS.items()],
-        ).unionByName(new_rows)
 
+
+def unchanged_rows(prior_rows: DataFrame, by_key: DataFrame, key_columns: list[str],
+                   types: dict[str, str]) -> DataFrame:
+    """The prior rows of the keys the run has no event of, in the state's columns (a new column null)."""
+    unchanged = key_join(prior_rows, by_key, key_columns, "left_anti")
+    return unchanged.select(
+        *[(F.col(c) if c in unchanged.columns else F.lit(None)).cast(t).alias(c) for c, t in types.items()],
+        *[F.col(m).cast(t).alias(m) for m, t in META_COLUMNS.items()],
+    )
+
+
+def deleted_keys(folded: DataFrame, tombstones: DataFrame | None, by_key: DataFrame,
+                 key_columns: list[str]) -> DataFrame:
+    """The table's tombstones after the run: the keys the run deleted, and the earlier ones it left deleted."""
     deleted = folded.where(F.col("_cdc_s.row").isNull() & F.col("_cdc_s.pos").isNotNull()).select(
         *key_columns, F.col("_cdc_s.pos").alias("_cdc_position"), F.col("_cdc_s.run").alias("_cdc_run_id")
     )
-    if tombstones is not None:
-        deleted = key_join(tombstones, grouped, key_columns, "left_anti").select(
-            *key_columns, *TOMBSTONE_META
-        ).unionByName(deleted)
+    if tombstones is None:
+        return deleted
+    return key_join(tombstones, by_key, key_columns, "left_anti").select(
+        *key_columns, *TOMBSTONE_META).unionByName(deleted)
+
+
+def without_stale_rows(state: DataFrame, deleted: DataFrame, replace_before: str, run_id: str,
+                       key_columns: list[str]) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """A complete newer load replaced the table as of its start (``replace_before``): a row whose last
+    change is older was not in it (its delete may never have arrived) and is gone. (state, tombstones,
+    the keys of the rows removed)."""
+    stale = F.coalesce(F.col("_cdc_position"), F.lit("")) < F.lit(replace_before)
+    removed = state.where(stale).select(*key_columns)
+    deleted = deleted.unionByName(removed.select(
+        *key_columns, F.lit(replace_before).alias("_cdc_position"), F.lit(run_id).alias("_cdc_run_id")))
+    return state.where(~stale), deleted, removed
+
+
+def removals(changes: DataFrame, info: TableChanges, replace_before: str | None,
+             removed: DataFrame | None) -> list[Removal]:
+    """The rows the run removes without an event of their key: every prior row at its TRUNCATE, the
+    ``removed`` keys at a complete newer load's start."""
+    out = []
+    if info.has_truncate and info.truncate_position:
+        at = changes.where((F.col("position") == info.truncate_position) & (F.col("op") == C.TRUNCATE))
+        out.append(Removal(info.truncate_position, at))
     if replace_before is not None:
-        # a complete newer load replaced the table as of its start: a row whose last change is older
-        # was not in it (its delete may never have arrived) and is gone
-        stale = F.coalesce(F.col("_cdc_position"), F.lit("")) < F.lit(replace_before)
-        removed = state.where(stale)
-        deleted = deleted.unionByName(removed.select(
-            *key_columns, F.lit(replace_before).alias("_cdc_position"), F.lit(run_id).alias("_cdc_run_id")))
-        state = state.where(~stale)
-    steps = count_steps(folded, key_columns)
-    versions, removals = None, []
-    if history:
-        versions = history_versions(folded, key_columns, types, run_id)
-        if info.has_truncate and info.truncate_position:
-            removals.append(Removal(info.truncate_position, time_at(changes, info.truncate_position, C.TRUNCATE)))
-        if replace_before is not None:
-            removals.append(Removal(replace_before, time_at(changes, replace_before),
-                                    removed.select(*[F.col(k) for k in key_columns])))
-    cached = [f for f in (moved, replaced if as_delta else None) if f is not None]
-    return FoldResult(state, deleted, folded, versions, cached, changed=new_rows, replaced=replaced,
-                      removals=removals, steps=steps,
-                      removed=removed.select(*key_columns) if replace_before is not None else None)
+        out.append(Removal(replace_before, changes.where(F.col("position") == replace_before), removed))
+    return out
 
 
 def key_json(key_columns: list[str]):
@@ -271,26 +323,22 @@ def key_json(key_columns: list[str]):
     return F.to_json(F.struct(*[F.col(k).cast("string").alias(k) for k in key_columns]))
 
 
-def removal_steps(keys: DataFrame, key: Column, position: str, time: datetime | None, delta: int = -1) -> DataFrame:
-    """A count step of ``delta`` per row of ``keys`` at ``position`` (a TRUNCATE, a complete newer load's
-    start), at source time ``time``."""
-    return keys.select(key.alias("key"), F.lit(position).alias("position"),
-                       F.unix_micros(F.lit(time).cast("timestamp")).alias("event_time_us"),
+def removal_steps(removal: Removal, key_columns: list[str], rows_before: int) -> DataFrame:
+    """The count steps of a removal, at its position and source time: -1 per removed key, or, for a
+    TRUNCATE (every prior row), -``rows_before`` in one step without a key."""
+    if removal.keys is None:
+        keys, key, delta = removal.records.sparkSession.range(1), F.lit(None).cast("string"), -rows_before
+    else:
+        keys, key, delta = removal.keys, key_json(key_columns), -1
+    return keys.select(key.alias("key"), F.lit(removal.position).alias("position"),
+                       F.unix_micros(F.lit(removal.time).cast("timestamp")).alias("event_time_us"),
                        F.lit(delta).alias("delta"))
 
 
 def count_steps(folded: DataFrame, key_columns: list[str]) -> DataFrame:
     """Every applied event that changed the table's row count (a key's row appearing: +1, going: -1),
     with the key as JSON text, its position and source time: the lake's row count at any moment of the
-    run is the prior count plus the steps up to it (jobs.checkpoints)."""
+    run is the prior count plus the steps up to it (jobs.reconcile.checkpoints)."""
     return folded.select(*key_columns, F.explode("_cdc_steps").alias("_s")).select(
         key_json(key_columns).alias("key"), F.col("_s.pos").alias("position"),
         F.unix_micros("_s.ts").alias("event_time_us"), F.col("_s.d").alias("delta"))
-
-
-def time_at(changes: DataFrame, position: str, op: str | None = None) -> datetime | None:
-    """The source time of the run's records at ``position`` (of ``op``): one small aggregate."""
-    at = changes.where(F.col("position") == position)
-    if op is not None:
-        at = at.where(F.col("op") == op)
-    return at.agg(F.min("event_time")).first()[0]

@@ -1,12 +1,15 @@
 """What a run brings for each table (TableChanges): columns, declared types, keys, phase positions,
-truncates, load markers and key moves, gathered by one small aggregate over the change records."""
+truncates, load markers and key moves, gathered by one small aggregate over the change records, which
+also says how far the run reaches (RunChanges)."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
 from jobs.fold.plan import TableChanges
+from jobs.model import record as C
 
 
 def _describe_loads(rows: DataFrame, out: dict[str, TableChanges]) -> None:
@@ -54,9 +57,19 @@ def _moves_its_key() -> Column:
                                              & (F.element_at("before", k) != F.element_at("key", k)))
 
 
-def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
-    """Per-table columns, types, keys and phase positions, from one small aggregate over the records
-    (and two more when the run has a full load: _describe_loads).
+@dataclass
+class RunChanges:
+    """What a run brings: per table (TableChanges, in table order), and how far its records reach (any
+    op: a heartbeat moves it too), the highest position and source time (microseconds)."""
+
+    tables: dict[str, TableChanges]
+    reach_position: str | None = None
+    reach_time: int | None = None
+
+
+def describe_changes(changes: DataFrame) -> RunChanges:
+    """Per-table columns, types, keys and phase positions, and the run's reach, from one small aggregate
+    over the records (and two more when the run has a full load: _describe_loads).
 
     The records are grouped by table and shape (the names of their image and key columns, their
     declared types: a handful per table), never exploded per column, and every per-table answer is
@@ -64,7 +77,7 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
     is_row = F.col("op").isin(*C.ROW_OPS)
     # LOAD_END markers (no row op): ``after['scope']`` says whether they end their table's load or all
     load_end = (F.col("op") == C.LOAD_END) & F.col("position").isNotNull()
-    groups = changes.where(is_row | load_end).groupBy(
+    groups = changes.groupBy(
         "table_id", is_row.alias("is_row"),
         F.when(load_end, F.element_at("after", "scope")).alias("end_scope"),
         F.when(is_row, F.map_keys(F.coalesce("after", "before"))).alias("image_columns"),
@@ -81,6 +94,7 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
         F.max(F.when(F.col("phase") == C.CDC, F.col("position"))).alias("cdc_max"),
         F.max(F.when(load_end, F.col("position"))).alias("end_position"),
         F.max(F.when(F.col("column_types").isNotNull(), F.struct("position", "offset"))).alias("types_at"),
+        F.max("position").alias("reach_position"), F.max(F.unix_micros("event_time")).alias("reach_time"),
     ).collect()
     rows = [g for g in groups if g["is_row"]]
     out = _tables_of(rows)
@@ -88,7 +102,7 @@ def describe_changes(changes: DataFrame) -> dict[str, TableChanges]:
     _columns_of(rows, out)
     _types_of(rows, out)
     _describe_loads(changes.where(is_row), out)
-    return out
+    return RunChanges(out, _latest([g["reach_position"] for g in groups]), _latest([g["reach_time"] for g in groups]))
 
 
 def _ordered(value):

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import operator
 from functools import reduce
+from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
+from jobs.model import record as C
 
 
 def op_rank() -> Column:
@@ -40,6 +41,30 @@ def aliased_keys_match(left: str, right: str, keys: list[str]) -> Column:
 PRIOR_META = ["_prior_row", "_prior_pos", "_prior_op", "_prior_ts", "_prior_run"]
 # the internal op of a moved row's arrival at its new key (never published: its update follows it)
 MOVE = "MOVE"
+
+
+# ---- the SQL of a key's fold, each part a function of the parts it is made of
+
+class Accumulated(NamedTuple):
+    """A field a key's fold carries from its prior state through its events: its start and its step (SQL
+    over the accumulator ``acc`` and the event ``e``)."""
+
+    init: str
+    step: str
+
+
+def named_struct_sql(fields: dict[str, str]) -> str:
+    """``named_struct`` of the fields (name -> SQL), in order."""
+    return "named_struct(" + ", ".join(f"'{name}', {sql}" for name, sql in fields.items()) + ")"
+
+
+def aggregate_sql(events: str, applies: str, init: dict[str, str], step: dict[str, str]) -> str:
+    """A fold over the events of the array column ``events`` that ``applies`` (SQL over ``e``): from the
+    struct of ``init``, each applied event makes the struct of ``step`` (SQL over ``acc`` and ``e``)."""
+    return (f"aggregate(filter({events}, e -> {applies}), {named_struct_sql(init)}, "
+            f"(acc, e) -> {named_struct_sql(step)})")
+
+
 # which of a key's events apply over its prior state (SQL over ``e`` and ``_prior_pos``)
 APPLIES_SQL = """CASE
     -- a full-load row without a position (Qlik REFRESH) predates every positioned change:
@@ -51,10 +76,14 @@ APPLIES_SQL = """CASE
 ROW_AFTER_SQL = """CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>)
                      WHEN e.present IS NULL THEN e.after
                      ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END"""
-# the row-count steps of a key's events (SQL over ``acc`` and ``e``): an event after which the key holds a
-# row where it held none is +1, the reverse -1 (the arrival of a moved row counts: its old key's delete
-# is a step of that key)
-STEPS_INIT_SQL = "CAST(array() AS ARRAY<STRUCT<pos: STRING, ts: TIMESTAMP, d: INT>>)"
-STEPS_STEP_SQL = """CASE WHEN (acc.row IS NULL) = (ROW_AFTER IS NULL) THEN acc.steps
+
+
+def count_steps_sql(row_after: str) -> Accumulated:
+    """The row-count steps of a key's events: an event after which the key holds a row (``row_after``)
+    where it held none is +1, the reverse -1 (the arrival of a moved row counts: its old key's delete is
+    a step of that key)."""
+    return Accumulated(
+        "CAST(array() AS ARRAY<STRUCT<pos: STRING, ts: TIMESTAMP, d: INT>>)",
+        f"""CASE WHEN (acc.row IS NULL) = (({row_after}) IS NULL) THEN acc.steps
     ELSE concat(acc.steps, array(named_struct('pos', e.position, 'ts', e.event_time,
-                                              'd', CASE WHEN acc.row IS NULL THEN 1 ELSE -1 END))) END"""
+                                              'd', CASE WHEN acc.row IS NULL THEN 1 ELSE -1 END))) END""")

@@ -4,23 +4,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
-from jobs.fold.events import aliased_keys_match
+from jobs.fold.events import MOVE, Accumulated, aliased_keys_match
 from jobs.fold.values import from_canonical_string
+from jobs.model import record as C
 
 
 @dataclass
 class Removal:
-    """Rows removed at ``position`` (at ``time``, where the run's records tell it): every prior row
-    (``keys`` None) or the rows of ``keys``."""
+    """Rows the run removes at ``position`` without an event of their key: every prior row (``keys``
+    None: a TRUNCATE) or the rows of ``keys`` (a complete newer load's start). ``records``: the run's
+    records there, which tell its source time."""
 
     position: str
-    time: datetime | None
+    records: DataFrame
     keys: DataFrame | None = None
+
+    @cached_property
+    def time(self) -> datetime | None:
+        """The source time of the removal: one small aggregate, the first time it is asked (the count
+        steps and the history both ask)."""
+        return self.records.agg(F.min("event_time")).first()[0]
 
 
 HISTORY_META = {
@@ -29,8 +37,18 @@ HISTORY_META = {
 }
 
 
+def versions_sql(row_after: str) -> Accumulated:
+    """The versions of a key's fold: every applied event leaves one (the row after it, ``row_after``); a
+    moved-in row is no version of its own (the move's update, at the same position, follows it)."""
+    return Accumulated(
+        "CAST(array() AS ARRAY<STRUCT<row: MAP<STRING, STRING>, op: STRING, pos: STRING, ts: TIMESTAMP>>)",
+        f"CASE WHEN e.op = '{MOVE}' THEN acc.versions ELSE concat(acc.versions, "
+        f"array(named_struct('row', {row_after}, 'op', e.op, 'pos', e.position, 'ts', e.event_time))) END")
+
+
 def history_versions(folded: DataFrame, key_columns: list[str], types: dict[str, str], run_id: str) -> DataFrame:
-    """One SCD2 row per applied event: the row after it, valid until the key's next event of the run."""
+    """One SCD2 row per applied event (the fold's ``versions``, versions_sql): the row after it, valid until
+    the key's next event of the run."""
     paired = folded.select(*key_columns, F.explode(F.expr(
         "transform(_cdc_s.versions, (v, i) -> named_struct('v', v, 'next', try_element_at(_cdc_s.versions, i + 2)))"
     )).alias("_cdc_x"))

@@ -10,19 +10,20 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
 from jobs.fold.describe import partial_with_before
 from jobs.fold.events import (
     APPLIES_SQL,
     MOVE,
     PRIOR_META,
     ROW_AFTER_SQL,
+    aggregate_sql,
     aliased_keys_match,
     event_struct,
     in_order,
     key_join,
 )
 from jobs.fold.values import from_canonical_string
+from jobs.model import record as C
 
 log = logging.getLogger(__name__)
 
@@ -90,13 +91,11 @@ def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str]) -> Da
     # the move's delete of the old key is in the same message (same offset, ranked first), or, where a
     # decoder sends a key change as two messages (Debezium's delete + create), in another message at the
     # same position: neither has removed the row the move carries
-    before_move = F.expr(f"""
-        aggregate(
-          filter(_cdc_events, e -> e.o < named_struct('position', _move_pos, 'offset', _move_offset, 'rank', 1)
-                              AND NOT (e.op = 'DELETE' AND coalesce(e.position = _move_pos, false))
-                              AND ({APPLIES_SQL})),
-          named_struct('row', _prior_row),
-          (acc, e) -> named_struct('row', {ROW_AFTER_SQL})).row""")
+    before_move = F.expr(aggregate_sql(
+        "_cdc_events",
+        "e.o < named_struct('position', _move_pos, 'offset', _move_offset, 'rank', 1)"
+        f" AND NOT (e.op = 'DELETE' AND coalesce(e.position = _move_pos, false)) AND ({APPLIES_SQL})",
+        init={"row": "_prior_row"}, step={"row": ROW_AFTER_SQL}) + ".row")
     # a move at or before the old key's published position was applied by an earlier run
     arrivals = pairs.select("*", before_move.alias("_old_row")).where(
         F.col("_old_row").isNotNull() & (F.col("_prior_pos").isNull() | (F.col("_move_pos") > F.col("_prior_pos"))))

@@ -3,7 +3,7 @@
 The plan reads what the run brings (``TableChanges``, from jobs.fold.describe) and what the catalog
 holds of the table (``PublishedTable``); everything it decides -- columns and their types, keys and
 re-keying, the position fences of full loads and truncates, the full load's state, whether every
-bucket is rewritten -- is then followed by the Spark work (jobs.merge).
+bucket is rewritten -- is then followed by the Spark work (jobs.fold.stage).
 """
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from jobs.fold.types import META_COLUMNS, promotable, state_type
+from jobs.model.properties import (
+    FULL_LOAD_POSITION_PROP,
+    KEY_COLUMNS_PROP,
+    PENDING_LOAD_PROP,
+    TRUNCATE_POSITION_PROP,
+)
 
-# table properties the plan reads and writes (kept in the Iceberg table's properties)
-KEY_COLUMNS_PROP = "cdc.key-columns"
-FULL_LOAD_POSITION_PROP = "cdc.full-load-position"
-TRUNCATE_POSITION_PROP = "cdc.truncate-position"
-PENDING_LOAD_PROP = "cdc.pending-load"  # a full load not yet known complete: {"start", "end"} positions
 
 @dataclass
 class TableChanges:

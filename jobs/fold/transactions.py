@@ -7,7 +7,7 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
+from jobs.model import record as C
 
 
 def _ended_by_later_changes(changes: DataFrame, open_ids: list[str]) -> set[str]:
@@ -45,30 +45,41 @@ def _bracket_openings(changes: DataFrame) -> tuple[Column, Column]:
     records from the last BEGIN on are open while no END follows it (a next BEGIN closes the one
     before: logs do not interleave transactions)."""
     markers = changes.where(F.col("op").isin(C.TX_BEGIN, C.TX_END) & F.col("tx_id").isNull())
-    by_position = (
-        markers.where(F.col("position").isNotNull()).groupBy("format").agg(
-            F.max(F.when(F.col("op") == C.TX_BEGIN, F.col("position"))).alias("open_from"),
-            F.max(F.when(F.col("op") == C.TX_END, F.col("position"))).alias("ended_at"))
-        .where(F.col("open_from").isNotNull()
-               & (F.col("ended_at").isNull() | (F.col("ended_at") < F.col("open_from"))))
-        .collect())
-    by_offset = (
-        markers.where(F.col("position").isNull()).groupBy("topic", "partition").agg(
-            F.max(F.when(F.col("op") == C.TX_BEGIN, F.col("offset"))).alias("open_from"),
-            F.max(F.when(F.col("op") == C.TX_END, F.col("offset"))).alias("ended_at"))
-        .where(F.col("open_from").isNotNull()
-               & (F.col("ended_at").isNull() | (F.col("ended_at") < F.col("open_from"))))
-        .collect())
+    # one aggregate for both: the last BEGIN and END per format, topic and partition, by position and by
+    # offset; the positioned ones are then reduced per format here
+    begin, end = F.col("op") == C.TX_BEGIN, F.col("op") == C.TX_END
+    parts = markers.groupBy("format", "topic", "partition", F.col("position").isNotNull().alias("positioned")).agg(
+        F.max(F.when(begin, F.col("position"))).alias("begin_position"),
+        F.max(F.when(end, F.col("position"))).alias("end_position"),
+        F.max(F.when(begin, F.col("offset"))).alias("begin_offset"),
+        F.max(F.when(end, F.col("offset"))).alias("end_offset")).collect()
+    by_position = _open_brackets(parts, lambda r: r["format"], "position", positioned=True)
+    by_offset = _open_brackets(parts, lambda r: (r["topic"], r["partition"]), "offset", positioned=False)
     held, name = F.lit(False), F.lit(None).cast("string")
-    for r in by_position:
-        here = (F.col("format") == r["format"]) & F.coalesce(F.col("position") >= F.lit(r["open_from"]), F.lit(False))
-        held, name = held | here, F.when(here, F.lit(f"bracket {r['format']}@{r['open_from']}")).otherwise(name)
-    for r in by_offset:
-        here = ((F.col("topic") == r["topic"]) & (F.col("partition") == r["partition"])
-                & (F.col("offset") >= F.lit(r["open_from"])))
-        label = f"bracket {r['topic']}/{r['partition']}@{r['open_from']}"
+    for fmt, open_from in by_position.items():
+        here = (F.col("format") == fmt) & F.coalesce(F.col("position") >= F.lit(open_from), F.lit(False))
+        held, name = held | here, F.when(here, F.lit(f"bracket {fmt}@{open_from}")).otherwise(name)
+    for (topic, partition), open_from in by_offset.items():
+        here = (F.col("topic") == topic) & (F.col("partition") == partition) & (F.col("offset") >= F.lit(open_from))
+        label = f"bracket {topic}/{partition}@{open_from}"
         held, name = held | F.coalesce(here, F.lit(False)), F.when(here, F.lit(label)).otherwise(name)
     return held, name
+
+
+def _open_brackets(parts: list, place_of, by: str, positioned: bool) -> dict:
+    """Where the open bracket of each place (``place_of`` a part) starts, by ``by`` (position or offset):
+    its last BEGIN, when no END follows it."""
+    last: dict = {}
+    for r in parts:
+        if r["positioned"] == positioned:
+            begin, end = last.get(place_of(r), (None, None))
+            last[place_of(r)] = (_highest(begin, r[f"begin_{by}"]), _highest(end, r[f"end_{by}"]))
+    return {place: begin for place, (begin, end) in last.items()
+            if begin is not None and (end is None or end < begin)}
+
+
+def _highest(*values):
+    return max([v for v in values if v is not None], default=None)
 
 
 class TransactionSplit(NamedTuple):

@@ -15,11 +15,27 @@ from tests.support.smtp import smtp_sink as running_smtp_sink
 HERE = Path(__file__).resolve().parent
 
 
+# the integration modules over 40 test-seconds each (whole-run matrices, Airflow, a Spark cluster, S3,
+# the databases): `make test` leaves them to `make test-scenarios`, so that it fits in 15 minutes on 2
+# cores; CI (.ci/run) runs both (docs/operations/tests-and-benchmark.md)
+SCENARIOS = frozenset({
+    "test_airflow_service.py", "test_awkward_names.py", "test_bucketed_state.py", "test_concurrent_attempts.py",
+    "test_dag_run.py", "test_decoder_fuzzing_runs.py", "test_every_format_replay.py", "test_expire.py",
+    "test_full_load_replace.py", "test_history.py", "test_killed_runs.py", "test_properties.py",
+    "test_publish_atomicity.py", "test_run_splits.py", "test_s3_lake.py", "test_schema_changes.py",
+    "test_shareplex_runs.py", "test_source_databases.py", "test_spark_cluster.py",
+    "test_transactions_across_partitions.py", "test_wheel.py", "test_workload_replay.py",
+})
+
+
 def pytest_collection_modifyitems(config, items):
     # a conftest's hook sees every collected item, not only this folder's
     for item in items:
-        if HERE in Path(item.path).resolve().parents:
+        path = Path(item.path).resolve()
+        if HERE in path.parents:
             item.add_marker(pytest.mark.integration)
+            if path.name in SCENARIOS:
+                item.add_marker(pytest.mark.scenario)
 
 
 @pytest.fixture(scope="session")

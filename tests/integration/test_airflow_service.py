@@ -1,8 +1,8 @@
-"""Airflow as its users drive it: the local Airflow of ``make airflow`` (scripts/airflow_local.py, started
-by tests/support/airflow_service.py), pipelines as YAML files in a pipelines folder of the test's own, the
-commands of docs/operations.md's "Which interval a run covers" run as written (on the test's DAGs), runs
-triggered through the REST API, a backfill of a paused DAG, a cleared task, a failing task's email, and
-the UI in headless Chromium.
+"""Airflow as its users drive it: the local Airflow of ``make airflow`` (jobs/airflow/local.py, started
+by tests/support/airflow_service.py), pipelines as YAML files beside their DAG stubs in a DAGs folder of the
+test's own, the commands of docs/operations/airflow.md's "Which interval a run covers" run as written (on
+the test's DAGs), runs triggered through the REST API, a backfill of a paused DAG, a cleared task, a failing
+task's email, and the UI in headless Chromium.
 
 One service for the whole module, and every Spark run counted (each is a spark-submit JVM):
 
@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 from aiosmtpd.smtp import AuthResult
 
-from jobs.intervals import run_id_for, utc
+from jobs.model.intervals import run_id_for, utc
 from tests.support.airflow_service import airflow_service
 from tests.support.paths import REPO
 from tests.support.pipelines import blocks, write_pipeline
@@ -71,9 +71,9 @@ def _pipeline_run_id(day: str) -> str:
 
 
 def _documented(*words: str, having: str | None = None, lacking: tuple[str, ...] = ()) -> list[str]:
-    """The command of docs/operations.md's block of run intervals that starts ``airflow <words>`` (with flag
-    ``having``, without the flags ``lacking``), as arguments of ``airflow``, comments dropped."""
-    text = (REPO / "docs" / "operations.md").read_text()
+    """The command of docs/operations/airflow.md's block of run intervals that starts ``airflow <words>``
+    (with flag ``having``, without the flags ``lacking``), as arguments of ``airflow``, comments dropped."""
+    text = (REPO / "docs" / "operations" / "airflow.md").read_text()
     block = text.split("<!-- run-intervals:", 1)[1].split("```bash", 1)[1].split("```", 1)[0].replace("\\\n", " ")
     commands = [shlex.split(line, comments=True) for line in block.splitlines() if line.startswith("airflow ")]
     found = [c[1:] for c in commands if c[1:1 + len(words)] == list(words) and (having is None or having in c)
@@ -177,7 +177,8 @@ def harness(tmp_path_factory, demo_topics):
         }
         started = time.monotonic()
         with airflow_service(tmp, connections=connections,
-                             env={"CDC_PIPELINES_DIR": str(pipelines), "AIRFLOW__EMAIL__FROM_EMAIL": "cdc@example.com"}
+                             env={"AIRFLOW__CORE__DAGS_FOLDER": str(pipelines),  # each file beside its DAG stub
+                                  "AIRFLOW__EMAIL__FROM_EMAIL": "cdc@example.com"}
                              ) as af:
             h = Harness(af, tmp, inbox, demo_topics)
             af.wait_for_dags([SERIAL, BACKFILL, BROKEN, HELD, ENDED])
@@ -200,7 +201,7 @@ def test_ui_lists_every_configured_pipeline(harness):
     assert af.dag_ids() == sorted([BACKFILL, BROKEN, ENDED, HELD, SERIAL])  # cdc_ended: through the plugin
     assert af.rest("GET", "/api/v2/importErrors")["import_errors"] == []
     for dag in af.rest("GET", "/api/v2/dags?limit=100")["dags"]:
-        assert dag["fileloc"].endswith("cdc_pipelines.py"), dag
+        assert dag["fileloc"].endswith(f"/pipelines/{dag['dag_id'].removeprefix('cdc_')}.py"), dag  # its stub
         # pipeline.paused: true for these three; the others follow dags_are_paused_at_creation (false here)
         assert dag["is_paused"] is (dag["dag_id"] in (BACKFILL, ENDED, HELD)), dag
     # nothing of it listens beyond 127.0.0.1: no log server on 0.0.0.0:8793 clashing with another Airflow
@@ -325,8 +326,9 @@ def test_a_manual_run_after_the_pipelines_end_runs_its_window_and_an_empty_one_s
 # ---- a backfill equals the same intervals run one by one ------------------------------------------------
 def _tables(lake: Path, namespace: str) -> dict[str, dict]:
     """Every Iceberg table of the namespace (state and history): its rows (sorted) and current snapshot."""
-    from jobs.lake import Lake
-    from jobs.publish import TABLE_ID_PROP, open_catalog
+    from jobs.iceberg.catalog import open_catalog
+    from jobs.lake.layout import Lake
+    from jobs.model.properties import TABLE_ID_PROP
 
     catalog = open_catalog(Lake.at(str(lake)))
     out = {}

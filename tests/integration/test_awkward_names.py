@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs import canonical, publish
-from jobs.lake import Lake
+from jobs.iceberg import catalog as iceberg_catalog
+from jobs.iceberg.catalog import open_catalog
+from jobs.lake.layout import Lake
+from jobs.model import record as canonical
+from jobs.model.properties import TABLE_ID_PROP
 from tests.support.pipeline_runs import jobs_run
 from tests.support.replay import published_rows
 from tests.support.shareplex import message, run, write
@@ -44,7 +47,7 @@ def test_tables_whose_names_reduce_to_the_same_safe_form_stay_apart(spark, tmp_p
         message("dbo.Order Details", "ins", 103, {"id": "1", "qty": "10"}),
         message("dbo.Order_Details", "ins", 104, {"id": "1", "qty": "99"}),
     ]))
-    catalog = publish.open_catalog(Lake.at(str(lake)))
+    catalog = open_catalog(Lake.at(str(lake)))
     tables = catalog.list_tables("p")
     assert len(tables) == 4
     states = [[{k: v for k, v in r.items() if not k.startswith("_cdc_")}
@@ -66,11 +69,11 @@ def test_columns_whose_names_differ_only_in_case_are_two_columns(spark, tmp_path
 
 def _states(lake: Path) -> dict[str, list[dict]]:
     """Each Iceberg table of the pipeline: the table id it holds -> its rows (without _cdc_ columns)."""
-    catalog = publish.open_catalog(Lake.at(str(lake)))
+    catalog = open_catalog(Lake.at(str(lake)))
     out = {}
     for ident in catalog.list_tables("p"):
         table = catalog.load_table(ident)
-        out[table.properties[publish.TABLE_ID_PROP]] = sorted(
+        out[table.properties[TABLE_ID_PROP]] = sorted(
             ({k: v for k, v in r.items() if not k.startswith("_cdc_")} for r in table.scan().to_arrow().to_pylist()),
             key=str)
     return out
@@ -111,11 +114,11 @@ def test_a_table_published_under_its_joined_name_is_still_found(spark, tmp_path,
     it: that history table takes its hashed name."""
     lake = tmp_path / "lake"
     with monkeypatch.context() as patched:
-        patched.setattr(publish, "iceberg_table_name", canonical.joined_table_name)
+        patched.setattr(iceberg_catalog, "iceberg_table_name", canonical.joined_table_name)
         run(lake, "r1", write(tmp_path / "r1.jsonl", [
             message("A__B.T", "ins", 100, {"id": "1", "v": "a"}),
             message("O.ORDERS__history", "ins", 101, {"id": "7", "v": "a source table"})]))
-    catalog = publish.open_catalog(Lake.at(str(lake)))
+    catalog = open_catalog(Lake.at(str(lake)))
     legacy = {"___A__B__T", "___O__ORDERS__history"}
     assert {i[-1] for i in catalog.list_tables("p")} == legacy
     raw = write(tmp_path / "r2.jsonl", [

@@ -9,8 +9,12 @@ from urllib.parse import urlparse
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import publish
-from scripts.simulate_source import SourceSimulator
+from jobs.demo.simulator import SourceSimulator
+from jobs.iceberg import write as iceberg_write
+from jobs.iceberg.catalog import BUCKET_COLUMN, is_bucketed
+from jobs.iceberg.read import read_state
+from jobs.iceberg.write import CODEC_PROP
+from jobs.model.properties import BUCKETS_PROP
 from tests.support.bucketed import BUCKETS, TABLE, Runs, loaded
 
 
@@ -22,7 +26,7 @@ def _bucket_files(table) -> dict[int, set[str]]:
 
 
 def test_a_run_rewrites_only_the_buckets_it_touches(spark, tmp_path, monkeypatch):
-    monkeypatch.setattr(publish, "DELTAS", False)  # copy-on-write
+    monkeypatch.setattr(iceberg_write, "DELTAS", False)  # copy-on-write
     sim = SourceSimulator(5, [TABLE], "postgresql", n_partitions=2)
     sim.populate("accounts", 400)
     sim.snapshot()
@@ -30,7 +34,7 @@ def test_a_run_rewrites_only_the_buckets_it_touches(spark, tmp_path, monkeypatch
     first = runs.run("r1")
     assert first["buckets"] == BUCKETS and first["buckets_rewritten"] == BUCKETS
     table = runs.table()
-    assert [f.name for f in table.spec().fields] == [publish.BUCKET_COLUMN]
+    assert [f.name for f in table.spec().fields] == [BUCKET_COLUMN]
     files_before = _bucket_files(table)
     assert len(files_before) == BUCKETS and all(len(f) == 1 for f in files_before.values())  # one file per bucket
     assert runs.rows() == runs.expected()
@@ -59,7 +63,7 @@ def test_a_run_rewrites_only_the_buckets_it_touches(spark, tmp_path, monkeypatch
     assert len(ids) == len(set(ids))
 
     # a re-run of a published run changes nothing; an existing table keeps its bucket count
-    assert runs.table().properties[publish.BUCKETS_PROP] == str(BUCKETS)
+    assert runs.table().properties[BUCKETS_PROP] == str(BUCKETS)
     sim.update("accounts", {"id": 8}, {"owner": "again"})
     report = runs.run("r6", buckets=4)
     assert report["buckets"] == BUCKETS and report["buckets_rewritten"] == 1
@@ -71,7 +75,7 @@ def _delete_files(table) -> dict[str, object]:
 
 
 def _spark_rows(spark, table) -> list[dict]:
-    state = publish.read_state(spark, table).select("id", "owner", "balance")
+    state = read_state(spark, table).select("id", "owner", "balance")
     return sorted((r.asDict() for r in state.toLocalIterator()), key=lambda r: r["id"])
 
 
@@ -118,7 +122,7 @@ def test_a_small_run_deletes_by_position_and_rewrites_nothing(spark, tmp_path, m
 
     # runs of random changes: once a bucket holds too many files the touched buckets are rewritten
     # whole, which drops their delete files; the state is the replay's after every run
-    monkeypatch.setattr(publish, "MAX_FILES_PER_BUCKET", 3)
+    monkeypatch.setattr(iceberg_write, "MAX_FILES_PER_BUCKET", 3)
     modes = []
     for i in range(4):
         sim.random_ops(60)
@@ -141,7 +145,7 @@ def test_a_small_run_deletes_by_position_and_rewrites_nothing(spark, tmp_path, m
 
 
 def test_deltas_stop_at_the_deleted_share(spark, tmp_path, monkeypatch):
-    monkeypatch.setattr(publish, "MAX_DELETED_SHARE", 0.05)
+    monkeypatch.setattr(iceberg_write, "MAX_DELETED_SHARE", 0.05)
     sim = SourceSimulator(9, [TABLE], "postgresql", n_partitions=1)
     sim.populate("accounts", 200)
     sim.snapshot()
@@ -185,14 +189,14 @@ def test_a_table_of_the_earlier_layout_is_bucketed_by_its_next_run(spark, tmp_pa
     runs = Runs(spark, tmp_path, sim)
     runs.run("r1", buckets=0)  # the layout of earlier versions: one unpartitioned file set
     table = runs.table()
-    assert not publish.is_bucketed(table) and table.spec().fields == ()
+    assert not is_bucketed(table) and table.spec().fields == ()
 
     # kept unbucketed, a run of one changed key rewrites the table whole (never by position deletes)
     old_files = {t.file.file_path for t in table.scan().plan_files()}
     sim.update("accounts", {"id": 2}, {"owner": "w"})
     report = runs.run("r1b", buckets=0)
     table = runs.table()
-    assert not publish.is_bucketed(table)
+    assert not is_bucketed(table)
     assert report["mode"] == "rewrite" and report["position_deletes"] == 0
     assert report["files_removed"] == len(old_files)
     assert not old_files & {t.file.file_path for t in table.scan().plan_files()}  # all replaced
@@ -202,7 +206,7 @@ def test_a_table_of_the_earlier_layout_is_bucketed_by_its_next_run(spark, tmp_pa
     sim.update("accounts", {"id": 3}, {"owner": "x"})
     report = runs.run("r2")
     table = runs.table()
-    assert publish.is_bucketed(table)
+    assert is_bucketed(table)
     assert report["buckets_rewritten"] == BUCKETS
     assert not old_files & {t.file.file_path for t in table.scan().plan_files()}  # all replaced
     assert runs.rows() == runs.expected()
@@ -225,11 +229,11 @@ def test_files_are_written_with_the_tables_codec(spark, tmp_path):
     sim, runs = loaded(spark, tmp_path, 10, 100)
     runs.run("r1")
     table = runs.table()
-    assert table.properties[publish.CODEC_PROP] == "zstd"  # Iceberg's default, named on the table
+    assert table.properties[CODEC_PROP] == "zstd"  # Iceberg's default, named on the table
     assert _codecs(t.file.file_path for t in table.scan().plan_files()) == {"ZSTD"}
 
     # a table set to another codec gets it from its next run on, its delete files too
-    table.transaction().set_properties(**{publish.CODEC_PROP: "snappy"}).commit_transaction()
+    table.transaction().set_properties(**{CODEC_PROP: "snappy"}).commit_transaction()
     sim.update("accounts", {"id": 5}, {"owner": "v"})
     assert runs.run("r2")["mode"] == "delta"
     table = runs.table()
@@ -240,9 +244,9 @@ def test_files_are_written_with_the_tables_codec(spark, tmp_path):
     assert runs.rows() == runs.expected()
 
     # a codec Spark does not write: the run fails naming the property, and the published state stays
-    table.transaction().set_properties(**{publish.CODEC_PROP: "lzma"}).commit_transaction()
+    table.transaction().set_properties(**{CODEC_PROP: "lzma"}).commit_transaction()
     published = runs.table().current_snapshot().snapshot_id
     sim.update("accounts", {"id": 6}, {"owner": "w"})
-    with pytest.raises(ValueError, match=publish.CODEC_PROP):
+    with pytest.raises(ValueError, match=CODEC_PROP):
         runs.run("r3")
     assert runs.table().current_snapshot().snapshot_id == published

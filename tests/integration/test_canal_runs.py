@@ -1,5 +1,5 @@
 """Canal JSON through a whole ``jobs run``: a full load, a multi-row update with a key change, both delete
-shapes, a redelivery and garbage, published to Iceberg (the decoder's own tests: tests/unit/decoders/test_canal.py)."""
+shapes, a redelivery and garbage, published to Iceberg (the decoder's own tests: tests/unit/formats/test_canal.py)."""
 from __future__ import annotations
 
 import json

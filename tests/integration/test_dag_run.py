@@ -20,14 +20,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 
-from jobs import airflow_tasks as tasks
-from jobs.canonical import safe_part
-from jobs.lake import Lake
+from jobs.airflow import tasks as tasks
+from jobs.lake.layout import Lake
+from jobs.model.record import safe_part
 from tests.support.demo_data import generate_demo
+from tests.support.paths import REPO
 from tests.support.pipelines import pipeline
 from tests.support.servers import KafkaMessage, create_topic, free_port, produce
 
-REPO = Path(__file__).resolve().parents[2]
 UTC = UTC
 DAY1, DAY2, DAY3 = (datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3))
 TABLES = {"shop.public.customers", "shop.public.orders", "shop.public.order_lines"}
@@ -64,21 +64,20 @@ print("RESULT " + json.dumps({"state": str(run.state),
 
 
 def _airflow_env(tmp_path: Path, pipelines: Path, **extra: str) -> dict[str, str]:
-    """An AIRFLOW_HOME of the test's own (SQLite), the repository's DAGs and plugins, the pipelines of
-    ``pipelines``; its metadata database migrated."""
+    """An AIRFLOW_HOME of the test's own (SQLite), the repository's plugins, the pipelines of ``pipelines``
+    (each file beside its DAG stub) as the DAGs folder; its metadata database migrated."""
     venv_bin = str(Path(sys.executable).parent)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "AIRFLOW_VAR_CDC_", "SMTP_"))},
         "AIRFLOW_HOME": str(tmp_path / "airflow"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(pipelines),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",  # spark-submit lives in the venv
         "PYTHONPATH": str(REPO),
-        "CDC_PIPELINES_DIR": str(pipelines),
         "CDC_SHUFFLE_PARTITIONS": "2",
-        "CDC_JIT": "c1",  # each stage is a fresh JVM on a small interval (jobs.spark)
+        "CDC_JIT": "c1",  # each stage is a fresh JVM on a small interval (jobs.spark.session)
         **extra,
     }
     migrate = subprocess.run([f"{venv_bin}/airflow", "db", "migrate"], env=env, capture_output=True, text=True,
@@ -113,7 +112,7 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
                        reconcile={"counts": str(source.with_name("source_counts.json"))},
                        alert={"to": [RECIPIENT]}, sink={"retain_days": 0})
     env = _airflow_env(tmp_path, path.parent, AIRFLOW_CONN_SMTP_DEFAULT=_smtp_conn(smtp_port))
-    proc = subprocess.run([sys.executable, "-c", RUNNER, str(REPO / "dags"), "cdc_demo", "2026-11-02", "2026-11-03"],
+    proc = subprocess.run([sys.executable, "-c", RUNNER, str(path.parent), "cdc_demo", "2026-11-02", "2026-11-03"],
                           env=env, capture_output=True, text=True, timeout=1200)
     results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(results) == 2, (proc.stdout + proc.stderr)[-5000:]
@@ -150,7 +149,7 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     assert all([c["verdict"] for c in r["checkpoints"]] == ["match"] and not r["pending"] for r in final["tables"])
 
     # the published Iceberg tables are what reconcile counted
-    from jobs.merge import state_summary
+    from jobs.iceberg.catalog import state_summary
 
     state = state_summary(Lake.at(str(lake)), "demo")
     assert set(state) == TABLES
@@ -176,7 +175,7 @@ def test_a_manual_run_after_the_pipelines_end_runs_its_window(tmp_path, demo_top
                        pipeline={"start": "2026-11-01", "end": "2026-11-03"})
     env = _airflow_env(tmp_path, path.parent)
     window = {"start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z"}
-    proc = subprocess.run([sys.executable, "-c", MANUAL_RUNNER, str(REPO / "dags"), "cdc_ended", json.dumps(window)],
+    proc = subprocess.run([sys.executable, "-c", MANUAL_RUNNER, str(path.parent), "cdc_ended", json.dumps(window)],
                           env=env, capture_output=True, text=True, timeout=600)
     results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(results) == 1, (proc.stdout + proc.stderr)[-5000:]
@@ -215,19 +214,18 @@ def test_land_task_lands_kafka_topics_into_one_folder_each(kafka_bootstrap, tmp_
     finally:
         del os.environ["AIRFLOW_CONN_KAFKA_DAGTEST"]
     assert plan.topics == tuple(sorted(names.values())) and plan.messages == 3
-    assert plan.raw == tuple(str(tmp_path / "lake/raw/kafka_demo" / safe_part(t) / "interval=20261101T000000Z_20261102T000000Z")
-                             for t in sorted(names.values()))
-    counts = [json.loads((Path(folder) / "_manifest.json").read_text())["totals"]["records"] for folder in plan.raw]
+    assert plan.folders == tuple(str(tmp_path / "lake/raw/kafka_demo" / safe_part(t) /
+                                     "interval=20261101T000000Z_20261102T000000Z") for t in sorted(names.values()))
+    counts = [json.loads((Path(folder) / "_manifest.json").read_text())["totals"]["records"] for folder in plan.folders]
     assert counts == [1, 2]  # customers, orders
     assert nxt.messages == 2 and nxt.run_id == "20261102T000000Z_20261103T000000Z"
 
 
 # ---- alert and failure notifier through a real SMTP server ---------------------------------------
-def _plan_with_reports(lake: Path, alert_to: tuple[str, ...], mismatch: bool) -> tuple[str, dict]:
-    cfg, path = pipeline(lake, lake=str(lake), alert={"to": list(alert_to)})
-    plan = tasks.build_plan(cfg, DAY1, DAY2, [{"topic": "t", "path": "raw/demo/t/x", "totals": {"records": 4}}],
-                            lambda rel: f"{lake}/{rel}")
-    reports = lake / "reports/demo" / f"run={plan.run_id}"
+def _plan_with_reports(lake: Path, alert_to: tuple[str, ...], mismatch: bool) -> tuple[str, str, str]:
+    """The alert task's arguments (the pipeline file and the interval) for a run whose reports are written."""
+    _, path = pipeline(lake, lake=str(lake), alert={"to": list(alert_to)})
+    reports = lake / "reports/demo" / "run=20261101T000000Z_20261102T000000Z"
     reports.mkdir(parents=True)
     (reports / "decode.json").write_text(json.dumps(
         {"total": {"landed": 4, "decoded": 4, "quarantined": 0, "ignored": 0}, "tables": {}}))
@@ -235,7 +233,7 @@ def _plan_with_reports(lake: Path, alert_to: tuple[str, ...], mismatch: bool) ->
     (reports / "reconciliation.json").write_text(json.dumps({"tables": [
         {"table": "shop.public.<b>orders</b>", "state_rows": 3, "source_rows": 4 if mismatch else 3,
          "status": "mismatch" if mismatch else "match", "snapshot_id": 1}]}))
-    return str(path), plan.to_xcom()
+    return str(path), "2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z"
 
 
 @pytest.fixture()
@@ -254,7 +252,7 @@ def test_alert_task_mails_problems_through_smtp_default(tmp_path, smtp_sink, cle
     assert inbox.envelopes == []
 
     plan = _plan_with_reports(tmp_path / "bad", (RECIPIENT, "oncall@example.com"), mismatch=True)
-    assert tasks.alert(*plan)["sent"] is True  # through the smtp provider's hook
+    assert tasks.alert(*plan)["sent"] is True  # through the pipeline's connection (jobs.alert.smtp)
     assert [e.rcpt_tos for e in inbox.envelopes] == [[RECIPIENT, "oncall@example.com"]]
     msg = email.message_from_bytes(inbox.envelopes[0].original_content, policy=policy.default)
     html = msg.get_body(preferencelist=("html",)).get_content()

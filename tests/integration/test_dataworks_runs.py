@@ -1,5 +1,5 @@
 """DataWorks JSON through a whole ``jobs run``: split and merged updates, a key change, deletes, a redelivery
-and garbage, folded into Iceberg (the decoder's own tests: tests/unit/decoders/test_dataworks.py)."""
+and garbage, folded into Iceberg (the decoder's own tests: tests/unit/formats/test_dataworks.py)."""
 from __future__ import annotations
 
 import json

@@ -10,7 +10,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.raw import KAFKA_SCHEMA
+from jobs.lake.raw import KAFKA_SCHEMA
 from tests.support.pipeline_runs import jobs_run
 from tests.support.replay import published_rows
 

@@ -1,4 +1,4 @@
-"""Fuzzed messages through a whole run, per format: the decoders' fuzz tests (tests/unit/decoders/test_fuzzing.py)
+"""Fuzzed messages through a whole run, per format: the decoders' fuzz tests (tests/unit/formats/test_fuzzing.py)
 decode hostile variants of real messages (tests/support/fuzz.py); here a whole ``jobs run`` takes what a
 decoder lets through."""
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """DTS Avro through a whole ``jobs run``: the published state typed from the records' own types (the
-decoder's own tests: tests/unit/decoders/test_dts_avro.py)."""
+decoder's own tests: tests/unit/formats/test_dts_avro.py)."""
 from __future__ import annotations
 
 import json
 from decimal import Decimal
 
-from jobs import publish
-from jobs.lake import Lake
+from jobs.iceberg.catalog import load_table, open_catalog
+from jobs.lake.layout import Lake
 from tests.support.decoders import raw_frame
 from tests.support.dts_avro import NS, chars, dts, integer
 from tests.support.pipeline_runs import jobs_run
@@ -38,7 +38,7 @@ def test_end_to_end_run_types_the_state(spark, tmp_path):
     raw_frame(spark, values).write.parquet(str(raw))
     lake = tmp_path / "lake"
     assert jobs_run("dts_avro", raw, lake, "p", "r1") == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "p", "mydb._.t1")
+    table = load_table(open_catalog(Lake.at(str(lake))), "p", "mydb._.t1")
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     # each value exact in one column, whatever precision and scale it came with
     assert [(r["id"], r["amount"], r["note"]) for r in rows] == [(1, Decimal("123456.78"), "a2"), (4, Decimal("11"), "c")]

@@ -13,8 +13,8 @@ from collections import defaultdict
 
 import pytest
 
-from scripts.format_streams import FORMAT_RECORDS, logical_changes
-from scripts.simulate_source import SourceSimulator
+from jobs.demo.simulator import SourceSimulator
+from jobs.demo.streams import FORMAT_RECORDS, logical_changes
 from tests.support.checkpoints import assert_commit_points_hold
 from tests.support.replay import (
     TABLES,

@@ -10,7 +10,12 @@ from urllib.parse import urlparse
 
 import pytest
 
-from jobs import cli, count_ledger, publish
+from jobs import cli
+from jobs.iceberg import write as iceberg_write
+from jobs.iceberg.catalog import published_by
+from jobs.iceberg.write import METADATA_CLEANUP
+from jobs.lake import ledger as count_ledger
+from jobs.model.properties import TOMBSTONES_PROP
 from tests.support.bucketed import TABLE_ID, loaded
 
 
@@ -41,13 +46,13 @@ def test_expiry_drops_old_snapshots_and_only_their_files(spark, tmp_path, monkey
     expected_after = {}
     for i in range(5):
         # copy-on-write for the first runs (their replaced files become history), deltas after
-        monkeypatch.setattr(publish, "DELTAS", i >= 3)
+        monkeypatch.setattr(iceberg_write, "DELTAS", i >= 3)
         if i:
             sim.random_ops(40)
         runs.run(f"r{i}")
         expected_after[f"r{i}"] = runs.expected()
     table = runs.table()
-    snapshots = {publish.published_by(table, f"r{i}"): f"r{i}" for i in range(5)}
+    snapshots = {published_by(table, f"r{i}"): f"r{i}" for i in range(5)}
     assert len(snapshots) == 5 and len(table.metadata.snapshots) >= 5
     data_before = _on_disk(table, "data") | _on_disk(table, "deletes")
     sizes = {p: os.path.getsize(p) for p in data_before}
@@ -89,7 +94,7 @@ def test_expiry_drops_old_snapshots_and_only_their_files(spark, tmp_path, monkey
     # the tombstones of the expired runs went; the kept runs' stayed, the table's current among them
     tombstones = {os.path.dirname(p) for p in _on_disk(table, "tombstones")}
     assert {os.path.basename(os.path.dirname(t)) for t in tombstones} == {"run=r3", "run=r4"}
-    assert urlparse(table.properties[publish.TOMBSTONES_PROP]).path.rstrip("/") in tombstones
+    assert urlparse(table.properties[TOMBSTONES_PROP]).path.rstrip("/") in tombstones
     # and so did their count steps (the lake's counts at moments of expired runs are then unknown)
     assert report["count_steps_deleted"] == 3
     assert [r for r in ("r0", "r1", "r2", "r3", "r4")
@@ -125,7 +130,7 @@ def test_metadata_files_past_the_tables_limit_are_deleted_after_each_commit(spar
     runs.run("m0")
     first_rows = runs.expected()
     table = runs.table()
-    assert {k: table.properties.get(k) for k in publish.METADATA_CLEANUP} == publish.METADATA_CLEANUP
+    assert {k: table.properties.get(k) for k in METADATA_CLEANUP} == METADATA_CLEANUP
     with table.transaction() as txn:
         txn.set_properties(**{"write.metadata.previous-versions-max": "2"})
     for i in range(1, 4):
@@ -138,7 +143,7 @@ def test_metadata_files_past_the_tables_limit_are_deleted_after_each_commit(spar
     assert _on_disk(table, "metadata", ".metadata.json") == {
         urlparse(p).path for p in logged | {table.metadata_location}}
     assert runs.rows() == runs.expected()
-    assert _rows(table, publish.published_by(table, "m0")) == first_rows
+    assert _rows(table, published_by(table, "m0")) == first_rows
 
 
 def _metadata_reached(table) -> set[str]:
@@ -183,7 +188,7 @@ def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, mo
         runs.run("o3")
     monkeypatch.undo()
     table = runs.table()
-    assert publish.published_by(table, "o3") is None
+    assert published_by(table, "o3") is None
     orphans = {k: _on_disk(table, k) - before[k] for k in before}
     orphan_manifests = _on_disk(table, "metadata", ".avro") - metadata_before
     orphan_metadata = _on_disk(table, "metadata", ".metadata.json") - metadata_json_before

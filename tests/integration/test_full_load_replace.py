@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from scripts.simulate_source import SourceSimulator
+from jobs.demo.simulator import SourceSimulator
 from tests.support.pipeline_runs import jobs_run
 from tests.support.replay import TABLES, assert_state_equals_source, published_rows, run_parts
 

@@ -1,13 +1,13 @@
 """A transaction still open at the end of a run's snapshot is held back, across whole ``jobs run``s, and
 applied by the run that completes it; the run's report says how many are held (how each format's
-transactions are split into applied and held: tests/unit/test_held_transactions.py)."""
+transactions are split into applied and held: tests/unit/fold/test_transactions.py)."""
 from __future__ import annotations
 
 import json
 
-from jobs import publish
-from jobs.lake import Lake
-from scripts.qlik_messages import json_metadata
+from jobs.demo.qlik import json_metadata
+from jobs.iceberg.catalog import load_table, open_catalog
+from jobs.lake.layout import Lake
 from tests.support.decoders import raw_frame
 from tests.support.pipeline_runs import jobs_run
 from tests.support.qlik import ACCOUNTS
@@ -23,7 +23,7 @@ def run(spark, tmp_path, run_id: str, values: list[str]) -> dict:
 
 
 def balances(tmp_path) -> dict[int, int]:
-    table = publish.load_table(publish.open_catalog(Lake.at(str(tmp_path / "lake"))), "bank", "_.bank.accounts")
+    table = load_table(open_catalog(Lake.at(str(tmp_path / "lake"))), "bank", "_.bank.accounts")
     return {r["id"]: r["balance"] for r in table.scan().to_arrow().to_pylist()}
 
 

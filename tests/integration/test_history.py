@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from jobs.lake import Lake
-from scripts.simulate_source import SourceSimulator
+from jobs.demo.simulator import SourceSimulator
+from jobs.lake.layout import Lake
 from tests.support.replay import TABLES, expected_versions, history_rows, normalise, published_rows, run_parts
 
 
@@ -50,7 +50,7 @@ def test_history_has_every_version_of_every_key(spark, tmp_path):
         assert current == state
 
     # history tables are not state tables: reconciliation lists the two source tables only
-    from jobs.merge import state_summary
+    from jobs.iceberg.catalog import state_summary
     assert sorted(state_summary(Lake.at(str(lake)), "wl")) == ["inv._.items", "inv._.stock"]
 
 

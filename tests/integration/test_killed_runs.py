@@ -19,10 +19,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import publish
-from jobs.lake import Lake
-from scripts.format_streams import debezium_transaction_records
-from scripts.simulate_source import write_parquet
+from jobs.demo.simulator import write_parquet
+from jobs.demo.streams import debezium_transaction_records
+from jobs.iceberg.catalog import open_catalog
+from jobs.lake.layout import Lake
+from jobs.model.properties import RUN_ID_PROP
 from tests.support.paths import REPO
 from tests.support.pipeline_runs import jobs_run
 from tests.support.replay import make_workload
@@ -70,7 +71,7 @@ def killed_run(raw: Path, lake: Path, run_id: str, kill_at: str | None = None,
 
 def published(lake: Path) -> dict[str, list[dict]]:
     """Every table of the pipeline as a reader sees it (pyiceberg's scan of the current snapshot)."""
-    catalog = publish.open_catalog(Lake.at(str(lake)))
+    catalog = open_catalog(Lake.at(str(lake)))
     tables = {}
     for ident in catalog.list_tables(PIPELINE):
         table = catalog.load_table(ident)
@@ -128,9 +129,9 @@ def test_a_killed_run_rerun_publishes_what_an_uninterrupted_run_does(spark, tmp_
     for name in ("decode.json", "merge.json", "validation.json", "reconciliation.json"):
         assert report(lake, "run1", name) == report(expected_lake, "run1", name), name
     # one snapshot per table and run: the re-run committed nothing twice
-    catalog = publish.open_catalog(Lake.at(str(lake)))
+    catalog = open_catalog(Lake.at(str(lake)))
     for ident in catalog.list_tables(PIPELINE):
-        runs = [s.summary.additional_properties.get(publish.RUN_ID_PROP) for s in catalog.load_table(ident).snapshots()]
+        runs = [s.summary.additional_properties.get(RUN_ID_PROP) for s in catalog.load_table(ident).snapshots()]
         assert runs.count("run1") <= 1 and runs.count("run0") <= 1, (ident, runs)
 
 

@@ -28,9 +28,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from jobs.intervals import iso
-from jobs.lake import Lake
-from jobs.land import KAFKA_ARROW_SCHEMA, LandError, land_files, land_kafka, main
+from jobs.lake.layout import Lake
+from jobs.land.command import KAFKA_ARROW_SCHEMA, LandError, land_files, land_kafka, main
+from jobs.model.intervals import iso
 from tests.support.pipeline_runs import jobs_run
 from tests.support.servers import KafkaMessage, create_bucket, create_topic, produce, s3_client
 
@@ -467,7 +467,7 @@ def test_a_landing_without_its_manifest_is_never_decoded(spark, tmp_path: Path) 
     """A landing that failed leaves complete Parquet files and no manifest: the raw reader refuses the
     folder (a run would publish part of the interval as all of it, and its re-run nothing more); with
     its manifest, only the files it lists are read (not a failed attempt's leftovers)."""
-    from jobs.raw import RawInputError, read_raw
+    from jobs.lake.raw import RawInputError, read_raw
 
     rows = _dump(tmp_path / "dumps")
     lake = Lake.at(str(tmp_path / "lake"))

@@ -17,8 +17,8 @@ import fastavro
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.lake import Lake
-from jobs.land import KAFKA_ARROW_SCHEMA, MANIFEST, LandError, land_connect_s3, land_eventhubs_capture, main
+from jobs.lake.layout import Lake
+from jobs.land.command import KAFKA_ARROW_SCHEMA, MANIFEST, LandError, land_connect_s3, land_eventhubs_capture, main
 from tests.support.servers import KafkaMessage, create_bucket, create_topic, produce, s3_client
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"

@@ -3,18 +3,18 @@
 Only applied changes move the lake's reach: a count as of a moment after the source's last change stayed
 ``behind`` forever. A Kafka landing that read every partition past its interval's end (a message at or
 after the end, or a high watermark read after the end) holds every change up to that end minus the
-capture delay (jobs.landed_reach)."""
+capture delay (jobs.reconcile.landed_reach)."""
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
 
-from jobs.checkpoints import format_time, parse_time
-from jobs.intervals import iso
-from jobs.lake import Lake
-from jobs.land import land_kafka
-from jobs.landed_reach import landing_reach
-from scripts.simulate_source import INVENTORY_TABLES, SourceSimulator
+from jobs.demo.simulator import INVENTORY_TABLES, SourceSimulator
+from jobs.lake.layout import Lake
+from jobs.land.command import land_kafka
+from jobs.model.intervals import iso
+from jobs.reconcile.checkpoints import format_time, parse_time
+from jobs.reconcile.landed_reach import landing_reach
 from tests.support.pipeline_runs import jobs_run
 from tests.support.servers import KafkaMessage, create_topic, produce
 

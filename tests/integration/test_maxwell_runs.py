@@ -1,12 +1,12 @@
 """Maxwell JSON through a whole ``jobs run``: bootstrap, inserts, updates with a key change, deletes, a
 redelivery and garbage, landed with Maxwell's message keys and published to Iceberg (the decoder's own
-tests: tests/unit/decoders/test_maxwell.py)."""
+tests: tests/unit/formats/test_maxwell.py)."""
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
 
-from jobs.raw import KAFKA_SCHEMA
+from jobs.lake.raw import KAFKA_SCHEMA
 from tests.support.maxwell import maxwell_message as _mx
 from tests.support.pipeline_runs import jobs_run, published_rows
 

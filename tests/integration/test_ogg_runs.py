@@ -1,5 +1,5 @@
 """Oracle GoldenGate JSON through a whole ``jobs run``: Flink's messages, key changes (one compressed), a
-delete, a redelivery and garbage, published to Iceberg (the decoder's own tests: tests/unit/decoders/test_ogg.py)."""
+delete, a redelivery and garbage, published to Iceberg (the decoder's own tests: tests/unit/formats/test_ogg.py)."""
 from __future__ import annotations
 
 import json

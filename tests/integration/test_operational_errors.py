@@ -1,7 +1,7 @@
 """An operational failure in a whole run ends the command with one line that names what failed and what
 to check, exit code 1, no traceback (``--debug`` adds it) and no secret: an unreachable source database
 (a run in this process) and an unreachable catalog (one only a process of its own shows). The masking,
-the hints and the refused arguments: tests/unit/test_operational_errors.py."""
+the hints and the refused arguments: tests/unit/test_errors.py."""
 from __future__ import annotations
 
 import os

@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from scripts.format_streams import FORMAT_RECORDS
-from scripts.simulate_source import SourceSimulator
+from jobs.demo.simulator import SourceSimulator
+from jobs.demo.streams import FORMAT_RECORDS
 from tests.support.replay import TABLES, assert_state_equals_source, assert_state_means_source, run_parts
 
 EXAMPLES = int(os.environ.get("CDC_PROPERTY_EXAMPLES", "3"))
@@ -41,7 +41,7 @@ STREAMS = [
     ("qlik", "qlik", "mysql", True),
     ("dts_avro", "dts_avro", "mysql", True),
 ]
-# formats whose streams (scripts/format_streams.py) say which message ends a transaction
+# formats whose streams (jobs/demo/streams.py) say which message ends a transaction
 MARK_TRANSACTION_ENDS = ("qlik", "maxwell")
 
 
@@ -114,7 +114,7 @@ def land_in_runs(records: list[dict], runs: int, rng: random.Random) -> list[lis
 def test_published_state_equals_the_model(spark, stream, seed, ops, runs, reload, truncate, open_tail):
     name, fmt, connector, typed = stream
     # a reload can only replace a table when its rows carry positions: Qlik REFRESH and DataWorks full
-    # sync rows do not (their loads upsert; see docs/design.md, phase semantics)
+    # sync rows do not (their loads upsert; see docs/design/fold.md, full loads)
     reload = reload and fmt not in ("qlik", "dataworks")
     sim = build(seed, connector, ops, reload, truncate and connector == "postgresql")
     expected = None

@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from jobs import publish, stages
-from jobs.expire import expire_pipeline
-from jobs.lake import Lake
-from scripts.simulate_source import SourceSimulator, TableSpec, write_parquet
+from jobs import stages
+from jobs.demo.simulator import SourceSimulator, TableSpec, write_parquet
+from jobs.iceberg.catalog import load_table, open_catalog
+from jobs.iceberg.expire import expire_pipeline
+from jobs.lake.layout import Lake
+from jobs.model.properties import RUN_ID_PROP, TOMBSTONES_PROP
+from jobs.model.reports import TableReport
 from tests.support.pipeline_runs import decode_and_merge
 
 TABLE = TableSpec("db", "public", "accounts", [("id", "int"), ("owner", "text"), ("balance", "decimal(12,2)")],
@@ -17,7 +20,7 @@ TABLE = TableSpec("db", "public", "accounts", [("id", "int"), ("owner", "text"),
 
 
 def _rows(lake: Lake, table_id: str) -> list[dict]:
-    table = publish.load_table(publish.open_catalog(lake), "atom", table_id)
+    table = load_table(open_catalog(lake), "atom", table_id)
     return sorted(table.scan().to_arrow().select(["id", "owner", "balance"]).to_pylist(), key=lambda r: r["id"])
 
 
@@ -25,7 +28,7 @@ def _rows(lake: Lake, table_id: str) -> list[dict]:
     # many changes of a small table: the touched buckets are rewritten; crash once the data is written
     (20, 60, "pyiceberg.table._parquet_files_to_data_files", "rewrite"),
     # few changes of a larger one: position deletes; crash once the delete files are written too
-    (400, 6, "jobs.publish._position_delete_file", "delta"),
+    (400, 6, "jobs.iceberg.write._position_delete_file", "delta"),
 ])
 def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, monkeypatch, rows, ops, crash_in, mode):
     sim = SourceSimulator(21, [TABLE], "postgresql", n_partitions=2)
@@ -40,11 +43,11 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
 
     def run(run_id, raw):
         ctx = stages.RunContext(lake, "atom", run_id)
-        return decode_and_merge(spark, ctx, "debezium", raw)["tables"]["db.public.accounts"]
+        return decode_and_merge(spark, ctx, "debezium", raw).tables["db.public.accounts"]
 
     run("r1", tmp_path / "r1")
     table_id = "db.public.accounts"
-    table = publish.load_table(publish.open_catalog(lake), "atom", table_id)
+    table = load_table(open_catalog(lake), "atom", table_id)
     snapshot_before = table.current_snapshot().snapshot_id
     rows_before = _rows(lake, table_id)
 
@@ -55,19 +58,19 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
     monkeypatch.setattr(crash_in, crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run("r2", tmp_path / "r2")
-    table = publish.load_table(publish.open_catalog(lake), "atom", table_id)
+    table = load_table(open_catalog(lake), "atom", table_id)
     assert table.current_snapshot().snapshot_id == snapshot_before
     assert _rows(lake, table_id) == rows_before
 
     monkeypatch.undo()
-    assert run("r2", tmp_path / "r2")["mode"] == mode
+    assert run("r2", tmp_path / "r2").mode == mode
     expected = sorted(
         ({"id": r["id"], "owner": r["owner"], "balance": r["balance"]} for r in sim.expected_state("accounts")),
         key=lambda r: r["id"],
     )
     assert _rows(lake, table_id) == expected
-    table = publish.load_table(publish.open_catalog(lake), "atom", table_id)
-    assert table.current_snapshot().summary.additional_properties[publish.RUN_ID_PROP] == "r2"
+    table = load_table(open_catalog(lake), "atom", table_id)
+    assert table.current_snapshot().summary.additional_properties[RUN_ID_PROP] == "r2"
 
 
 # ---- two attempts of one run ------------------------------------------------------------------------
@@ -75,7 +78,7 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
 # written and read back its files, before its catalog commit (a hook on pyiceberg's reading of the new
 # files' footers, which runs A's real code and then the other attempt's), as a stalled Airflow attempt
 # would be while its retry runs. The attempts call merge_changes, below the pipeline's lease
-# (jobs.lease, tested in tests/unit/test_lease.py): what is checked is that the files and the commit
+# (jobs.lake.lease, tested in tests/unit/lake/test_lease.py): what is checked is that the files and the commit
 # stay sound where two attempts do meet.
 class _Stalled(Exception):
     """Attempt B stopped just before its catalog commit, never to commit."""
@@ -98,25 +101,25 @@ def _expected(sim) -> list[dict]:
                   key=lambda r: r["id"])
 
 
-def _merge(spark, lake: Lake, run_id: str, raw) -> dict:
+def _merge(spark, lake: Lake, run_id: str, raw) -> TableReport:
     """One attempt of the run's merge, below the lease: its decode, then merge_changes."""
-    from jobs.decoders import DecodeOptions
-    from jobs.merge import merge_changes
+    from jobs.fold.stage import merge_changes
+    from jobs.formats import DecodeOptions
 
     decoded = stages.run_decode(spark, stages.RunContext(lake, "atom", run_id), "debezium", str(raw), DecodeOptions())
     try:
-        return merge_changes(spark, lake, "atom", run_id, decoded.changes)["tables"]["db.public.accounts"]
+        return merge_changes(spark, lake, "atom", run_id, decoded.changes).tables["db.public.accounts"]
     finally:
         decoded.release()
 
 
 def _files_exist(lake: Lake) -> None:
     """Every file the table's current snapshot sends a reader to exists."""
-    table = publish.load_table(publish.open_catalog(lake), "atom", "db.public.accounts")
+    table = load_table(open_catalog(lake), "atom", "db.public.accounts")
     for task in table.scan().plan_files():
         for path in (task.file.file_path, *(d.file_path for d in task.delete_files)):
             assert Path(path.removeprefix("file://")).exists(), path
-    tombstones = table.properties.get(publish.TOMBSTONES_PROP)
+    tombstones = table.properties.get(TOMBSTONES_PROP)
     if tombstones:
         assert list(Path(tombstones.removeprefix("file://")).glob("*.parquet")), tombstones
 
@@ -154,19 +157,19 @@ def test_an_attempt_never_commits_files_another_attempt_of_the_run_replaced(spar
     lake = Lake.at(str(tmp_path / "lake"))
     _merge(spark, lake, "r1", tmp_path / "r1")
     _hold_first_attempt(monkeypatch, lambda: _merge(spark, lake, "r2", tmp_path / "r2"))
-    assert _merge(spark, lake, "r2", tmp_path / "r2")["mode"] == ("delta" if ops < 10 else "rewrite")
+    assert _merge(spark, lake, "r2", tmp_path / "r2").mode == ("delta" if ops < 10 else "rewrite")
     monkeypatch.undo()
     _files_exist(lake)
     assert _rows(lake, "db.public.accounts") == _expected(sim)
-    assert _merge(spark, lake, "r2", tmp_path / "r2")["already_published"]
+    assert _merge(spark, lake, "r2", tmp_path / "r2").already_published
     assert _rows(lake, "db.public.accounts") == _expected(sim)
     # expire finds the stalled attempt's files in their folders, and takes them (folders too) once old enough
     kinds = ("data", "deletes") if ops < 10 else ("data",)
     table_dir = next((tmp_path / "lake" / "warehouse").glob("atom*/db__public__accounts"))
     assert all(len(list((table_dir / kind / "run=r2").iterdir())) == 2 for kind in kinds)
     as_of = datetime.now(UTC) + timedelta(days=2)
-    expire_pipeline(publish.open_catalog(lake), "atom", as_of, retain_days=0, retain_last=10)
-    table = publish.load_table(publish.open_catalog(lake), "atom", "db.public.accounts")
+    expire_pipeline(open_catalog(lake), "atom", as_of, retain_days=0, retain_last=10)
+    table = load_table(open_catalog(lake), "atom", "db.public.accounts")
     named = {Path(t.file.file_path).parent.parent.name for t in table.scan().plan_files() if "/run=r2/" in t.file.file_path}
     assert [[p.name for p in (table_dir / kind / "run=r2").iterdir()] for kind in kinds] == [list(named)] * len(kinds)
     _files_exist(lake)
@@ -191,7 +194,7 @@ def test_losing_a_commit_race_says_another_attempt_committed_and_a_rerun_finishe
     assert type(refused.value).__name__ == "CommitConflict", repr(refused.value)
     message = str(refused.value)
     assert "another attempt" in message and f"re-run run {run_id}" in message, message
-    assert _merge(spark, lake, run_id, raw)["already_published"]
+    assert _merge(spark, lake, run_id, raw).already_published
     _files_exist(lake)
     if not first_run:
         assert _rows(lake, "db.public.accounts") == _expected(sim)
@@ -203,7 +206,7 @@ def test_a_commit_refuses_files_gone_since_they_were_written(spark, tmp_path, mo
     sim = _two_runs(tmp_path, 400, 6)
     lake = Lake.at(str(tmp_path / "lake"))
     _merge(spark, lake, "r1", tmp_path / "r1")
-    table = publish.load_table(publish.open_catalog(lake), "atom", "db.public.accounts")
+    table = load_table(open_catalog(lake), "atom", "db.public.accounts")
     snapshot_before = table.current_snapshot().snapshot_id
     gone = []
 
@@ -218,8 +221,8 @@ def test_a_commit_refuses_files_gone_since_they_were_written(spark, tmp_path, mo
     monkeypatch.undo()
     assert type(refused.value).__name__ == "MissingFiles", repr(refused.value)
     assert gone[0].name in str(refused.value) and "re-run run r2" in str(refused.value)
-    table = publish.load_table(publish.open_catalog(lake), "atom", "db.public.accounts")
+    table = load_table(open_catalog(lake), "atom", "db.public.accounts")
     assert table.current_snapshot().snapshot_id == snapshot_before
-    assert _merge(spark, lake, "r2", tmp_path / "r2")["mode"] == "delta"
+    assert _merge(spark, lake, "r2", tmp_path / "r2").mode == "delta"
     _files_exist(lake)
     assert _rows(lake, "db.public.accounts") == _expected(sim)

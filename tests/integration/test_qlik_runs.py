@@ -1,14 +1,14 @@
 """Qlik Replicate through whole ``jobs run``s: metadata seen in an earlier run is remembered and the
-published state is exact (the decoder's own tests: tests/unit/decoders/test_qlik.py)."""
+published state is exact (the decoder's own tests: tests/unit/formats/test_qlik.py)."""
 from __future__ import annotations
 
 import json
 from datetime import date
 from decimal import Decimal
 
-from jobs import publish
-from jobs.lake import Lake
-from scripts.qlik_messages import avro_data, headers
+from jobs.demo.qlik import avro_data, headers
+from jobs.iceberg.catalog import load_table, open_catalog
+from jobs.lake.layout import Lake
 from tests.support.decoders import raw_frame
 from tests.support.pipeline_runs import jobs_run
 from tests.support.qlik import ORDERS, ROW, cdc_messages, seq
@@ -30,7 +30,7 @@ def test_metadata_seen_in_an_earlier_run_is_remembered_and_the_state_is_exact(sp
     assert run(tmp_path / "r2", lake, "r2", [messages[0], *messages[2:5]], spark) == 0
     report = json.loads((lake / "reports/q/run=r2/decode.json").read_text())
     assert report["total"]["quarantined"] == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "q", "_.sales.orders")
+    table = load_table(open_catalog(Lake.at(str(lake))), "q", "_.sales.orders")
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert [(r["id"], r["region"], r["amount"], r["note"], r["placed"], r["paid"], r["blob"]) for r in rows] == [
         (1, "US", Decimal("12.00"), "first", date(2026, 11, 1), False, b"\x00\xff"),
@@ -42,7 +42,7 @@ def test_metadata_seen_in_an_earlier_run_is_remembered_and_the_state_is_exact(sp
                             headers("UPDATE", seq(6), column_mask=ORDERS.mask(
                                 ["id", "region", "amount", "placed", "paid", "blob"])), before=before)
     assert run(tmp_path / "r3", lake, "r3", [masked_move], spark) == 0
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), "q", "_.sales.orders")
+    table = load_table(open_catalog(Lake.at(str(lake))), "q", "_.sales.orders")
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert [(r["id"], r["region"], r["amount"], r["note"]) for r in rows] == [
         (1, "APAC", Decimal("13.00"), "first"), (2, "EU", Decimal("10.50"), "first")]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.report_page import quarantine_examples, render_report
+from jobs.alert.page import quarantine_examples, render_report
+from jobs.model.reports import DecodeReport, ReconciliationReport, RunReports, ValidationReport
 from tests.support.paths import REPO
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
@@ -38,7 +39,7 @@ def _browse(page: Path, *args: str) -> subprocess.CompletedProcess:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def _reports() -> tuple[dict, dict, dict, dict]:
+def _reports() -> tuple[RunReports, dict]:
     reconciliation = {"source": "postgresql postgresql+psycopg2://cdc:***@db/shop", "tables": [
         {"table": "shop.public.orders", "state_rows": 1200, "source_rows": 1200, "status": "match",
          "checkpoints": [{"verdict": "match", "moment": "[0/16B3748, 0/16B37A0]", "source_rows": 1200,
@@ -67,15 +68,16 @@ def _reports() -> tuple[dict, dict, dict, dict]:
             rows.append({"reason": HOSTILE, "topic": HOSTILE, "partition": 1, "offset": 9, "value": None})
             yield pa.RecordBatch.from_pylist(rows)
 
-    return reconciliation, validation, decode, quarantine_examples(Batches())
+    reports = RunReports(decode=DecodeReport.from_json(decode), validation=ValidationReport.from_json(validation),
+                         reconciliation=ReconciliationReport.from_json(reconciliation))
+    return reports, quarantine_examples(Batches())
 
 
 def test_report_page_renders_in_chromium_with_every_value_escaped(tmp_path):
-    reconciliation, validation, decode, examples = _reports()
+    reports, examples = _reports()
     assert [len(v) for v in examples.values()] == [3, 1]  # a few examples per reason, not all
     page = tmp_path / "report.html"
-    page.write_text(render_report(f"shop{HOSTILE}", "run-1", reconciliation, validation, decode, examples),
-                    encoding="utf-8")
+    page.write_text(render_report(f"shop{HOSTILE}", "run-1", reports, examples), encoding="utf-8")
 
     dom = _browse(page, "--dump-dom").stdout
     # the browser built the page: the chart, the checkpoint table, the hostile text shown as text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scripts.simulate_source import SourceSimulator, write_parquet
+from jobs.demo.simulator import SourceSimulator, write_parquet
 from tests.support.replay import TABLES, assert_state_equals_source, published_rows, run_one, run_parts
 
 
@@ -74,7 +74,7 @@ def test_rerunning_a_run_reproduces_its_reports(spark, tmp_path):
 def test_backfills_equal_a_clean_sequential_run(spark, tmp_path):
     """Interval 1 is missed, interval 2 runs, interval 1 is backfilled, interval 2 re-runs; then the
     first interval is cleared and re-run: the state equals the sequential run's, and the re-runs change
-    nothing. (MySQL: full row images; see docs/operations.md on backfills.)"""
+    nothing. (MySQL: full row images; see docs/operations/runs.md on backfills.)"""
     sim = SourceSimulator(43, TABLES, "mysql", n_partitions=3)
     sim.populate("items", 20)
     sim.populate("stock", 10)

@@ -3,7 +3,7 @@ S3 server, transformed by Spark over ``s3a://`` (the tests' hadoop-aws: tests/su
 Iceberg tables through pyiceberg's SQL catalog on a real PostgreSQL (warehouse ``s3://<bucket>/warehouse``),
 reconciled against the demo's counts file and alerted through an SMTP sink; two daily runs, each
 ``python -m jobs`` as a user runs it. The published state must equal the demo source's own state after
-the two days (the simulator that generated the topics: scripts/make_demo.py)."""
+the two days (the simulator that generated the topics: jobs/demo/generate.py)."""
 from __future__ import annotations
 
 import json
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.intervals import run_id_for
-from scripts.make_demo import build_demo
+from jobs.demo.generate import build_demo
+from jobs.model.intervals import run_id_for
 from tests.support.databases import postgres_server
 from tests.support.paths import REPO
 from tests.support.replay import assert_state_equals_source
@@ -65,7 +65,7 @@ def _base_env(smtp_port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("CDC_", "SMTP_", "PYICEBERG_", "AWS_")) and k != "AIRFLOW_CONN_SMTP_DEFAULT"}
     return {**env, "PYTHONPATH": str(REPO),
-            # a fresh JVM per small run: the JIT's quick compiler only (jobs.spark); a small data set
+            # a fresh JVM per small run: the JIT's quick compiler only (jobs.spark.session); a small data set
             "CDC_JIT": "c1", "CDC_SPARK_MASTER": "local[2]", "CDC_SHUFFLE_PARTITIONS": "2",
             "SMTP_HOST": "127.0.0.1", "SMTP_PORT": str(smtp_port), "SMTP_FROM": "cdc@example.com"}
 
@@ -93,7 +93,7 @@ def test_demo_days_on_an_s3_lake_with_a_postgres_catalog(s3_lake_env: str, smtp_
                                                         demo_topics: Path) -> None:
     from pyiceberg.catalog import load_catalog
 
-    from jobs import storage
+    from jobs.lake import storage
 
     endpoint = s3_lake_env
     smtp_port, inbox = smtp_sink

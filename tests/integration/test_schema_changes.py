@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from jobs import publish
-from jobs.lake import Lake
-from scripts.qlik_messages import QlikColumn, QlikTable, change_sequence, headers, json_data, json_metadata
+from jobs.demo.qlik import QlikColumn, QlikTable, change_sequence, headers, json_data, json_metadata
+from jobs.iceberg.catalog import load_table, open_catalog, table_columns
+from jobs.lake.layout import Lake
 from tests.support.decoders import raw_frame
 from tests.support.pipeline_runs import jobs_run
 
@@ -42,8 +42,8 @@ def test_added_dropped_and_retyped_columns(spark, tmp_path):
     assert {(t["column"], t["published"], t["declared"], t["action"]) for t in report["type_changes"]} == {
         ("salary", "int", "bigint", "promoted"), ("code", "string", "int", "kept published type")}
 
-    table = publish.load_table(publish.open_catalog(Lake.at(str(tmp_path / "lake"))), "hr", "_.hr.staff")
-    assert publish.table_columns(table)["salary"] == "bigint"
+    table = load_table(open_catalog(Lake.at(str(tmp_path / "lake"))), "hr", "_.hr.staff")
+    assert table_columns(table)["salary"] == "bigint"
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert [(r["id"], r["salary"], r["legacy"], r["code"], r["grade"]) for r in rows] == [
         (1, 100, "x", "A1", None),  # older row: the added column is null
@@ -56,7 +56,7 @@ def test_added_dropped_and_retyped_columns(spark, tmp_path):
         json_data(V2, {"id": 1, "salary": 6_000_000_000, "code": 8, "grade": "C"}, headers("UPDATE", seq(3))),
     ])
     assert report["buckets_rewritten"] == 1 or report["buckets"] == 1
-    table = publish.load_table(publish.open_catalog(Lake.at(str(tmp_path / "lake"))), "hr", "_.hr.staff")
+    table = load_table(open_catalog(Lake.at(str(tmp_path / "lake"))), "hr", "_.hr.staff")
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
     assert [(r["id"], r["salary"], r["code"], r["grade"]) for r in rows] == [
         (1, 6_000_000_000, "8", "C"), (2, 5_000_000_000, "7", "B")]
@@ -75,7 +75,8 @@ def test_values_the_typed_state_cannot_hold_are_counted_and_alerted(spark, tmp_p
     text in a column whose published type was kept), a decimal with more fraction digits than the
     scale is published rounded: merge.json counts both per column with an example, and they are alert
     reasons. Values that fit are not counted (trailing zeros past the scale lose nothing)."""
-    from jobs.alert import alert_reasons
+    from jobs.alert.stage import alert_reasons
+    from jobs.model.reports import FoldReport, RunReports, UnconvertedValues
 
     raw = tmp_path / "raw-p1"
     raw_frame(spark, [
@@ -94,7 +95,7 @@ def test_values_the_typed_state_cannot_hold_are_counted_and_alerted(spark, tmp_p
     merge = json.loads((tmp_path / "lake/reports/shop/run=p1/merge.json").read_text())
     assert merge["tables"]["_.shop.prices"]["unconverted_values"] == {
         "amount": {"type": "decimal(6,2)", "nulled": 1, "rounded": 1, "example": "1.239"}}
-    table = publish.load_table(publish.open_catalog(Lake.at(lake)), "shop", "_.shop.prices")
+    table = load_table(open_catalog(Lake.at(lake)), "shop", "_.shop.prices")
     amounts = {r["id"]: r["amount"] for r in table.scan().to_arrow().to_pylist()}
     assert {k: None if v is None else str(v) for k, v in amounts.items()} == {
         1: "12.50", 2: "12.34", 3: "1.24", 4: None, 5: "9.99"}
@@ -112,7 +113,7 @@ def test_values_the_typed_state_cannot_hold_are_counted_and_alerted(spark, tmp_p
     report = merge["tables"]["_.shop.prices"]
     assert [(t["column"], t["action"]) for t in report["type_changes"]] == [("code", "kept published type")]
     assert report["unconverted_values"] == {"code": {"type": "int", "nulled": 1, "rounded": 0, "example": "A7"}}
-    assert alert_reasons({}, [], {}, 0.0, merge) == [
-        {"kind": "unconverted", "table": "_.shop.prices", "column": "code", "type": "int", "nulled": 1, "rounded": 0}]
+    assert alert_reasons(RunReports(fold=FoldReport.from_json(merge)), 0.0) == (
+        UnconvertedValues(table="_.shop.prices", column="code", type="int", nulled=1, rounded=0),)
     alert = json.loads((tmp_path / "lake/reports/shop/run=p2/alert.json").read_text())
     assert [r["kind"] for r in alert["reasons"]] == ["unconverted"]

@@ -1,11 +1,11 @@
 """SharePlex JSON through whole ``jobs run``s: the product stream with a key change, a redelivery and
 garbage, and an update sent as its before and after images, published to Iceberg (the decoder's own
-tests: tests/unit/decoders/test_shareplex.py)."""
+tests: tests/unit/formats/test_shareplex.py)."""
 from __future__ import annotations
 
 import json
 
-from jobs.decoders import DecodeOptions
+from jobs.formats import DecodeOptions
 from tests.support.pipeline_runs import jobs_run, published_rows, run_lines
 from tests.support.shareplex import decode, product_stream
 from tests.support.shareplex import sp_message as _sp
@@ -78,7 +78,7 @@ def test_an_update_sent_as_before_and_after_images(spark, tmp_path):
     assert counts["ignored_reasons"] == {"update before image (its UPDATE AFTER carries the change)": 3}
     _, quarantine, _ = decode(spark, values)
     assert [(q["offset"], q["reason"]) for q in quarantine] == [
-        (7, "update has no 'key' (the before image's key columns): give --primary-keys")]
+        (7, "update has no 'key' (the before image's key columns): give --primary-keys (tables[].primary_keys in a pipeline file)")]
     # the op in any case, as everywhere else
     mixed = [values[1], values[2].replace("UPDATE BEFORE", "Update Before"),
              values[3].replace("UPDATE AFTER", "Update After")]

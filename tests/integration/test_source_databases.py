@@ -17,13 +17,13 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from jobs.canonical import make_table_id
-from jobs.checkpoints import BEHIND, MATCH, MISMATCH
-from jobs.lake import Lake
-from jobs.merge import state_summary
-from jobs.reconcile import ReconcileOptions, reconcile_run, source_checkpoints
+from jobs.demo.simulator import write_parquet
+from jobs.iceberg.catalog import state_summary
+from jobs.lake.layout import Lake
+from jobs.model.record import make_table_id
+from jobs.reconcile.checkpoints import BEHIND, MATCH, MISMATCH
+from jobs.reconcile.stage import ReconcileOptions, reconcile_run, source_checkpoints
 from jobs.stages import lake_keys
-from scripts.simulate_source import write_parquet
 from tests.support.databases import (
     PASSWORD,
     binlog_changes,
@@ -113,7 +113,8 @@ def _run(url: str, table_ids: dict[str, str], read_changes, tmp_path):
         now = state_summary(lake_, "src")
         rows = reconcile_run(lake_, "src", f"run{i}", captured if i == 0 else [], now, options,
                              keys_now=lake_keys(lake_, "src", now, lambda _table: 10_000))
-        verdicts.append([v for r in rows for v in r["checkpoints"] + r["pending"]])
+        # each verdict as reconciliation.json writes it
+        verdicts.append([v.to_json() for r in rows for v in (*r.checkpoints, *r.pending)])
     return captured, after_delete, verdicts, how
 
 

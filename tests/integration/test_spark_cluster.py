@@ -1,5 +1,5 @@
 """transform on a Spark standalone cluster (tests/support/spark_cluster.py) through Airflow's
-SparkSubmitOperator with jobs.spark_submit's settings: the ``jobs`` package reaches the driver and the
+SparkSubmitOperator with jobs.spark.submit's settings: the ``jobs`` package reaches the driver and the
 executors only as the shipped archive (the worker has no PYTHONPATH and its own cwd, the driver no
 checkout on its path), the decoders' jar with --jars, and the Iceberg state it publishes is the state
 the same interval gets on local Spark."""
@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs import airflow_tasks as tasks
-from jobs.pipeline_config import load_pipeline
-from jobs.spark_submit import submit_settings
+from jobs.airflow import tasks as tasks
+from jobs.spark.submit import submit_settings
+from tests.support.paths import REPO
+from tests.support.pipelines import pipeline
 from tests.support.spark_cluster import spark_standalone
 
-REPO = Path(__file__).resolve().parents[2]
-DEMO_PIPELINE = REPO / "dags" / "pipelines" / "demo.yaml"
 START, END = "2026-11-01T00:00:00Z", "2026-11-03T00:00:00Z"
 CONN_ID = "spark_cluster_test"
 
@@ -32,7 +31,7 @@ from pyspark.sql import SparkSession
 def where(_):
     import os
     import jobs
-    from jobs.decoders import available_formats
+    from jobs.formats import available_formats
     return {"jobs": jobs.__file__, "cwd": os.getcwd(), "formats": available_formats(), "python": sys.executable}
 
 spark = SparkSession.builder.appName("cdc-probe").getOrCreate()
@@ -50,7 +49,7 @@ def clean_env(monkeypatch, tmp_path):
     for key in list(os.environ):
         if key.startswith(("CDC_", "AIRFLOW_VAR_CDC_")):
             monkeypatch.delenv(key)
-    monkeypatch.setenv("CDC_JIT", "c1")  # a fresh JVM on a small interval (jobs.spark)
+    monkeypatch.setenv("CDC_JIT", "c1")  # a fresh JVM on a small interval (jobs.spark.session)
     monkeypatch.setenv("CDC_SHUFFLE_PARTITIONS", "2")
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
@@ -58,15 +57,16 @@ def clean_env(monkeypatch, tmp_path):
 
 
 def _landed(lake: Path, topics: Path):
-    """The demo pipeline (dags/pipelines/demo.yaml) writing to ``lake``, and its plan after landing."""
-    cfg = load_pipeline(DEMO_PIPELINE, env={"CDC_LAKE": str(lake), "CDC_DEMO_TOPICS": str(topics)})
+    """The demo pipeline (dags/pipelines/demo.yaml's blocks) writing to ``lake``, in a file beside it: the
+    file, its settings and what its landing brought."""
+    cfg, path = pipeline(lake.parent / f"{lake.name}-pipelines", lake=str(lake), source={"files": str(topics)})
     start, end = tasks.resolve_interval({"start": START, "end": END}, None, None)
-    return cfg, tasks.land_interval(cfg, start, end)
+    return path, cfg, tasks.land_interval(cfg, start, end)
 
 
 def _published(lake: Path) -> dict[str, list]:
-    from jobs.lake import Lake
-    from jobs.publish import open_catalog
+    from jobs.iceberg.catalog import open_catalog
+    from jobs.lake.layout import Lake
 
     catalog = open_catalog(Lake.at(str(lake)))
     state = {}
@@ -90,7 +90,8 @@ def test_transform_on_a_standalone_cluster_publishes_what_local_spark_does(tmp_p
     assert jobs_alone.stdout.strip() == "None", "jobs is installed in the venv: executors would not need the archive"
 
     cluster_lake, local_lake = tmp_path / "cluster-lake", tmp_path / "local-lake"
-    (cluster_cfg, cluster_plan), (local_cfg, local_plan) = _landed(cluster_lake, demo_topics), _landed(local_lake, demo_topics)
+    (cluster_file, cluster_cfg, cluster_plan), (local_file, _, local_plan) = (_landed(cluster_lake, demo_topics),
+                                                                               _landed(local_lake, demo_topics))
     assert cluster_plan.messages == local_plan.messages > 0 and cluster_plan.run_id == local_plan.run_id
 
     with spark_standalone() as cluster:
@@ -104,7 +105,9 @@ def test_transform_on_a_standalone_cluster_publishes_what_local_spark_does(tmp_p
         assert str(REPO) not in settings["env_vars"]["PYTHONPATH"].split(os.pathsep)
 
         began = time.monotonic()
-        _submit(cluster, settings, tasks.transform_args(cluster_plan, cluster_cfg), "cdc-transform")
+        # as the DAG's transform task: the pipeline file and the interval, the driver makes the settings
+        _submit(cluster, settings, tasks.transform_args(str(cluster_file), cluster_plan.start, cluster_plan.end),
+                "cdc-transform")
         cluster_seconds = time.monotonic() - began
         submitted = capsys.readouterr()  # spark-submit's output, as the hook logs it
         archive = Path(settings["py_files"]).name
@@ -116,7 +119,7 @@ def test_transform_on_a_standalone_cluster_publishes_what_local_spark_does(tmp_p
         _submit(cluster, {**settings, "application": str(tmp_path / "probe.py")}, [str(probe_out)], "cdc-probe")
 
         state = cluster.state()
-        # the job names itself (jobs.spark.build_spark): cdc-transform-<pipeline>
+        # the job names itself (jobs.spark.session.build_spark): cdc-transform-<pipeline>
         completed = {app["name"]: app for app in state.get("completedapps", [])}
         transform_apps = [app for name, app in completed.items() if name.startswith("cdc-transform")]
         assert len(transform_apps) == 1 and "cdc-probe" in completed, (sorted(completed), cluster.logs())
@@ -134,8 +137,9 @@ def test_transform_on_a_standalone_cluster_publishes_what_local_spark_does(tmp_p
         assert "debezium" in executor["formats"]
 
     began = time.monotonic()
-    local = subprocess.run([sys.executable, "-m", "jobs", *tasks.transform_args(local_plan, local_cfg)], cwd=REPO,
-                           capture_output=True, text=True, timeout=900)
+    local_args = tasks.transform_args(str(local_file), local_plan.start, local_plan.end)
+    local = subprocess.run([sys.executable, "-m", "jobs", *local_args], cwd=REPO, capture_output=True, text=True,
+                           timeout=900)
     local_seconds = time.monotonic() - began
     assert local.returncode == 0, local.stdout[-3000:] + local.stderr[-3000:]
 

@@ -1,4 +1,4 @@
-"""jobs.storage, Lake and the lake's listings on moto's S3 server (the local side: tests/unit/test_storage.py)."""
+"""jobs.lake.storage, Lake and the lake's listings on moto's S3 server (the local side: tests/unit/lake/test_storage.py)."""
 from __future__ import annotations
 
 import json
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs import storage
-from jobs.expire import _delete_tree
-from jobs.lake import Lake, LakeError
-from jobs.publish import list_file_info
-from jobs.raw import RawInputError, parquet_files
+from jobs.iceberg.expire import _delete_tree
+from jobs.lake import storage
+from jobs.lake.layout import Lake, LakeError
+from jobs.lake.raw import RawInputError, parquet_files
+from jobs.lake.storage import file_infos as list_file_info
 from tests.support.servers import create_bucket, free_port, s3_client, s3_env
 
 pytestmark = pytest.mark.integration
@@ -156,9 +156,9 @@ def test_expire_deletes_a_run_folder_on_s3(s3_lake_env: str, bucket: str) -> Non
 
 def test_a_file_is_created_once_and_the_lease_taken_once_on_s3(s3_lake_env: str, bucket: str) -> None:
     """The conditional PUT (If-None-Match: *) moto's server answers as S3 does: the first create wins, a
-    second is refused and changes nothing; the pipeline's lease over it (jobs.lease) is taken by one
+    second is refused and changes nothing; the pipeline's lease over it (jobs.lake.lease) is taken by one
     attempt, refused to the next with the holder named, and taken again once given back."""
-    from jobs.lease import Lease, LeaseHeld
+    from jobs.lake.lease import Lease, LeaseHeld
 
     assert storage.create_exclusive(f"s3a://{bucket}/l/one.json", b"first")
     assert not storage.create_exclusive(f"s3://{bucket}/l/one.json", b"second")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from jobs import publish
-from jobs.lake import Lake
+from jobs.iceberg.catalog import open_catalog
+from jobs.lake.layout import Lake
 from tests.support.decoders import raw_frame
 from tests.support.pipeline_runs import jobs_run
 from tests.support.topic_shapes import TOPIC, envelope
@@ -29,5 +29,5 @@ def test_a_later_run_keeps_the_topics_shape(spark, tmp_path):
     assert second["total"]["quarantined"] == 1 and second["balanced"]
     assert "decided by an earlier run" in next(iter(second["quarantine_reasons"]))
     assert run("r1", [])["topic_shapes"] == {TOPIC: "envelope"}  # the re-run decides alike
-    catalog = publish.open_catalog(Lake.at(str(lake)))
+    catalog = open_catalog(Lake.at(str(lake)))
     assert [name for _, name in catalog.list_tables("shop")] == ["shop__public__customers"]

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.cli import parse_primary_keys
-from jobs.decoders import DecodeOptions
-from jobs.lake import Lake
+from jobs.demo.simulator import write_parquet
+from jobs.demo.streams import FORMAT_RECORDS, debezium_transaction_records, dts_avro_records, json_format_records
+from jobs.formats import DecodeOptions
+from jobs.lake.layout import Lake
+from jobs.settings import TransformSettings
 from jobs.stages import RunContext
-from scripts.format_streams import FORMAT_RECORDS, debezium_transaction_records, dts_avro_records, json_format_records
-from scripts.simulate_source import write_parquet
 from tests.support.pipeline_runs import decode_and_merge
 from tests.support.replay import assert_state_equals_source, assert_state_means_source, make_workload
 
@@ -46,12 +46,12 @@ def test_transactions_split_across_partitions_fold_to_the_sqlite_replay(spark, t
     # the layout this is about: rows on every partition, so most transactions' rows are not beside their markers
     assert {r["partition"] for r in records if r["key"]} == {0, 1, 2}
     size = -(-len(records) // runs)
-    keys = [f"{t.upper()}={','.join(s.primary_key)}" for t, s in sim.tables.items()] if fmt == "shareplex" else []
+    keys = tuple((t.upper(), tuple(s.primary_key)) for t, s in sim.tables.items()) if fmt == "shareplex" else ()
     reports = runs_of(spark, tmp_path, [records[i * size:(i + 1) * size] for i in range(runs)], fmt,
-                      DecodeOptions(primary_keys=parse_primary_keys(keys)))
-    assert reports[-1]["held"]["transactions"] == 0 and reports[-1]["held"]["records"] == 0
+                      TransformSettings(primary_keys=keys).decode_options())
+    assert reports[-1].held.transactions == 0 and reports[-1].held.records == 0
     if runs == 7 and fmt in ("debezium", "dts_avro", "dataworks"):  # ends in markers of their own
-        assert any(r["held"]["transactions"] for r in reports[:-1]), "no run boundary cut a transaction"
+        assert any(r.held.transactions for r in reports[:-1]), "no run boundary cut a transaction"
     lake = tmp_path / "lake"
     if fmt in ("debezium", "qlik", "dts_avro"):
         assert_state_equals_source(sim, lake, "wl", with_schema=fmt != "debezium")

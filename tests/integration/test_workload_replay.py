@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli, publish
-from jobs.lake import Lake
-from scripts.simulate_source import SourceSimulator, write_parquet
+from jobs import cli
+from jobs.demo.simulator import SourceSimulator, write_parquet
+from jobs.iceberg.catalog import open_catalog
+from jobs.lake.layout import Lake
+from jobs.model.properties import RUN_ID_PROP
 from tests.support.checkpoints import assert_commit_points_hold
 from tests.support.pipeline_runs import jobs_run
 from tests.support.replay import assert_state_equals_source, make_workload, run_cli
@@ -59,13 +61,13 @@ def test_postgres_with_schema_two_runs_through_the_cli(spark, tmp_path):
     assert "behind" in proc.stdout and "alert email sent:" in proc.stdout
 
     # re-running a published run id changes nothing
-    catalog = publish.open_catalog(Lake.at(str(lake)))
+    catalog = open_catalog(Lake.at(str(lake)))
     before = {t: catalog.load_table(t).current_snapshot().snapshot_id for t in catalog.list_tables("wl")}
     assert jobs_run("debezium", raws[1], lake, "wl", "r1") == 0
-    catalog = publish.open_catalog(Lake.at(str(lake)))
+    catalog = open_catalog(Lake.at(str(lake)))
     after = {t: catalog.load_table(t).current_snapshot().snapshot_id for t in catalog.list_tables("wl")}
     assert after == before
-    summaries = [s.summary.additional_properties.get(publish.RUN_ID_PROP)
+    summaries = [s.summary.additional_properties.get(RUN_ID_PROP)
                  for t in catalog.list_tables("wl") for s in catalog.load_table(t).metadata.snapshots]
     assert sorted(set(summaries)) == ["r0", "r1"]
 

@@ -8,7 +8,7 @@ command line and the UI in headless Chromium.
         af.cli("backfill", "create", "--dag-id", "cdc_demo", ...)
         af.screenshot(af.url("/dags"), png)
 
-What runs is the local Airflow of ``make airflow`` (scripts/airflow_local.py, its ``start`` and ``stop``):
+What runs is the local Airflow of ``make airflow`` (jobs/airflow/local.py, its ``start`` and ``stop``):
 ``airflow db migrate``, ``airflow dags reserialize``, then ``airflow api-server`` (UI + REST API + the
 Execution API the task runners call), ``airflow scheduler`` (LocalExecutor), ``airflow dag-processor`` and
 ``airflow triggerer``, each a process of its own session with its log in ``<tmp>/airflow/logs/<name>.log``,
@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scripts import airflow_local
-from scripts.airflow_local import SERVICES
+from jobs.airflow import local as airflow_local
+from jobs.airflow.local import SERVICES
 from tests.support.servers import LOCALHOST, ServerStartError, free_port
 
 FINISHED = ("success", "failed")
@@ -300,7 +300,7 @@ def _log_line(line: Any) -> str:
     return text
 
 
-# ---- starting and stopping: through scripts/airflow_local.py, as `make airflow` does ---------------
+# ---- starting and stopping: through jobs/airflow/local.py, as `make airflow` does ---------------
 def service_settings(connections: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
     """What the tests set beyond the local Airflow's own settings: speed on two cores, no runs of the
     scheduler's own, DAGs unpaused at creation unless their file says otherwise, the connections."""
@@ -319,7 +319,7 @@ def service_settings(connections: Mapping[str, str], extra: Mapping[str, str]) -
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-        # small Spark jobs on two cores (jobs.spark)
+        # small Spark jobs on two cores (jobs.spark.session)
         "CDC_SHUFFLE_PARTITIONS": "2",
         "CDC_SPARK_ADAPTIVE": "false",  # as tests/conftest.py: no re-planning at every shuffle of tiny data
         "CDC_JIT": "c1",
@@ -353,7 +353,7 @@ def _database(kind: str) -> Iterator[str | None]:
 def airflow_service(tmp: Path, *, connections: Mapping[str, str] | None = None,
                     env: Mapping[str, str] | None = None, database: str = "postgres",
                     timeout: float = 180.0) -> Iterator[AirflowService]:
-    """The local Airflow of ``make airflow`` (scripts/airflow_local.py) on a free port, AIRFLOW_HOME in
+    """The local Airflow of ``make airflow`` (jobs/airflow/local.py) on a free port, AIRFLOW_HOME in
     ``tmp/airflow``, with the tests' settings; stopped on exit."""
     home = Path(tmp) / "airflow"
     started = time.monotonic()

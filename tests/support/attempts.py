@@ -24,10 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs import publish
-from jobs.lake import Lake
-from jobs.lease import Holder, LeaseHeld, LeaseLost
-from scripts.simulate_source import SourceSimulator, write_parquet
+from jobs.demo.simulator import SourceSimulator, write_parquet
+from jobs.iceberg.catalog import open_catalog
+from jobs.lake.layout import Lake
+from jobs.lake.lease import Holder, LeaseHeld, LeaseLost
+from jobs.model.properties import ATTEMPT_PROP, RUN_ID_PROP
 from tests.support.paths import REPO
 from tests.support.replay import TABLES, assert_state_equals_source
 
@@ -153,13 +154,13 @@ def _attribute(attempts: list[Attempt], lake: Path, run_id: str) -> None:
     run each one committed (the snapshot names its attempt)."""
     holders = {h.pid: h for h in (Holder.from_bytes(p.read_bytes()) for p in (lake / "leases" / PIPELINE).glob("*.json"))
                if h.run_id == run_id}
-    catalog = publish.open_catalog(Lake.at(str(lake)))
+    catalog = open_catalog(Lake.at(str(lake)))
     committed: dict[str, list[str]] = {}
     for ident in catalog.list_tables(PIPELINE):
         for snapshot in catalog.load_table(ident).snapshots():
             summary = snapshot.summary.additional_properties
-            if summary.get(publish.RUN_ID_PROP) == run_id:
-                committed.setdefault(summary.get(publish.ATTEMPT_PROP), []).append(ident[-1])
+            if summary.get(RUN_ID_PROP) == run_id:
+                committed.setdefault(summary.get(ATTEMPT_PROP), []).append(ident[-1])
     for attempt in attempts:
         if attempt.pid in holders:
             attempt.attempt_id = holders[attempt.pid].attempt

@@ -2,9 +2,10 @@
 that publish it, stage by stage: shared by tests/integration/test_bucketed_state.py and test_expire.py."""
 from __future__ import annotations
 
-from jobs import publish, stages
-from jobs.lake import Lake
-from scripts.simulate_source import SourceSimulator, TableSpec, write_parquet
+from jobs import stages
+from jobs.demo.simulator import SourceSimulator, TableSpec, write_parquet
+from jobs.iceberg.catalog import load_table, open_catalog
+from jobs.lake.layout import Lake
 from tests.support.pipeline_runs import decode_and_merge
 
 TABLE = TableSpec("db", "public", "accounts", [("id", "int"), ("owner", "text"), ("balance", "decimal(12,2)")],
@@ -27,10 +28,11 @@ class Runs:
             write_parquet(raw, records[self.sent:])
             self.sent = len(records)
         ctx = stages.RunContext(self.lake, "buckets", run_id)
-        return decode_and_merge(self.spark, ctx, "debezium", raw.parent, buckets=buckets)["tables"][TABLE_ID]
+        # the table's report as merge.json writes it
+        return decode_and_merge(self.spark, ctx, "debezium", raw.parent, buckets=buckets).tables[TABLE_ID].to_json()
 
     def table(self):
-        return publish.load_table(publish.open_catalog(self.lake), "buckets", TABLE_ID)
+        return load_table(open_catalog(self.lake), "buckets", TABLE_ID)
 
     def rows(self) -> list[dict]:
         arrow = self.table().scan().to_arrow().select(["id", "owner", "balance"])

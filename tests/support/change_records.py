@@ -2,22 +2,24 @@
 
 ``FoldChain`` carries what a catalog would keep between runs -- the state rows, the tombstones and the
 table properties the plan commits -- so that semantics across runs (redelivery, truncates, loads
-completed later) are tested at the fold's own level: describe -> plan -> fold, as jobs.merge runs it.
+completed later) are tested at the fold's own level: the same per-table fold as jobs.fold.stage calls
+(jobs.fold.table.fold_one_table: describe -> plan -> fold), over this in-memory state.
 """
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import canonical as C
-from jobs.fold.core import fold_table
-from jobs.fold.describe import describe_changes, load_start_after
-from jobs.fold.plan import PublishedTable, plan_table, replayed_load_floor
+from jobs.fold.core import Prior
+from jobs.fold.describe import describe_changes
+from jobs.fold.plan import PublishedTable
+from jobs.fold.table import TableFold, fold_one_table
 from jobs.fold.transactions import split_open_transactions
+from jobs.model import record as C
 
 TABLE = "db.t"
 _EPOCH = datetime(2026, 1, 1)
@@ -62,7 +64,8 @@ def _materialized(rows: DataFrame) -> DataFrame:
 
 @dataclass
 class FoldChain:
-    """Runs of the fold over one table's published state, kept in memory between runs."""
+    """Runs of the fold over one table's published state, kept in memory between runs: what a catalog
+    (state rows, tombstones, the properties each plan commits) and the held log would keep."""
 
     spark: SparkSession
     history: bool = False
@@ -76,40 +79,35 @@ class FoldChain:
     runs: int = 0
 
     def run(self, records: list[dict], hold_transactions: bool = False) -> dict[tuple, dict]:
-        """Fold one run's records; returns the state after it, by key tuple."""
+        """Fold one run's records (jobs.fold.table.fold_one_table); returns the state after it, by key tuple."""
         self.runs += 1
-        run_id = f"run{self.runs}"
         changes = frame(self.spark, [*self.held, *records])
         if hold_transactions:
             split = split_open_transactions(changes, self.ended_through)
             self.held = [r.asDict(recursive=True) for r in split.held.drop("held_transaction").collect()]
             self.ended_through = split.ended_through
             changes = split.applied
-        infos = describe_changes(changes)
-        for info in infos.values():
-            self._fold(changes.where(F.col("table_id") == info.table_id), info, run_id)
+        for info in describe_changes(changes).tables.values():
+            fold = fold_one_table(changes.where(F.col("table_id") == info.table_id), info, self.published,
+                                  lambda _plan: Prior(self.state, self.tombstones), run_id=f"run{self.runs}",
+                                  default_buckets=0, history=self.history)
+            self._publish(fold)
         return self.rows()
 
-    def _fold(self, changes: DataFrame, info, run_id: str) -> None:
-        floor = replayed_load_floor(info, self.published)
-        if floor:
-            info = replace(info, load_start_position=load_start_after(changes, info, floor))
-        plan = plan_table(info, self.published, default_buckets=0)
-        self.last_report = plan.report()
-        result = fold_table(self.state, self.tombstones, changes, plan.changes, dict(plan.columns),
-                            list(plan.key_columns), run_id, skip_cdc_through=plan.skip_cdc_through,
-                            skip_all_through=plan.skip_all_through, history=self.history,
-                            replace_before=plan.replace_before)
+    def _publish(self, fold: TableFold) -> None:
         try:
             # kept as rows (test-sized), so that no run's plan grows on the runs before it
-            self.state = _materialized(result.state)
-            self.tombstones = _materialized(result.tombstones)
+            self.state = _materialized(fold.result.state)
+            self.tombstones = _materialized(fold.result.tombstones)
             if self.history:
-                self.history_rows.extend(r.asDict() for r in result.versions.collect())
+                self.history_rows.extend(r.asDict() for r in fold.result.versions.collect())
         finally:
-            result.release()
-        props = {k: v for k, v in {**self.published.properties, **plan.properties}.items() if v != ""}
-        self.published = PublishedTable(columns={**plan.columns}, key_columns=plan.key_columns, properties=props)
+            fold.result.release()
+        self.last_report = fold.plan.report()
+        # a property committed empty is removed
+        props = {k: v for k, v in {**self.published.properties, **fold.plan.properties}.items() if v != ""}
+        self.published = PublishedTable(columns={**fold.plan.columns}, key_columns=fold.plan.key_columns,
+                                        properties=props)
 
     def rows(self) -> dict[tuple, dict]:
         """The state: key tuple -> the row's data columns (typed values)."""

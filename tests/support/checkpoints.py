@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from jobs.checkpoints import BEHIND, MATCH, MISMATCH, Checkpoint, format_time, position_moment, time_moment
-from jobs.lake import Lake
-from jobs.merge import state_summary
-from jobs.reconcile import ReconcileOptions, reconcile_run
-from scripts.simulate_source import SourceSimulator
+from jobs.demo.simulator import SourceSimulator
+from jobs.iceberg.catalog import state_summary
+from jobs.lake.layout import Lake
+from jobs.model.reports import CheckpointVerdict
+from jobs.reconcile.checkpoints import BEHIND, MATCH, MISMATCH, Checkpoint, format_time, position_moment, time_moment
+from jobs.reconcile.stage import ReconcileOptions, reconcile_run
 
 
 def quiet_commits(sim: SourceSimulator) -> list[int]:
@@ -44,11 +45,11 @@ def commit_checkpoints(sim: SourceSimulator, lake: Path, pipeline: str, points: 
     return out
 
 
-def judge_run(lake: Path, pipeline: str, run_id: str, new: list[Checkpoint]) -> list[dict]:
+def judge_run(lake: Path, pipeline: str, run_id: str, new: list[Checkpoint]) -> list[CheckpointVerdict]:
     """reconcile_run as of ``run_id``: every checkpoint judged there (judged ones and pending ones)."""
     lake_ = Lake.at(str(lake))
     rows = reconcile_run(lake_, pipeline, run_id, new, state_summary(lake_, pipeline), ReconcileOptions())
-    return [v for r in rows for v in r["checkpoints"] + r["pending"]]
+    return [v for r in rows for v in (*r.checkpoints, *r.pending)]
 
 
 def assert_commit_points_hold(sim: SourceSimulator, lake: Path, pipeline: str, runs: int, by: str = "time",
@@ -64,9 +65,9 @@ def assert_commit_points_hold(sim: SourceSimulator, lake: Path, pipeline: str, r
     assert len(first) == len(true) + len(wrong)
     tally = {MATCH: 0, MISMATCH: 0, BEHIND: 0}
     for verdict in first:
-        right = verdict["source_rows"] == _expected(sim, points, verdict)
-        assert verdict["verdict"] in ((MATCH, BEHIND) if right else (MISMATCH, BEHIND)), verdict
-        tally[verdict["verdict"]] += 1
+        right = verdict.source_rows == _expected(sim, points, verdict)
+        assert verdict.verdict in ((MATCH, BEHIND) if right else (MISMATCH, BEHIND)), verdict
+        tally[verdict.verdict] += 1
     assert tally[MATCH] > 0 and tally[MISMATCH] == tally[MATCH]
     if runs > 1:
         # the last run judges what the first left pending, and counts it is given of moments long past
@@ -76,17 +77,17 @@ def assert_commit_points_hold(sim: SourceSimulator, lake: Path, pipeline: str, r
         later = judge_run(lake, pipeline, last, early)
         assert len(later) == tally[BEHIND] + len(early)
         for verdict in later:
-            right = verdict["source_rows"] == _expected(sim, points, verdict)
-            assert verdict["verdict"] == (MATCH if right else MISMATCH), verdict
-        assert {v["judged_run"] for v in later if v["taken_in"] == last} == {"run0"}
+            right = verdict.source_rows == _expected(sim, points, verdict)
+            assert verdict.verdict == (MATCH if right else MISMATCH), verdict
+        assert {v.judged_run for v in later if v.taken_in == last} == {"run0"}
     return tally
 
 
-def _expected(sim: SourceSimulator, points: Sequence[int], verdict: dict) -> int:
+def _expected(sim: SourceSimulator, points: Sequence[int], verdict: CheckpointVerdict) -> int:
     """The simulator's count at the verdict's moment (its table and moment text name the commit point)."""
     for i in points:
         point = sim.commit_log[i]
-        if verdict["moment"] in (format_time(point.time_us), point.position):
-            table = next(t for t in sim.tables if verdict["table"].split(".")[-1].lower() == t.lower())
+        if verdict.moment in (format_time(point.time_us), point.position):
+            table = next(t for t in sim.tables if verdict.table.split(".")[-1].lower() == t.lower())
             return point.counts[table]
-    raise AssertionError(f"no commit point at {verdict['moment']}")
+    raise AssertionError(f"no commit point at {verdict.moment}")

@@ -225,7 +225,7 @@ def debezium_records(changes: Sequence[Change], key_columns: dict[str, Sequence[
                      partitions: int = 2) -> list[dict]:
     """The changes as Debezium messages (no schema) in Spark's Kafka source schema, keyed and
     partitioned by key, offsets consecutive per partition."""
-    from scripts.simulate_source import kafka_partition
+    from jobs.demo.simulator import kafka_partition
 
     records, offsets = [], {}
     for change in changes:

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from jobs.raw import KAFKA_SCHEMA
+from jobs.lake.raw import KAFKA_SCHEMA
 
 LANDED_AT = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -34,20 +34,20 @@ def in_message_order(record: dict) -> tuple:
 class DecodedRows(NamedTuple):
     records: list[dict]  # change records, sorted by ``order``
     quarantine: list[dict]  # quarantined rows by offset
-    counts: dict  # jobs.decode.decode_counts
+    counts: dict  # jobs.decode.stage.decode_counts, as decode.json writes them
     remembered: list[str]  # documents the decode found for later runs
 
 
 def decoded_rows(raw, fmt: str, options: Any = None, order=in_message_order) -> DecodedRows:
-    """``raw`` decoded as ``fmt`` (jobs.decode.decode_messages), collected; the decoded frame released."""
-    from jobs.decode import decode_counts, decode_messages, release
-    from jobs.decoders import DecodeOptions
+    """``raw`` decoded as ``fmt`` (jobs.decode.stage.decode_messages), collected; the decoded frame released."""
+    from jobs.decode.stage import decode_counts, decode_messages, release
+    from jobs.formats import DecodeOptions
 
     decoded = decode_messages(raw, fmt, options or DecodeOptions())
     try:
         records = sorted((r.asDict(recursive=True) for r in decoded.changes.collect()), key=order)
         quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
-        return DecodedRows(records, quarantine, decode_counts(decoded.outcomes), decoded.remembered)
+        return DecodedRows(records, quarantine, decode_counts(decoded.outcomes).to_json(), decoded.remembered)
     finally:
         release(decoded.materialized)
 

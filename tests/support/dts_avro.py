@@ -7,7 +7,7 @@ import json
 
 import fastavro
 
-from jobs.decoders.dts_avro import record_schema
+from jobs.formats.dts_avro.decoder import record_schema
 
 NS = "com.alibaba.dts.formats.avro."
 SCHEMA = record_schema()

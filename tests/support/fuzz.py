@@ -1,10 +1,10 @@
-"""Hostile variants of real messages, for the decoders' fuzz tests (tests/unit/decoders/test_fuzzing.py,
+"""Hostile variants of real messages, for the decoders' fuzz tests (tests/unit/formats/test_fuzzing.py,
 and whole runs in tests/integration/test_decoder_fuzzing_runs.py), and ``check_batch``, the properties
 every decode of hostile input keeps (also for the hand-made and generated edge cases of
-tests/unit/decoders/test_debezium.py and test_dts_avro.py).
+tests/unit/formats/test_debezium.py and test_dts_avro.py).
 
 A corpus per format comes from the source simulator's stream rendered in that format
-(scripts/format_streams.py), so every variant starts from a message the decoder reads. ``mutate``
+(jobs/demo/streams.py), so every variant starts from a message the decoder reads. ``mutate``
 turns one into a hostile variant by a named kind, driven by a seeded ``random.Random`` (hypothesis
 draws the seed, so a failure shrinks and replays). JSON formats are mutated in their parsed form
 (a chosen field, anywhere in the object) and as text (duplicate keys, NaN, deep nesting); DTS Avro in
@@ -50,9 +50,9 @@ def check_batch(spark, fmt: str, values: list[bytes], same_as: dict[int, int] | 
     - ``same_as``: the offset of a meaning-preserving variant -> the offset of its original; the two
       decode to the same outcome and the same records.
     Returns each offset's outcome row (offset, status, reason, table_id)."""
-    from jobs import canonical as C
-    from jobs.decode import decode_counts, decode_messages, release
-    from jobs.decoders import DECODED, IGNORED, QUARANTINED, DecodeOptions
+    from jobs.decode.stage import decode_counts, decode_messages, release
+    from jobs.formats import DECODED, IGNORED, QUARANTINED, DecodeOptions
+    from jobs.model import record as C
     from tests.support.decoders import raw_frame
 
     row_changes = (C.SNAPSHOT, C.INSERT, C.UPDATE, C.DELETE)
@@ -83,7 +83,7 @@ def check_batch(spark, fmt: str, values: list[bytes], same_as: dict[int, int] | 
         if o["status"] == DECODED and o["table_id"] is not None:
             assert SAFE_TABLE_ID.fullmatch(o["table_id"]), o["table_id"]
     assert set(quarantine) == {o for o, r in outcomes.items() if r["status"] == QUARANTINED}
-    assert counts["balanced"] and counts["total"]["landed"] == len(values)
+    assert counts.balanced and counts.total.landed == len(values)
     for variant, original in (same_as or {}).items():
         assert (outcomes[variant]["status"], outcomes[variant]["reason"]) == \
             (outcomes[original]["status"], outcomes[original]["reason"]), values[variant][:300]
@@ -95,8 +95,8 @@ def check_batch(spark, fmt: str, values: list[bytes], same_as: dict[int, int] | 
 def corpus(fmt: str) -> tuple[bytes, ...]:
     """Real messages of ``fmt``: a small simulated workload's stream (snapshot, changes, key changes,
     transactions), Debezium with and without the schema section."""
-    from scripts.format_streams import FORMAT_RECORDS
-    from scripts.simulate_source import INVENTORY_TABLES, SourceSimulator
+    from jobs.demo.simulator import INVENTORY_TABLES, SourceSimulator
+    from jobs.demo.streams import FORMAT_RECORDS
 
     sim = SourceSimulator(7, list(INVENTORY_TABLES), "mysql", n_partitions=2)
     sim.populate("items", 6)
@@ -214,7 +214,7 @@ def _get(doc: Any, path: tuple) -> Any:
 # ---- DTS Avro ------------------------------------------------------------------------------------
 @cache
 def _dts_schema() -> Any:
-    from jobs.decoders.dts_avro import record_schema
+    from jobs.formats.dts_avro.decoder import record_schema
 
     return record_schema()
 

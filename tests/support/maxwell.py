@@ -1,4 +1,4 @@
-"""Maxwell JSON messages written out by hand, for tests/unit/decoders/test_maxwell.py and
+"""Maxwell JSON messages written out by hand, for tests/unit/formats/test_maxwell.py and
 tests/integration/test_maxwell_runs.py."""
 from __future__ import annotations
 

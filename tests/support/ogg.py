@@ -1,4 +1,4 @@
-"""Oracle GoldenGate JSON messages written out by hand, for tests/unit/decoders/test_ogg.py and
+"""Oracle GoldenGate JSON messages written out by hand, for tests/unit/formats/test_ogg.py and
 tests/integration/test_ogg_runs.py."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """An unreachable database whose URL holds a password, for the tests of operational failures (one line,
-no traceback, no secret): tests/unit/test_operational_errors.py and tests/integration/test_operational_errors.py."""
+no traceback, no secret): tests/unit/test_errors.py and tests/integration/test_operational_errors.py."""
 from __future__ import annotations
 
 SECRET = "s3cr3t-pw"

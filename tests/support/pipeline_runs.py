@@ -4,6 +4,7 @@ from __future__ import annotations
 from os import PathLike
 
 from jobs import cli
+from jobs.iceberg.catalog import load_table, open_catalog
 
 
 def jobs_run(fmt: str, raw: str | PathLike, lake: str | PathLike, pipeline: str, run_id: str, *extra: str) -> int:
@@ -12,11 +13,11 @@ def jobs_run(fmt: str, raw: str | PathLike, lake: str | PathLike, pipeline: str,
                      "--run-id", run_id, *extra])
 
 
-def decode_and_merge(spark, ctx, fmt: str, raw: str | PathLike, options=None, **merge_options) -> dict:
+def decode_and_merge(spark, ctx, fmt: str, raw: str | PathLike, options=None, **merge_options):
     """The decode and the fold + publish of one run, in memory as ``transform`` hands them over, without
     its validation; the merge report."""
     from jobs import stages
-    from jobs.decoders import DecodeOptions
+    from jobs.formats import DecodeOptions
 
     decoded = stages.run_decode(spark, ctx, fmt, str(raw), options or DecodeOptions())
     try:
@@ -37,8 +38,7 @@ def run_lines(tmp_path, fmt: str, lines: list[str], pipeline: str, run_id: str =
 
 def published_rows(lake, pipeline: str, table_id: str, columns: list[str], key) -> list[dict]:
     """The published table's rows as a reader sees them (pyiceberg's scan), ``columns`` only, sorted by ``key``."""
-    from jobs import publish
-    from jobs.lake import Lake
+    from jobs.lake.layout import Lake
 
-    table = publish.load_table(publish.open_catalog(Lake.at(str(lake))), pipeline, table_id)
+    table = load_table(open_catalog(Lake.at(str(lake))), pipeline, table_id)
     return sorted(table.scan().to_arrow().select(columns).to_pylist(), key=key)

@@ -1,4 +1,4 @@
-"""Pipeline files for tests: the demo's blocks with overrides, written as YAML (jobs.pipeline_config)."""
+"""Pipeline files for tests: the demo's blocks with overrides, written as YAML (jobs.config)."""
 from __future__ import annotations
 
 import copy
@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from jobs.pipeline_config import PipelineConfig, load_pipeline
+from jobs.config import PipelineConfig, dag_stub, load_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,9 +30,11 @@ def blocks(name: str = "demo", lake: str | Path = "/lake", **overrides: dict[str
 
 
 def write_pipeline(folder: Path, document: dict[str, Any], file_name: str | None = None) -> Path:
+    """The pipeline file of ``document`` in ``folder``, with its DAG stub beside it (jobs.airflow.dags)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / (file_name or f"{document['pipeline']['name']}.yaml")
     path.write_text(yaml.safe_dump(document, sort_keys=False))
+    dag_stub(path).write_text((REPO / "dags" / "pipelines" / "demo.py").read_text())  # every stub is the same
     return path
 
 

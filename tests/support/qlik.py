@@ -1,10 +1,10 @@
-"""Qlik Replicate messages the decoder and run tests share (built by scripts/qlik_messages.py):
-sales.orders' CDC messages (tests/unit/decoders/test_qlik.py, tests/integration/test_qlik_runs.py) and
-bank.accounts' transactional changes (tests/unit/test_held_transactions.py,
+"""Qlik Replicate messages the decoder and run tests share (built by jobs/demo/qlik.py):
+sales.orders' CDC messages (tests/unit/formats/test_qlik.py, tests/integration/test_qlik_runs.py) and
+bank.accounts' transactional changes (tests/unit/fold/test_transactions.py,
 tests/integration/test_held_transactions_runs.py)."""
 from __future__ import annotations
 
-from scripts.qlik_messages import (
+from jobs.demo.qlik import (
     QlikColumn,
     QlikTable,
     avro_data,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import publish
-from jobs.lake import Lake
-from scripts.simulate_source import INVENTORY_TABLES, SourceSimulator, encode_value, write_parquet
+from jobs.demo.simulator import INVENTORY_TABLES, SourceSimulator, encode_value, write_parquet
+from jobs.iceberg.catalog import open_catalog
+from jobs.lake.layout import Lake
 from tests.support.paths import REPO
 from tests.support.pipeline_runs import jobs_run
 
@@ -62,7 +62,7 @@ def run_parts(tmp: Path, parts: Iterable[list], fmt: str = "debezium", pipeline:
 
 def published_rows(lake: Path | str, pipeline: str, table: str, catalog=None) -> list[dict]:
     """The state rows of ``table`` without the fold's columns; ``catalog``: another than the lake's own."""
-    catalog = catalog or publish.open_catalog(Lake.at(str(lake)))
+    catalog = catalog or open_catalog(Lake.at(str(lake)))
     (ident,) = [t for t in catalog.list_tables(pipeline) if t[-1].endswith(f"__{table}")]
     rows = catalog.load_table(ident).scan().to_arrow().to_pylist()
     return [{k: v for k, v in r.items() if not k.startswith("_cdc_")} for r in rows]
@@ -155,14 +155,14 @@ def expected_versions(sim: SourceSimulator) -> dict[str, dict[tuple, list]]:
 
 
 def history_rows(lake, table: str) -> list[dict]:
-    catalog = publish.open_catalog(Lake.at(str(lake)))
+    catalog = open_catalog(Lake.at(str(lake)))
     (ident,) = [t for t in catalog.list_tables("wl") if t[-1].endswith(f"__{table}__history")]
     return catalog.load_table(ident).scan().to_arrow().to_pylist()
 
 
 def run_cli(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     # the command line as a user runs it: adaptive execution on, as in production (conftest turns it off);
-    # a fresh JVM for a few thousand messages, so the JIT's quick compiler only (CDC_JIT, jobs.spark)
+    # a fresh JVM for a few thousand messages, so the JIT's quick compiler only (CDC_JIT, jobs.spark.session)
     env = {"CDC_JIT": "c1", **{k: v for k, v in (os.environ if env is None else env).items()
                                if k != "CDC_SPARK_ADAPTIVE"}, "PYTHONPATH": str(REPO), "CDC_SPARK_MASTER": "local[2]"}
     return subprocess.run([sys.executable, "-m", "jobs", *args], cwd=REPO, env=env, capture_output=True,

@@ -1,10 +1,10 @@
 """The tests' hadoop-aws for Spark on ``s3a://``: ``scripts/setup.sh --dev`` (run by ``make test``) extracts
 ``hadoop-aws-3.3.1.jar`` and the ``aws-java-sdk-bundle`` it was built with into ``.venv/s3a-jars`` (from
 the sdist of sagemaker-pyspark on PyPI: no Maven Central here). They do not match pyspark's Hadoop 3.4:
-fine for tests, as jobs/spark.py's ``s3a_conf`` gives every setting as both versions read it; production
+fine for tests, as jobs/spark/session.py's ``s3a_conf`` gives every setting as both versions read it; production
 sets ``CDC_SPARK_PACKAGES`` to the hadoop-aws of Spark's own Hadoop instead.
 
-A session gets them as ``spark.jars`` of ``CDC_SPARK_CONF`` (jobs.spark.session_settings keeps the
+A session gets them as ``spark.jars`` of ``CDC_SPARK_CONF`` (jobs.spark.session.session_settings keeps the
 JVM-side decoders' jar beside them)::
 
     env["CDC_SPARK_CONF"] = s3a_spark_conf()

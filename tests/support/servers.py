@@ -8,7 +8,7 @@ own PID (never by name). Use the context managers anywhere::
         produce(bootstrap, "orders", [KafkaMessage(b"v", key=b"k", partition=0, timestamp_ms=...)])
 
     with moto_s3() as endpoint:                # "http://127.0.0.1:PORT"
-        with s3_env(endpoint):                 # AWS_* variables that jobs.lake's boto3 client reads
+        with s3_env(endpoint):                 # AWS_* variables that jobs.lake.layout's boto3 client reads
             create_bucket(endpoint, "lake")
 
 or the pytest fixtures of ``tests/integration/conftest.py`` built on them: ``kafka_bootstrap`` (session),
@@ -225,7 +225,7 @@ S3_TEST_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 
 @contextlib.contextmanager
 def s3_env(endpoint: str) -> Iterator[dict[str, str]]:
-    """Point boto3 (and jobs.lake) at the endpoint with dummy credentials; restores the old values."""
+    """Point boto3 (and jobs.lake.layout) at the endpoint with dummy credentials; restores the old values."""
     values = {**S3_TEST_ENV, "AWS_ENDPOINT_URL_S3": endpoint, "AWS_ENDPOINT_URL": endpoint}
     saved = {name: os.environ.get(name) for name in values}
     os.environ.update(values)

@@ -1,13 +1,13 @@
 """SharePlex JSON messages for the tests: the DTS seed document's examples (seed 004), messages written
 out by hand, the product stream that replays Flink's SharePlexJsonSerDerTest rows, their decode, and one
-``jobs run`` of them (tests/unit/decoders/test_shareplex.py, tests/integration/test_shareplex_runs.py and
+``jobs run`` of them (tests/unit/formats/test_shareplex.py, tests/integration/test_shareplex_runs.py and
 the runs that name awkward tables or key blocks)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from jobs.decoders import DecodeOptions
+from jobs.formats import DecodeOptions
 from tests.support.decoders import decoded_rows, raw_frame
 from tests.support.pipeline_runs import jobs_run
 

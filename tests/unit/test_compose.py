@@ -1,7 +1,7 @@
 """docker-compose.yml, checked without Docker: against the compose specification (its JSON schema, vendored
 in tests/resources/compose/, see its README.md) and against the code it runs: the services its
 connections and dependencies name, its published ports, bind mounts and images, the pipeline files it
-mounts (jobs.pipeline_config), the Spark cluster the pipelines submit to, the init services' scripts and
+mounts (jobs.config), the Spark cluster the pipelines submit to, the init services' scripts and
 their flags, and the commands its header comment tells users to run.
 
 The file is read as compose reads it on a fresh clone: YAML anchors and merge keys resolved (PyYAML's
@@ -15,6 +15,7 @@ import json
 import re
 import shlex
 import sys
+import tomllib
 import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -25,7 +26,8 @@ import jsonschema
 import pytest
 import yaml
 
-from jobs.pipeline_config import PipelineConfig, load_pipeline
+from jobs.config import PipelineConfig, dag_stub, load_pipeline
+from tests.support.packaging import pinned, requirement_files
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"
@@ -247,16 +249,17 @@ def airflow(services) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def pipelines(airflow) -> dict[Path, PipelineConfig]:
-    """Every pipeline file the Airflow service reads, loaded with its environment (CDC_HOME included)."""
+    """Every pipeline file the Airflow service makes a DAG of (one with its DAG stub in the DAGs folder),
+    loaded with its environment (CDC_HOME included)."""
     env = env_of(airflow)
-    folder = env.get("CDC_PIPELINES_DIR")
-    assert folder, "the Airflow service sets no CDC_PIPELINES_DIR: it would read dags/pipelines/ of the image"
+    folder = env.get("AIRFLOW__CORE__DAGS_FOLDER")
+    assert folder, "the Airflow service sets no DAGs folder: it would read the image's"
     mounted = bind_for(airflow, folder)
-    assert mounted, f"CDC_PIPELINES_DIR {folder} is not in a bind mount of the Airflow service"
+    assert mounted, f"the DAGs folder {folder} is not in a bind mount of the Airflow service"
     host_folder = mounted[1]
-    assert host_folder.is_dir(), f"{host_folder} (CDC_PIPELINES_DIR {folder}) does not exist in the repository"
-    files = sorted(p for p in host_folder.iterdir() if p.suffix in (".yaml", ".yml") and not p.name.startswith("."))
-    assert files, f"no pipeline file in {host_folder}"
+    assert host_folder.is_dir(), f"{host_folder} (the DAGs folder {folder}) does not exist in the repository"
+    files = sorted(p for p in host_folder.iterdir() if p.suffix in (".yaml", ".yml") and dag_stub(p).is_file())
+    assert files, f"no pipeline file with its DAG stub in {host_folder}"
     return {path: load_pipeline(path, env=env) for path in files}
 
 
@@ -399,14 +402,6 @@ def _tag(image: str) -> str | None:
     return last.split(":", 1)[1] if ":" in last else None
 
 
-def _requirement(package: str) -> str:
-    for line in (REPO / "requirements.txt").read_text().splitlines():
-        m = re.match(rf"^{re.escape(package)}(?:\[[^\]]*\])?==([^\s;#]+)", line.strip(), re.IGNORECASE)
-        if m:
-            return m.group(1)
-    raise AssertionError(f"requirements.txt pins no {package}")
-
-
 def _exact(tag: str | None) -> bool:
     """A tag naming one release (``16.10``, ``v1.30.5``, ``RELEASE.2025-...``), not a moving one (``16``)."""
     return bool(tag) and tag != "latest" and bool(re.search(r"\d+\.\d+|RELEASE\.\d{4}-", tag))
@@ -430,13 +425,73 @@ def test_images_are_pinned_and_airflow_matches_requirements(services):
                     bases.append(base)
     airflow_bases = [b for b in bases if b.split(":", 1)[0] == "apache/airflow"]
     assert airflow_bases, "no service builds FROM apache/airflow"
-    pinned = _requirement("apache-airflow")
+    airflow = pinned("apache-airflow", "airflow")
     for base in airflow_bases:
-        assert _tag(base).split("-", 1)[0] == pinned, \
-            f"{base} does not match requirements.txt's apache-airflow=={pinned}"
+        assert _tag(base).split("-", 1)[0] == airflow, \
+            f"{base} does not match the [airflow] extra's apache-airflow=={airflow}"
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     assert all(_tag(b).endswith(f"-python{python}") for b in airflow_bases), \
         f"the Airflow images' Python is not this project's {python}: {airflow_bases}"
+
+
+# ---- the image: the package installed, its pins, its jar ------------------------------------------
+def dockerfile(services) -> list[tuple[str, str]]:
+    """The instructions of the one inline Dockerfile, (INSTRUCTION, arguments), continuation lines joined."""
+    inline = {s["build"]["dockerfile_inline"] for s in services.values() if isinstance(s.get("build"), dict)}
+    assert len(inline) == 1, "expected one image built by the file (x-cdc-image)"
+    text = re.sub(r"\\\n", " ", inline.pop())
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines]
+
+
+def _copies(steps: list[tuple[str, str]]) -> list[tuple[list[str], PurePosixPath]]:
+    """Every COPY's (sources, destination)."""
+    out = []
+    for instruction, args in steps:
+        if instruction == "COPY":
+            *sources, dest = [w for w in shlex.split(args) if not w.startswith("--")]
+            out.append((sources, PurePosixPath(dest)))
+    return out
+
+
+def _dockerignored(path: Path) -> bool:
+    patterns = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    parts = path.relative_to(REPO).parts
+    return any(PurePosixPath(*parts[:i]).match(p) for p in patterns for i in range(1, len(parts) + 1))
+
+
+def test_the_image_installs_the_pins_then_the_package_with_its_jar(services):
+    steps = dockerfile(services)
+    runs = [args for instruction, args in steps if instruction == "RUN"]
+    # the pins: the package's dependencies and its [airflow] extra, the files pyproject.toml reads them from
+    pins = next(shlex.split(r) for r in runs if " -r " in f" {r} ")
+    installed = [PurePosixPath(pins[i + 1]).name for i, word in enumerate(pins) if word == "-r"]
+    assert installed == [f.name for f in requirement_files()[None] + requirement_files()["airflow"]]
+    # the package: the jar built into it, then installed from its sources with no dependency left to pip
+    package = next(r for r in runs if "--no-deps" in r)
+    order = [package.find(step) for step in ("jvm/build.sh", "test -f jobs/spark/jars/cdc-jvm.jar", "pip install")]
+    assert -1 not in order and order == sorted(order), f"the jar is not built into the package before its install: {package}"
+    folder = PurePosixPath(shlex.split(package.split("pip install", 1)[1].split("&&", 1)[0])[-1])
+    copied = {match.relative_to(REPO).parts[0] for sources, dest in _copies(steps) if folder in (dest, *dest.parents)
+              for src in sources for match in REPO.glob(src)}
+    readme = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["readme"]
+    needed = {"pyproject.toml", readme, "jobs", "jvm", *(f.name for files in requirement_files().values() for f in files)}
+    assert needed <= copied, f"the image builds the package in {folder} without {sorted(needed - copied)}"
+    for sources, _ in _copies(steps):
+        for src in sources:
+            matched = list(REPO.glob(src))
+            assert matched and not [m for m in matched if _dockerignored(m)], f"the image copies {src}: not in the build context"
+    assert _dockerignored(REPO / "jobs/spark/jars/cdc-jvm.jar"), "the image would take the checkout's jar, not build its own"
+
+
+def test_no_service_finds_the_package_through_pythonpath_or_a_mount(services):
+    for name, service in services.items():
+        assert "PYTHONPATH" not in env_of(service), f"{name} sets PYTHONPATH: the image's installed package is the one"
+        for mount in mounts(service):
+            if mount["type"] == "bind":
+                assert host_path(mount["source"]) != REPO / "jobs", f"{name} mounts ./jobs over the installed package"
+    assert "CDC_JVM_JAR" not in env_of(airflow_service(services)[1]), "the installed package holds the jar"
 
 
 # ---- the pipelines the stack runs ----------------------------------------------------------------
@@ -446,7 +501,11 @@ def test_mounted_pipeline_files_validate(pipelines, airflow):
     assert len(names) == len(set(names)), f"two pipeline files share a name: {names}"
     home = env.get("CDC_HOME")
     assert home, "the Airflow service sets no CDC_HOME (relative paths would resolve against the image's)"
-    assert bind_for(airflow, f"{home}/jobs"), f"CDC_HOME {home} is not where the jobs package is mounted"
+    # CDC_HOME stands for the repository: every folder mounted below it is the repository's of that name
+    below = [m for m in mounts(airflow) if m["type"] == "bind" and PurePosixPath(home) in PurePosixPath(m["target"]).parents]
+    assert below, f"nothing of the repository is mounted below CDC_HOME {home}"
+    for mount in below:
+        assert host_path(mount["source"]) == REPO / PurePosixPath(mount["target"]).relative_to(home), mount
     for path, cfg in pipelines.items():
         assert cfg.sink.lake.startswith(home), f"{path}: the lake {cfg.sink.lake} is outside CDC_HOME {home}"
 
@@ -566,11 +625,14 @@ def parser_of(module) -> argparse.ArgumentParser:
 
 
 def python_scripts(services) -> dict[str, tuple[Path, list[str], dict[str, Any]]]:
-    """Services whose command is ``python <script> args...``: the script's host path and the args."""
+    """Services whose command is ``python <script> args...`` (or ``python -m <module of jobs> args...``): the
+    script's host path and the args."""
     found = {}
     for name, service in services.items():
         command = command_of(service)
-        if command[:1] == ["python"] and len(command) > 1 and command[1].endswith(".py"):
+        if command[:2] == ["python", "-m"] and command[2].startswith("jobs."):
+            found[name] = (REPO / (command[2].replace(".", "/") + ".py"), command[3:], service)
+        elif command[:1] == ["python"] and len(command) > 1 and command[1].endswith(".py"):
             mounted = bind_for(service, command[1])
             assert mounted, f"{name} runs {command[1]}, which is in no bind mount of the service"
             found[name] = (mounted[1], command[2:], service)
@@ -615,7 +677,7 @@ def test_the_init_services_read_what_demo_init_generates(services):
 
 
 def test_kafka_pipelines_read_the_generated_topics(pipelines):
-    from scripts.make_demo import DEMO_SERVER, DEMO_TABLES
+    from jobs.demo.generate import DEMO_SERVER, DEMO_TABLES
 
     generated = {f"{DEMO_SERVER}.{spec.schema}.{spec.name}" for spec in DEMO_TABLES}  # Debezium's PostgreSQL names
     for path, cfg in pipelines.items():

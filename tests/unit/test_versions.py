@@ -1,8 +1,7 @@
 """pyspark-client installs into pyspark's own folder: Python and JVM Spark must be one version."""
-import re
-from pathlib import Path
-
 import pyspark
+
+from tests.support.packaging import pinned
 
 
 def test_python_and_jvm_spark_versions_agree(spark):
@@ -10,6 +9,5 @@ def test_python_and_jvm_spark_versions_agree(spark):
 
 
 def test_requirements_pin_pyspark_and_client_to_the_same_version():
-    text = (Path(__file__).resolve().parents[2] / "requirements.txt").read_text()
-    pins = dict(re.findall(r"^(pyspark|pyspark-client)==(\S+)", text, re.M))
-    assert pins["pyspark"] == pins["pyspark-client"] == pyspark.__version__
+    # pyspark is the runtime's, pyspark-client the [airflow] extra's (the Spark provider pulls it)
+    assert pinned("pyspark") == pinned("pyspark-client", "airflow") == pyspark.__version__

@@ -16,7 +16,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs import canonical as C
+from jobs.model import record as C
 from tests.support.change_records import FoldChain, change, pos
 
 EXAMPLES = int(os.environ.get("CDC_FOLD_EXAMPLES", "3"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs import canonical as C
+from jobs.model import record as C
 from tests.support.change_records import FoldChain, change, pos
 
 I, U, D, S, T = C.INSERT, C.UPDATE, C.DELETE, C.SNAPSHOT, C.TRUNCATE
@@ -278,6 +278,16 @@ def test_a_table_keyed_by_its_whole_row_takes_the_key_a_later_run_names(chain):
     rows = chain.run([change(U, 1, pos(2), {"name": "b"})])
     assert names(rows) == {"1": "b"} and set(chain.last_report["rekeyed_from"]) == {"id", "name"}
 
+
+
+def test_a_re_keyed_tables_deleted_wider_keys_leave_one_delete_under_the_narrower_key(chain):
+    for n, name in enumerate(("a", "b")):
+        whole_row = {"id": "1", "name": name}
+        chain.run([change(I, None, pos(1 + n), {"id": 1, "name": name}, key_map=whole_row),
+                   change(D, None, pos(3 + n), None, key_map=whole_row, before={"id": 1, "name": name})])
+    assert len(chain.deleted_keys()) == 2
+    chain.run([change(U, 1, pos(5), {"name": "c"})])  # names the key the source finds rows by: id
+    assert [r["name"] for r in chain.state.collect()] == ["c"]  # one row: the two deletes are one prior
 
 def test_records_between_an_unmarked_begin_and_its_end_wait_for_the_end(chain):
     begin = change(C.TX_BEGIN, None, pos(1), {}, key_map={})

@@ -6,10 +6,6 @@ import json
 import pytest
 
 from jobs.fold.plan import (
-    FULL_LOAD_POSITION_PROP,
-    KEY_COLUMNS_PROP,
-    PENDING_LOAD_PROP,
-    TRUNCATE_POSITION_PROP,
     WHOLE_ROW_KEY,
     FullLoad,
     PlanError,
@@ -19,6 +15,7 @@ from jobs.fold.plan import (
     plan_table,
     replayed_load_floor,
 )
+from jobs.model.properties import FULL_LOAD_POSITION_PROP, KEY_COLUMNS_PROP, PENDING_LOAD_PROP, TRUNCATE_POSITION_PROP
 from tests.support.paths import REPO
 
 

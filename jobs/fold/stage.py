@@ -1,0 +1,238 @@
+"""The fold stage: a run's change records folded into Iceberg state, table by table (merge_changes).
+
+A run, in order:
+1. held transactions (jobs.fold.held): the records an earlier run held back join the run's, and those of
+   transactions still open at the end of its snapshot are held back in turn;
+2. describe (jobs.fold.describe): what the run brings per table, and how far it reaches;
+3. per table: read what the table holds (of the buckets the run touches), fold it (jobs.fold.table:
+   plan -> fold), write its count steps, publish its history, then its state (jobs.iceberg.write);
+4. the held log, then the count ledger (jobs.lake.ledger).
+
+Where the run's change records (cached by the decode) are read again: the held transactions' aggregates
+(per transaction by id; the later changes that end one whose end marker is not landed, only when one is
+open; the bracket markers), describe (one aggregate, two more with a full load), and per table the
+buckets it touches, a replayed load's new start, the fold itself, and a removal's source time.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import partial
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import failpoints
+from jobs.fold import held as held_log
+from jobs.fold.buckets import key_bucket, touched_buckets
+from jobs.fold.core import FoldResult, Prior, removal_steps
+from jobs.fold.describe import describe_changes
+from jobs.fold.history import HISTORY_META, close_history
+from jobs.fold.plan import PlanError, PublishedTable, TableChanges, TablePlan
+from jobs.fold.table import TableFold, fold_one_table
+from jobs.fold.types import META_COLUMNS
+from jobs.fold.values import unconverted_values
+from jobs.iceberg.catalog import (
+    ensure_namespace,
+    history_table_id,
+    is_bucketed,
+    key_columns_of,
+    load_table,
+    open_catalog,
+    published_by,
+    published_report,
+    snapshot_record_count,
+    table_columns,
+)
+from jobs.iceberg.read import read_state, read_tombstones
+from jobs.iceberg.write import DEFAULT_BUCKETS, Bucketing, deltas_fit, publish_state
+from jobs.lake import ledger as count_ledger
+from jobs.lake.layout import Lake
+from jobs.lake.lease import Attempt, attempt_folder, new_attempt_id
+from jobs.model.properties import BUCKETS_PROP, HISTORY_OF_PROP, KEY_COLUMNS_PROP, PENDING_LOAD_PROP, TABLE_ID_PROP
+from jobs.model.reports import FoldReport
+from jobs.model.table_rules import setting_for
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run of the stage: where it reads and publishes, and the rules it folds by."""
+
+    spark: SparkSession
+    lake: Lake
+    catalog: object
+    pipeline: str
+    run_id: str
+    attempt: Attempt
+    history: tuple[tuple[str, bool], ...]  # (table pattern, on) rules
+    buckets: int  # of a table laid out by this run; 0: unbucketed
+
+
+def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
+                  history: tuple[tuple[str, bool], ...] = (), buckets: int | None = None,
+                  attempt: Attempt | None = None) -> FoldReport:
+    """Fold each table's changes over its published state and commit the result; returns the report.
+
+    Records of transactions still open at the end of the run's snapshot are held back (written under
+    ``held/<pipeline>/run=<run_id>/attempt=<attempt>``) and applied by the run that completes them.
+    ``buckets`` is the key-hash bucket count of a table laid out by this run (None: DEFAULT_BUCKETS; an existing
+    layout keeps its own; 0 leaves a table without one unbucketed: one unpartitioned file set,
+    rewritten whole by every run). ``history``: which tables also keep an SCD2 history table, as
+    (table pattern, on) rules (jobs.model.table_rules; ``(("*", True),)``: every table). ``attempt``: this
+    attempt of the run (jobs.lake.lease): the folder its files go to, and the lease checked before each commit
+    and each rewrite of the pipeline's logs (None: a new attempt id, no lease).
+    """
+    run = _Run(spark, lake, open_catalog(lake), pipeline, run_id, attempt or Attempt(new_attempt_id()), history,
+               DEFAULT_BUCKETS if buckets is None else buckets)
+    ensure_namespace(run.catalog, pipeline)
+    held = held_log.hold_open_transactions(spark, lake, pipeline, run_id, changes, run.attempt.id)
+    failpoints.reached("merge.held-written")
+    described = describe_changes(held.applied)
+    tables = {info.table_id: _merge_table(run, info, held.applied.where(F.col("table_id") == info.table_id))
+              for info in _with_pending_loads(run, described.tables)}
+    # after every table's commit: the next run starts from this run's held records
+    run.attempt.check()
+    held_log.record_held(lake, pipeline, run_id, held)
+    # how far the applied records reach, and where the first transaction held back starts: the lake holds
+    # every change before a cut once its reach is past it
+    reach = {"reach_position": described.reach_position, "reach_time": described.reach_time,
+             "held_position": held.report["from_position"], "held_time": held.report["from_time"]}
+    count_ledger.record_run(lake, pipeline, _ledger_entry(run_id, reach, tables))
+    # the typed report of the tables' reports as published (a re-run's: as the snapshot keeps it)
+    return FoldReport.from_json({"pipeline": pipeline, "run_id": run_id, "tables": tables, "held": held.report,
+                                 "reach": reach})
+
+
+def _ledger_entry(run_id: str, reach: dict, tables: dict[str, dict]) -> dict:
+    counted = {t: {**r["counts"], "rows_after": r["state_rows"]} for t, r in tables.items()
+               if isinstance(r.get("counts"), dict) and "state_rows" in r}
+    return {"run_id": run_id, **reach, "tables": counted}
+
+
+def _with_pending_loads(run: _Run, tables: dict[str, TableChanges]) -> list[TableChanges]:
+    """What the run brings per table, in table order; with the tables whose pending full load the end
+    of a snapshot of several tables closes, though this run has no row of them (their rows came in
+    earlier runs)."""
+    tables = dict(tables)
+    every_load_end = max((i.every_load_end for i in tables.values() if i.every_load_end), default=None)
+    if every_load_end:
+        for table_id in _pending_load_tables(run.catalog, run.pipeline, every_load_end, exclude=set(tables)):
+            tables[table_id] = TableChanges(table_id, load_end_marker=every_load_end, every_load_end=every_load_end)
+    return [tables[t] for t in sorted(tables)]
+
+
+def _pending_load_tables(catalog, pipeline: str, ended_through: str, exclude: set[str]) -> list[str]:
+    """The state tables of the pipeline, but ``exclude``, whose pending full load ends at or before
+    ``ended_through`` (a load marked ended there: an older marker, redelivered, closes nothing)."""
+    pending = []
+    for ident in catalog.list_tables(pipeline):
+        props = catalog.load_table(ident).properties
+        table_id, load = props.get(TABLE_ID_PROP), props.get(PENDING_LOAD_PROP)
+        if (load and table_id and table_id not in exclude and HISTORY_OF_PROP not in props
+                and json.loads(load)["end"] <= ended_through):
+            pending.append(table_id)
+    return sorted(pending)
+
+
+def _merge_table(run: _Run, info: TableChanges, changes: DataFrame) -> dict:
+    """One table's report: left alone when this run already committed it, else folded over what it holds
+    and published; a table the run cannot fold says why, and is not published."""
+    table = load_table(run.catalog, run.pipeline, info.table_id)
+    done = published_by(table, run.run_id)
+    if done is not None:
+        # what this run committed and reported, not a later run's rows
+        return published_report(table, done)
+    try:
+        fold = fold_one_table(changes, info, _published(table), partial(_read_prior, run.spark, table, changes),
+                              run_id=run.run_id, default_buckets=run.buckets,
+                              history=setting_for(run.history, info.table_id, False))
+    except PlanError as e:
+        return {"error": str(e), "records": info.records}
+    report = _publish(run, table, fold)
+    failpoints.reached("merge.table-committed")
+    return report
+
+
+def _published(table) -> PublishedTable:
+    if table is None:
+        return PublishedTable()
+    return PublishedTable(
+        columns=table_columns(table), key_columns=tuple(key_columns_of(table) or ()),
+        properties=dict(table.properties),
+        buckets=int(table.properties[BUCKETS_PROP]) if is_bucketed(table) else None,
+    )
+
+
+def _read_prior(spark: SparkSession, table, changes: DataFrame, p: TablePlan) -> Prior:
+    """What the table holds of the buckets its changes touch (all of them when the plan rewrites the whole
+    table), the rows with their positions where the new state may go out as a delta of position deletes
+    (jobs.iceberg.write.deltas_fit)."""
+    touched = None if p.buckets is None or p.whole_table else touched_buckets(changes, p.key_types, p.buckets)
+    positioned = p.buckets is not None and deltas_fit(table, touched, p.changes.records)
+    return Prior(read_state(spark, table, touched, positions=positioned), read_tombstones(spark, table, p.key_types),
+                 positioned, touched)
+
+
+def _publish(run: _Run, table, fold: TableFold) -> dict:
+    """The fold's count steps into the lake, its history, then the new state committed (a delta where
+    it fits), and the table's report."""
+    p, result = fold.plan, fold.result
+    try:
+        # before the publish, which then reads the folded rows from the cache this fills
+        report = {**p.report(),
+                  "unconverted_values": unconverted_values(F.col("_cdc_s.row"), dict(p.columns), result.folded)}
+        report["counts"] = _write_steps(run, table, p, result)
+        if result.versions is not None:
+            report["history"] = _publish_history(run, p, result)
+        published = publish_state(
+            run.catalog, run.pipeline, p.table_id, result.changed if result.is_delta else result.state,
+            {**p.columns, **META_COLUMNS}, run.run_id, dict(p.properties), tombstones=result.tombstones,
+            bucketing=_bucketing(p, fold.prior.touched), replaced=result.replaced, report=report,
+            attempt=run.attempt,
+        )
+    finally:
+        result.release()
+    return {**published.as_dict(), **report}
+
+
+def _bucketing(p: TablePlan, touched: frozenset[int] | None) -> Bucketing | None:
+    """The buckets of the table this run rewrites (``touched``; None: all of them). None: the table is and
+    stays unbucketed."""
+    if p.buckets is None:
+        return None
+    return Bucketing(p.buckets, key_bucket(p.key_types, p.buckets), touched)
+
+
+def _write_steps(run: _Run, table, p: TablePlan, result: FoldResult) -> dict:
+    """The run's row-count steps of the table into the lake (jobs.lake.ledger), before its commit (a
+    re-run writes them again); with the rows it removes without an event of their key."""
+    rows_before = snapshot_record_count(table)
+    steps = result.steps
+    for removal in result.removals:
+        steps = steps.unionByName(removal_steps(removal, list(p.key_columns), rows_before))
+    # nothing before a TRUNCATE survives, nor is the count before it known within the run
+    exact_from = p.changes.truncate_position if p.changes.has_truncate else None
+    # the attempt's own folder below the table's (which jobs.lake.ledger.drop_steps deletes whole)
+    rel = f"{count_ledger.steps_dir(run.pipeline, run.run_id, p.table_id)}/{attempt_folder(run.attempt.id)}"
+    # as many files as the fold has partitions: a coalesce would run the fold in one task, when this write
+    # is the job that fills the fold's cache (a table of strings checks no conversions first)
+    steps.write.parquet(run.lake.spark_path(rel))
+    return {"rows_before": rows_before, "steps": rel, "exact_from": exact_from}
+
+
+def _publish_history(run: _Run, p: TablePlan, result: FoldResult) -> dict:
+    """The table's SCD2 history after this run, committed as one snapshot of its history table (first,
+    so that a state published by this run always has its history)."""
+    history_id = history_table_id(p.table_id)
+    table = load_table(run.catalog, run.pipeline, history_id)
+    done = published_by(table, run.run_id) if table is not None else None
+    if done is not None:
+        return {"already_published": True, "snapshot_id": done}
+    prior_columns = table_columns(table) if table is not None else {}
+    columns = {**{c: t for c, t in prior_columns.items() if c not in HISTORY_META}, **p.columns}
+    rows = close_history(read_state(run.spark, table), result.versions, list(p.key_columns), columns,
+                         result.removals)
+    published = publish_state(run.catalog, run.pipeline, history_id, rows, {**columns, **HISTORY_META}, run.run_id,
+                              {HISTORY_OF_PROP: p.table_id, KEY_COLUMNS_PROP: json.dumps(list(p.key_columns))},
+                              attempt=run.attempt)
+    return published.as_dict()

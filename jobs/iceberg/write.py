@@ -1,0 +1,402 @@
+"""Published state: Apache Iceberg tables committed with pyiceberg, data files written by Spark.
+
+One table per source table in the namespace of the pipeline. A run's new state of a table is one
+``overwrite`` snapshot (the replaced files out, the new ones in) carrying ``cdc.run-id`` in its
+summary, so a re-run of the same run id is recognised and changes nothing. Nothing becomes visible
+before the catalog commit: a failure before it leaves the previous snapshot published.
+
+State tables are laid out in key-hash buckets: a ``_cdc_bucket`` column (a hash of the key, modulo the
+table's ``cdc.buckets``) that the table is identity-partitioned by, one file per bucket and run. A run
+reads only the buckets its changes touch; the others' files stay as they are.
+
+A run changing few of the touched buckets' rows rewrites none of them (merge-on-read): it appends its
+changed rows and deletes the rows they replace by position (Iceberg v2 position-delete files, one per
+bucket, committed in the same snapshot; see jobs.iceberg.row_delta). Once a bucket's deleted rows or files
+pass a bound (``CDC_STATE_MAX_DELETED_SHARE``, ``CDC_STATE_MAX_FILES_PER_BUCKET``), the run rewrites
+its touched buckets whole instead (copy-on-write), which drops their delete files: the compaction.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs import env, failpoints
+from jobs.iceberg.catalog import (
+    BUCKET_COLUMN,
+    _free_table_name,
+    _live_records,
+    arrow_schema,
+    ensure_namespace,
+    is_bucketed,
+    load_table,
+)
+from jobs.iceberg.read import FILE_COLUMN, ROW_COLUMN, _delete_files, _file_keys, _scan_tasks, _spark_uri
+from jobs.lake.lease import Attempt, attempt_folder, new_attempt_id
+from jobs.lake.storage import file_uris
+from jobs.model.properties import (
+    ATTEMPT_PROP,
+    BUCKETS_PROP,
+    PIPELINE_PROP,
+    REPORT_PROP,
+    RUN_ID_PROP,
+    TABLE_ID_PROP,
+    TOMBSTONES_PROP,
+)
+
+# enough buckets that a run touching a few keys rewrites a small share, few enough that files stay large (a
+# run's own count: --state-buckets, a pipeline's sink.state_buckets or CDC_STATE_BUCKETS, jobs.settings)
+DEFAULT_BUCKETS = 16
+
+
+_BUCKET_DIR = "_cdc_b"
+
+
+# merge-on-read: on unless CDC_STATE_DELTAS=0; a run rewrites its touched buckets instead once their
+# deleted rows would pass this share of their rows, or one of them has this many data files (the
+# defaults; each variable, where set, is read when a run publishes)
+DELTAS = True
+
+
+MAX_DELETED_SHARE = 0.2
+
+
+MAX_FILES_PER_BUCKET = 16
+
+
+# Iceberg's table property for the codec of a table's Parquet files, and its default (Iceberg's since
+# 1.4, and pyiceberg's) rather than Spark's snappy: a state table takes about half the space and
+# a full rewrite as much time (bench/README.md, "Rewrites"); a table that names another codec gets it
+CODEC_PROP = "write.parquet.compression-codec"
+
+
+DEFAULT_CODEC = "zstd"
+
+
+# Every commit writes a new metadata JSON (hourly runs: thousands a year per table). Iceberg's own
+# cleanup: after a commit, metadata files past the last 100 are deleted (the snapshots, and so time
+# travel, live in the current one). A table that sets either property otherwise keeps its setting.
+METADATA_DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
+
+
+METADATA_CLEANUP = {METADATA_DELETE_AFTER_COMMIT: "true", "write.metadata.previous-versions-max": "100"}
+
+
+_SPARK_CODECS = {"zstd", "snappy", "gzip", "lz4", "brotli", "uncompressed", "none", "lzo", "lz4_raw"}
+
+
+@dataclass(frozen=True)
+class Bucketing:
+    """How a state is written: ``bucket`` computes each row's bucket (0 <= b < buckets) from its key;
+    ``touched`` are the buckets this state replaces (None: all of them, the whole table)."""
+
+    buckets: int
+    bucket: Column
+    touched: frozenset[int] | None = None
+
+
+def deltas_fit(table, touched: frozenset[int] | None, changes: int) -> bool:
+    """Whether a run of about ``changes`` change records may publish the touched buckets by position
+    deletes (merge-on-read) rather than rewrite them: the table is bucketed (Iceberg v2), the run
+    does not replace it whole, and the buckets' deleted rows stay within ``MAX_DELETED_SHARE`` of
+    their rows and their data files below ``MAX_FILES_PER_BUCKET`` a bucket."""
+    deltas = env.text("CDC_STATE_DELTAS", "1" if DELTAS else "0") != "0"
+    if not deltas or touched is None or not is_bucketed(table) or table.metadata.format_version < 2:
+        return False
+    tasks = _scan_tasks(table, touched)
+    rows = sum(t.file.record_count for t in tasks)
+    deleted = sum(d.record_count for d in _delete_files(tasks))
+    files = Counter(tuple(t.file.partition) for t in tasks)
+    return (rows > 0 and deleted + changes <= env.number("CDC_STATE_MAX_DELETED_SHARE", MAX_DELETED_SHARE) * rows
+            and max(files.values(), default=0) < env.number("CDC_STATE_MAX_FILES_PER_BUCKET", MAX_FILES_PER_BUCKET,
+                                                           whole=True))
+
+
+def _list_parquet(uri: str) -> list[str]:
+    # bucketed states are written one folder per bucket
+    return file_uris(uri, ".parquet")
+
+
+@dataclass
+class Published:
+    table_id: str
+    iceberg_table: str
+    snapshot_id: int | None
+    state_rows: int
+    files_added: int
+    files_removed: int
+    bytes_added: int = 0  # what the run wrote, and what it replaced: a measure of rewrite amplification
+    bytes_removed: int = 0
+    buckets: int | None = None  # the table's key-hash buckets, and how many of them this run rewrote
+    buckets_rewritten: int | None = None
+    already_published: bool = False
+    # merge-on-read: the run appended its changed rows and deleted the rows they replace by position
+    # ("delta"), or it wrote the state of the touched buckets (or table) whole ("rewrite")
+    mode: str = "rewrite"
+    position_deletes: int = 0
+    delete_files_added: int = 0
+    delete_files_removed: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def parquet_codec(table) -> str:
+    """The Parquet codec a table's files are written with: its ``write.parquet.compression-codec``."""
+    codec = (table.properties.get(CODEC_PROP) if table is not None else None) or DEFAULT_CODEC
+    if codec.lower() not in _SPARK_CODECS:
+        raise ValueError(f"table property {CODEC_PROP}={codec!r}: not a Parquet codec Spark writes "
+                         f"({', '.join(sorted(_SPARK_CODECS))})")
+    return codec.lower()
+
+
+class CommitConflict(RuntimeError):
+    """Another writer committed to the table between this attempt's read of it and its commit."""
+
+
+class MissingFiles(RuntimeError):
+    """Files this commit would reference are no longer where the attempt wrote them."""
+
+
+@dataclass
+class _Written:
+    """The files an attempt wrote for one commit, by folder (each folder its own: see jobs.lake.lease)."""
+
+    data: list[str]
+    deletes: list[str]
+    tombstones_dir: str | None
+    folders: dict[str, list[str]]  # folder -> the Parquet files written there
+
+
+def _bucketed(state: DataFrame, bucketing: Bucketing) -> DataFrame:
+    # one shuffle puts each bucket in one task: one file per bucket, in a folder of its own (named
+    # by a copy of the column, as Spark drops a partition column from the files and Iceberg needs it);
+    # sorted by it, a task writes its buckets one after the other (one open Parquet writer, whose
+    # row groups need not shrink to share a small heap)
+    return (state.withColumn(BUCKET_COLUMN, bucketing.bucket).repartition(BUCKET_COLUMN)
+            .withColumn(_BUCKET_DIR, F.col(BUCKET_COLUMN)).sortWithinPartitions(_BUCKET_DIR))
+
+
+def _write_files(state: DataFrame, tombstones: DataFrame | None, replaced: DataFrame | None, tasks: list,
+                 folder_of, bucketed: bool, codec: str) -> _Written:
+    """Spark writes the state's data files, the position deletes of ``replaced`` and the tombstones, each
+    into a folder of this attempt's that is new (``folder_of(kind)``): nothing another attempt wrote is
+    overwritten, nor taken for this one's."""
+    data_dir = folder_of("data")
+    writer = state.write.option("compression", codec)
+    (writer.partitionBy(_BUCKET_DIR) if bucketed else writer).parquet(_spark_uri(data_dir))
+    folders = {data_dir: _list_parquet(data_dir)}
+    if replaced is not None:
+        deletes_dir = folder_of("deletes")
+        _write_position_deletes(replaced, tasks, deletes_dir, codec)
+        folders[deletes_dir] = _list_parquet(deletes_dir)
+    tombstones_dir = None
+    if tombstones is not None:
+        tombstones_dir = folder_of("tombstones")
+        tombstones.coalesce(1).write.option("compression", codec).parquet(_spark_uri(tombstones_dir))
+        folders[tombstones_dir] = _list_parquet(tombstones_dir)
+    return _Written(folders[data_dir], folders[deletes_dir] if replaced is not None else [], tombstones_dir, folders)
+
+
+def check_written(table_id: str, run_id: str, written: dict[str, list[str]]) -> None:
+    """Every folder a commit references holds exactly the files the attempt wrote there (a reader reads a
+    tombstones folder whole): raises MissingFiles otherwise, before anything is committed."""
+    for folder, paths in written.items():
+        present = set(file_uris(folder, ".parquet"))
+        gone, extra = sorted(set(paths) - present), sorted(present - set(paths))
+        if gone or extra:
+            what = f"{len(gone)} of its files are gone (first: {gone[0]})" if gone else \
+                f"{len(extra)} files appeared that it did not write (first: {extra[0]})"
+            raise MissingFiles(f"{table_id}: nothing committed, as {folder} changed after this attempt wrote it: "
+                               f"{what}; another process wrote or deleted there: re-run run {run_id}")
+
+
+def _commit(txn, table_id: str, run_id: str, pipeline: str):
+    """Commit the transaction; losing a race to another writer of the table is a CommitConflict saying so."""
+    from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError, ValidationException
+
+    try:
+        return txn.commit_transaction()
+    except (CommitFailedException, ValidationException, TableAlreadyExistsError) as exc:
+        raise commit_conflict(table_id, run_id, pipeline, exc) from exc
+
+
+def commit_conflict(table_id: str, run_id: str, pipeline: str, exc: Exception) -> CommitConflict:
+    cause = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return CommitConflict(
+        f"{table_id}: another attempt or run of pipeline {pipeline} committed to the table first ({cause[:160]}); "
+        f"nothing of this attempt is published: once no other attempt runs, re-run run {run_id}, which "
+        "leaves what is published alone and commits the rest")
+
+
+def _open_transaction(catalog, pipeline: str, table_id: str, run_id: str, table, schema: pa.Schema):
+    """(transaction, table name, location): a new table's creation, or a transaction on ``table``."""
+    from pyiceberg.exceptions import TableAlreadyExistsError
+
+    if table is not None:
+        return table.transaction(), table.name()[-1], table.location()
+    name = _free_table_name(catalog, pipeline, table_id)
+    try:
+        txn = catalog.create_table_transaction((pipeline, name), schema=schema,
+                                               properties={TABLE_ID_PROP: table_id, CODEC_PROP: DEFAULT_CODEC,
+                                                           **METADATA_CLEANUP})
+    except TableAlreadyExistsError as exc:
+        raise commit_conflict(table_id, run_id, pipeline, exc) from exc
+    return txn, name, txn.table_metadata.location
+
+
+def _stage_metadata(txn, table, schema: pa.Schema, bucketing: Bucketing | None, properties: dict[str, str]) -> None:
+    """The schema, partition spec and properties the commit brings, staged in ``txn``."""
+    if table is not None:
+        with txn.update_schema() as update:
+            update.union_by_name(schema)
+    if bucketing is not None and not is_bucketed(table):
+        # a new table, or one of an earlier layout (then every file is replaced in this commit)
+        with txn.update_spec() as spec:
+            spec.add_identity(BUCKET_COLUMN)
+    txn.set_properties(**properties)
+    txn.set_properties(
+        **{"schema.name-mapping.default": txn.table_metadata.schema().name_mapping.model_dump_json()}
+    )
+
+
+def _stage_snapshot(txn, table_id: str, iceberg_table: str, summary: dict[str, str], tasks: list, written: _Written,
+                    bucketing: Bucketing | None, delta: bool, report: dict | None) -> Published:
+    """Stage the snapshot that replaces the touched buckets' files (or the whole table's) with the
+    written ones, or, as a ``delta``, adds the written data and position deletes; what it does."""
+    from jobs.iceberg.row_delta import RowDelta, data_files
+
+    touched = bucketing.touched if bucketing is not None else None
+    new_files = data_files(txn, written.data)
+    delete_files = [_position_delete_file(txn, path) for path in written.deletes]
+    # a delta removes nothing; a rewrite removes the data files it replaces and the deletes of them
+    old_data = [] if delta else [t.file for t in tasks]
+    old_deletes = [] if delta else _delete_files(tasks)
+    published = Published(table_id, iceberg_table, None, 0, len(new_files), len(old_data),
+                          sum(f.file_size_in_bytes for f in new_files + delete_files),
+                          sum(f.file_size_in_bytes for f in old_data + old_deletes),
+                          buckets=bucketing.buckets if bucketing else None,
+                          buckets_rewritten=(0 if delta else len(touched) if touched is not None
+                                             else bucketing.buckets) if bucketing else None,
+                          mode="delta" if delta else "rewrite",
+                          position_deletes=sum(f.record_count for f in delete_files),
+                          delete_files_added=len(delete_files), delete_files_removed=len(old_deletes))
+    if report is not None:
+        summary = {**summary, REPORT_PROP: json.dumps({**published.as_dict(), **report}, sort_keys=True, default=str)}
+    # pyiceberg's own overwrite when no delete file is added or removed; its producer writes data
+    # manifests only, so RowDelta (the same with manifests of delete files) otherwise
+    producer = (RowDelta(txn, summary) if delete_files or old_deletes
+                else txn.update_snapshot(snapshot_properties=summary).overwrite())
+    with producer as overwrite:
+        for data_file in old_data + old_deletes:
+            overwrite.delete_data_file(data_file)
+        for data_file in new_files + delete_files:
+            overwrite.append_data_file(data_file)
+    return published
+
+
+def publish_state(
+    catalog,
+    pipeline: str,
+    table_id: str,
+    state: DataFrame,
+    columns: dict[str, str],
+    run_id: str,
+    properties: dict[str, str],
+    tombstones: DataFrame | None = None,
+    bucketing: Bucketing | None = None,
+    replaced: DataFrame | None = None,
+    report: dict | None = None,
+    attempt: Attempt | None = None,
+) -> Published:
+    """Write the new state with Spark, then commit it as one Iceberg snapshot of the table.
+
+    With ``bucketing``, ``state`` holds the rows of the touched buckets only, and only those buckets'
+    files are replaced; without, ``state`` is the whole table. With ``replaced`` too (the prior rows
+    of the keys this run changed, read with their positions), ``state`` holds the changed rows only:
+    they are appended, and the replaced rows deleted by position; no file is rewritten. ``report``
+    (the run's report of the table) is kept in the snapshot's summary with what this commit did
+    (REPORT_PROP), so that a re-run of the run reports what the run did (published_report). The files
+    go to this ``attempt``'s folders (``<kind>/run=<run_id>/attempt=<id>/``); right before the commit,
+    its lease is checked and every file the commit names is checked to be there (MissingFiles)."""
+    attempt = attempt or Attempt(new_attempt_id())
+    ensure_namespace(catalog, pipeline)
+    table = load_table(catalog, pipeline, table_id)
+    touched = bucketing.touched if bucketing is not None else None
+    if touched is not None and not is_bucketed(table):
+        raise ValueError(f"{table_id}: a state of some buckets only, for a table that is not bucketed")
+    if replaced is not None and touched is None:
+        raise ValueError(f"{table_id}: position deletes need a bucketed table and the buckets they touch")
+    if bucketing is not None:
+        columns = {**columns, BUCKET_COLUMN: "int"}
+        properties = {**properties, BUCKETS_PROP: str(bucketing.buckets)}
+        state = _bucketed(state, bucketing)
+    schema = arrow_schema(columns)
+    txn, name, location = _open_transaction(catalog, pipeline, table_id, run_id, table, schema)
+    tasks = _scan_tasks(table, touched) if table is not None else []
+    if table is not None:  # tables created before the cleanup was set get it on their next commit
+        properties = {**{k: v for k, v in METADATA_CLEANUP.items() if k not in table.properties}, **properties}
+    written = _write_files(state, tombstones, replaced, tasks,
+                           lambda kind: f"{location}/{kind}/run={run_id}/{attempt_folder(attempt.id)}",
+                           bucketing is not None, parquet_codec(table))
+    if written.tombstones_dir is not None:
+        properties = {**properties, TOMBSTONES_PROP: written.tombstones_dir}
+    _stage_metadata(txn, table, schema, bucketing, properties)
+    summary = {RUN_ID_PROP: run_id, PIPELINE_PROP: pipeline, ATTEMPT_PROP: attempt.id}
+    published = _stage_snapshot(txn, table_id, f"{pipeline}.{name}", summary, tasks, written, bucketing,
+                                replaced is not None, report)
+    # last before the commit: this attempt still holds the lease, and every file it names is there
+    failpoints.reached("publish.files-written")
+    attempt.check()
+    check_written(table_id, run_id, written.folders)
+    committed = _commit(txn, table_id, run_id, pipeline)
+    snapshot = committed.current_snapshot()
+    return replace(published, snapshot_id=snapshot.snapshot_id if snapshot else None,
+                   state_rows=_live_records(snapshot))
+
+
+def _write_position_deletes(replaced: DataFrame, tasks: list, deletes_dir: str, codec: str) -> None:
+    """The replaced rows' positions as position-delete files, one per bucket (in its folder, like the
+    data): each row names its data file by the full path the table's metadata gives it."""
+    from jobs.iceberg.row_delta import DELETE_FILE_PATH_ID, DELETE_POS_ID
+
+    positions = replaced.select(BUCKET_COLUMN, FILE_COLUMN, ROW_COLUMN).join(
+        F.broadcast(_file_keys(replaced.sparkSession, tasks)), [BUCKET_COLUMN, FILE_COLUMN]
+    ).select(
+        # the spec's reserved field ids, written into the Parquet schema (Spark writes a field's
+        # parquet.field.id), so that readers resolving columns by id find them
+        F.col("file_path").alias("file_path", metadata={"parquet.field.id": DELETE_FILE_PATH_ID}),
+        F.col(ROW_COLUMN).alias("pos", metadata={"parquet.field.id": DELETE_POS_ID}),
+        F.col(BUCKET_COLUMN).alias(_BUCKET_DIR),
+    )
+    # the spec wants each file sorted by (file_path, pos)
+    (positions.repartition(_BUCKET_DIR).sortWithinPartitions(_BUCKET_DIR, "file_path", "pos")
+     .write.option("compression", codec).partitionBy(_BUCKET_DIR).parquet(_spark_uri(deletes_dir)))
+
+
+def _position_delete_file(txn, path: str):
+    """The manifest entry's file of a position-delete file written by _write_position_deletes."""
+    import pyarrow.parquet as pq
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    from jobs.iceberg.row_delta import table_io
+
+    bucket = re.search(rf"/{_BUCKET_DIR}=(\d+)/[^/]+$", path)
+    if bucket is None:
+        raise ValueError(f"a position-delete file outside a bucket folder: {path}")
+    source = table_io(txn).new_input(path)
+    with source.open() as stream:
+        rows = pq.read_metadata(stream).num_rows
+    data_file = DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES, file_path=path, file_format=FileFormat.PARQUET,
+        partition=Record(int(bucket.group(1))), record_count=rows, file_size_in_bytes=len(source),
+        sort_order_id=None, equality_ids=None, key_metadata=None,
+    )
+    data_file.spec_id = txn.table_metadata.default_spec_id
+    return data_file

@@ -1,0 +1,120 @@
+"""pyiceberg's private internals behind jobs.iceberg.row_delta, each against a real SQL catalog's table
+(no Spark): a pyiceberg upgrade that moves one of them fails here, by name, before any run does."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestContent
+from pyiceberg.schema import Schema
+from pyiceberg.typedef import Record
+from pyiceberg.types import LongType, NestedField, StringType
+
+from jobs.iceberg.row_delta import DELETE_FILE_PATH_ID, DELETE_POS_ID, RowDelta, data_files, table_io
+
+SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType(), required=False))
+
+
+@pytest.fixture()
+def table(tmp_path: Path):
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse")
+    catalog.create_namespace("ns")
+    return catalog.create_table("ns.t", SCHEMA, properties={"format-version": "2"})
+
+
+def _data_file(table, name: str, ids: list[int]) -> str:
+    path = f"{table.location()}/data/{name}.parquet"
+    Path(path.removeprefix("file://")).parent.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([pa.field("id", pa.int64(), True, {"PARQUET:field_id": "1"}),
+                        pa.field("name", pa.string(), True, {"PARQUET:field_id": "2"})])
+    pq.write_table(pa.table({"id": ids, "name": [f"n{i}" for i in ids]}, schema=schema), path.removeprefix("file://"))
+    return path
+
+
+def _position_deletes(table, name: str, data_path: str, positions: list[int]) -> DataFile:
+    path = f"{table.location()}/deletes/{name}.parquet"
+    Path(path.removeprefix("file://")).parent.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([pa.field("file_path", pa.string(), False, {"PARQUET:field_id": str(DELETE_FILE_PATH_ID)}),
+                        pa.field("pos", pa.int64(), False, {"PARQUET:field_id": str(DELETE_POS_ID)})])
+    pq.write_table(pa.table({"file_path": [data_path] * len(positions), "pos": positions}, schema=schema),
+                   path.removeprefix("file://"))
+    deletes = DataFile.from_args(content=DataFileContent.POSITION_DELETES, file_path=path,
+                                 file_format=FileFormat.PARQUET, partition=Record(), record_count=len(positions),
+                                 file_size_in_bytes=len(table.io.new_input(path)), sort_order_id=None,
+                                 equality_ids=None, key_metadata=None)
+    deletes.spec_id = table.metadata.default_spec_id
+    return deletes
+
+
+def _commit(table, add=(), remove=()):
+    txn = table.transaction()
+    with RowDelta(txn, {"cdc.test": "1"}) as delta:
+        for f in add:
+            delta.append_data_file(f)
+        for f in remove:
+            delta.delete_data_file(f)
+    txn.commit_transaction()
+    return table.refresh()
+
+
+def _ids(table) -> list[int]:
+    return sorted(table.scan().to_arrow()["id"].to_pylist())
+
+
+def test_table_io_is_the_tables_own_file_io(table):
+    txn = table.transaction()
+    assert table_io(txn) is table.io
+
+
+def test_data_files_reads_counts_and_bounds_of_a_file_written_outside_pyiceberg(table):
+    path = _data_file(table, "a", [3, 1, 2])
+    [found] = data_files(table.transaction(), [path])
+    assert (found.file_path, found.content, found.record_count) == (path, DataFileContent.DATA, 3)
+    assert found.file_size_in_bytes == len(table.io.new_input(path))
+    assert found.lower_bounds[1] == (1).to_bytes(8, "little") and found.upper_bounds[1] == (3).to_bytes(8, "little")
+
+
+def test_a_row_delta_commits_position_deletes_in_a_manifest_of_deletes(table):
+    data_path = _data_file(table, "a", [1, 2, 3, 4, 5])
+    table = _commit(table, add=data_files(table.transaction(), [data_path]))
+    assert _ids(table) == [1, 2, 3, 4, 5]
+
+    deletes = _position_deletes(table, "d", data_path, [1, 3])
+    table = _commit(table, add=[deletes])
+    assert _ids(table) == [1, 3, 5]  # rows at positions 1 and 3 are gone
+    manifests = table.current_snapshot().manifests(table.io)
+    by_content = {m.content: [e.data_file.file_path for e in m.fetch_manifest_entry(table.io)] for m in manifests}
+    # readers take every file of a data manifest for data: the delete file must be in a manifest of deletes
+    assert by_content == {ManifestContent.DATA: [data_path], ManifestContent.DELETES: [deletes.file_path]}
+    summary = table.current_snapshot().summary
+    assert summary["added-position-deletes"] == "2" and summary["cdc.test"] == "1"
+
+
+def test_a_row_delta_removes_a_data_file_and_its_deletes_together(table):
+    old_path = _data_file(table, "a", [1, 2, 3])
+    table = _commit(table, add=data_files(table.transaction(), [old_path]))
+    table = _commit(table, add=[_position_deletes(table, "d", old_path, [0])])
+    # what a rewrite removes, as the table's scan gives it
+    [task] = table.scan().plan_files()
+    assert [d.file_path for d in task.delete_files] == [f"{table.location()}/deletes/d.parquet"]
+    new_path = _data_file(table, "b", [2, 3, 9])
+    table = _commit(table, add=data_files(table.transaction(), [new_path]), remove=[task.file, *task.delete_files])
+    assert _ids(table) == [2, 3, 9]
+    live = [e.data_file.file_path for m in table.current_snapshot().manifests(table.io)
+            for e in m.fetch_manifest_entry(table.io, discard_deleted=True)]
+    assert live == [new_path]
+
+
+def test_no_other_module_reaches_into_pyiceberg_internals():
+    import re
+
+    import jobs
+
+    private = re.compile(r"from pyiceberg[\w.]* import[^\n]*\b_[A-Za-z]\w*|\._table\b\.io|\btxn\._")
+    package = Path(jobs.__file__).parent
+    reaching = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")
+                      if private.search(p.read_text(encoding="utf-8")))
+    assert reaching == ["iceberg/row_delta.py"]
