@@ -9,6 +9,11 @@ State tables are laid out in key-hash buckets: a ``_cdc_bucket`` column (a hash 
 table's ``cdc.buckets``) that the table is identity-partitioned by, one file per bucket and run. A run
 reads only the buckets its changes touch; the others' files stay as they are.
 
+Every data file carries the Iceberg field id of each of its columns (Parquet field ids, as the table's
+schema gives them in the transaction), so readers resolving columns by id need no name mapping; the
+name mapping (for files written before) is made once, at create, and merged by pyiceberg's schema
+update, never rebuilt: a name another tool renames stays an alias of its field.
+
 A run changing few of the touched buckets' rows rewrites none of them (merge-on-read): it appends its
 changed rows and deletes the rows they replace by position (Iceberg v2 position-delete files, one per
 bucket, committed in the same snapshot; see jobs.iceberg.row_delta). Once a bucket's deleted rows or files
@@ -55,6 +60,10 @@ DEFAULT_BUCKETS = 16
 
 
 _BUCKET_DIR = "_cdc_b"
+
+
+# the table property of the name mapping (Iceberg's): each field id and the names its column had
+NAME_MAPPING_PROP = "schema.name-mapping.default"
 
 
 # merge-on-read: on unless CDC_STATE_DELTAS=0; a run rewrites its touched buckets instead once their
@@ -182,6 +191,21 @@ def _bucketed(state: DataFrame, bucketing: Bucketing) -> DataFrame:
             .withColumn(_BUCKET_DIR, F.col(BUCKET_COLUMN)).sortWithinPartitions(_BUCKET_DIR))
 
 
+def with_field_ids(state: DataFrame, schema) -> DataFrame:
+    """The state's columns labelled with their Iceberg field ids (``schema``: the table's schema as the
+    transaction commits it, whose ids create_table assigns afresh), which Spark writes as the Parquet
+    field ids (``spark.sql.parquet.fieldId.write.enabled``); a column not in the schema (a folder) as it is."""
+    ids = {f.name: f.field_id for f in schema.fields}
+    return state.select(*[
+        F.col(_quoted(c)).alias(c, metadata={"parquet.field.id": ids[c]}) if c in ids else F.col(_quoted(c))
+        for c in state.columns
+    ])
+
+
+def _quoted(column: str) -> str:
+    return f"`{column.replace('`', '``')}`"
+
+
 def _write_files(state: DataFrame, tombstones: DataFrame | None, replaced: DataFrame | None, tasks: list,
                  folder_of, bucketed: bool, codec: str) -> _Written:
     """Spark writes the state's data files, the position deletes of ``replaced`` and the tombstones, each
@@ -250,19 +274,45 @@ def _open_transaction(catalog, pipeline: str, table_id: str, run_id: str, table,
     return txn, name, txn.table_metadata.location
 
 
-def _stage_metadata(txn, table, schema: pa.Schema, bucketing: Bucketing | None, properties: dict[str, str]) -> None:
-    """The schema, partition spec and properties the commit brings, staged in ``txn``."""
-    if table is not None:
-        with txn.update_schema() as update:
+def _stage_layout(txn, table, schema: pa.Schema, bucketing: Bucketing | None) -> None:
+    """The schema and partition spec the commit brings, staged in ``txn`` before any file is written (the
+    files carry the field ids of this schema); the name mapping made (a new table) or kept whole."""
+    if table is None:
+        txn.set_properties(**{NAME_MAPPING_PROP: txn.table_metadata.schema().name_mapping.model_dump_json()})
+    else:
+        with txn.update_schema() as update:  # which merges the name mapping (new columns added to it)
             update.union_by_name(schema)
+        mapping = name_mapping_with_aliases(txn.table_metadata)
+        if txn.table_metadata.name_mapping() != mapping:  # a mapping rebuilt by earlier versions: repaired
+            txn.set_properties(**{NAME_MAPPING_PROP: mapping.model_dump_json()})
     if bucketing is not None and not is_bucketed(table):
         # a new table, or one of an earlier layout (then every file is replaced in this commit)
         with txn.update_spec() as spec:
             spec.add_identity(BUCKET_COLUMN)
-    txn.set_properties(**properties)
-    txn.set_properties(
-        **{"schema.name-mapping.default": txn.table_metadata.schema().name_mapping.model_dump_json()}
-    )
+
+
+def name_mapping_with_aliases(metadata):
+    """The table's name mapping with every name each current column had (in ``metadata.schemas``) as an
+    alias of its field id: what pyiceberg's schema updates keep, and what earlier versions of this module
+    lost by rebuilding the mapping from the current schema at every commit. A column's current name is its
+    own; a former name also held by another column stays with the first (the mapping's, then the newest
+    schema's). Fields of the mapping no longer in the schema are kept. Applied to its own result: the same."""
+    from pyiceberg.table.name_mapping import MappedField, NameMapping
+
+    current = metadata.schema()
+    existing = metadata.name_mapping()
+    fresh = {f.field_id: f for f in current.name_mapping}
+    names = {f.field_id: [f.name] for f in current.fields}
+    owner = {f.name: f.field_id for f in current.fields}
+    earlier = [(f.field_id, f.names) for f in existing or []]
+    earlier += [(f.field_id, [f.name]) for s in sorted(metadata.schemas, key=lambda s: -s.schema_id) for f in s.fields]
+    for field_id, field_names in earlier:
+        for name in field_names if field_id in names else []:
+            if owner.setdefault(name, field_id) == field_id and name not in names[field_id]:
+                names[field_id].append(name)
+    gone = [MappedField(field_id=f.field_id, names=kept, fields=f.fields) for f in existing or []
+            if f.field_id not in names and (kept := [n for n in f.names if n not in owner])]
+    return NameMapping([MappedField(field_id=i, names=n, fields=fresh[i].fields) for i, n in names.items()] + gone)
 
 
 def _stage_snapshot(txn, table_id: str, iceberg_table: str, summary: dict[str, str], tasks: list, written: _Written,
@@ -341,12 +391,13 @@ def publish_state(
     tasks = _scan_tasks(table, touched) if table is not None else []
     if table is not None:  # tables created before the cleanup was set get it on their next commit
         properties = {**{k: v for k, v in METADATA_CLEANUP.items() if k not in table.properties}, **properties}
-    written = _write_files(state, tombstones, replaced, tasks,
+    _stage_layout(txn, table, schema, bucketing)
+    written = _write_files(with_field_ids(state, txn.table_metadata.schema()), tombstones, replaced, tasks,
                            lambda kind: f"{location}/{kind}/run={run_id}/{attempt_folder(attempt.id)}",
                            bucketing is not None, parquet_codec(table))
     if written.tombstones_dir is not None:
         properties = {**properties, TOMBSTONES_PROP: written.tombstones_dir}
-    _stage_metadata(txn, table, schema, bucketing, properties)
+    txn.set_properties(**properties)
     summary = {RUN_ID_PROP: run_id, PIPELINE_PROP: pipeline, ATTEMPT_PROP: attempt.id}
     published = _stage_snapshot(txn, table_id, f"{pipeline}.{name}", summary, tasks, written, bucketing,
                                 replaced is not None, report)

@@ -41,6 +41,9 @@ def jvm_options(env: Mapping[str, str] | None = None) -> str:
 SPARK_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # a column's parquet.field.id metadata written as its Parquet field id: Iceberg readers map a data
+    # file's columns by id (Spark 4.1's default, said here because the lake depends on it)
+    "spark.sql.parquet.fieldId.write.enabled": "true",
     "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     # event ids hash row images (maps) entry by entry in their order (jobs/formats/base.py)
     "spark.sql.legacy.allowHashOnMapType": "true",

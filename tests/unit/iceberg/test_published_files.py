@@ -1,0 +1,141 @@
+"""What other readers find in a published table (jobs.iceberg.write): data files whose Parquet columns carry the
+table's field ids, a name mapping that keeps a renamed column's old name (and gets it back where earlier versions
+rebuilt it). Each read is compared with the rows written, not with the pipeline's own reader."""
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import functions as F
+
+from jobs.iceberg.catalog import BUCKET_COLUMN, load_table, open_catalog
+from jobs.iceberg.read import FILE_COLUMN, ROW_COLUMN, read_state
+from jobs.iceberg.write import NAME_MAPPING_PROP, Bucketing, name_mapping_with_aliases, publish_state
+from jobs.lake.layout import Lake
+
+PIPELINE, TABLE_ID, BUCKETS = "p", "db.s.t", 4
+COLUMNS = {"id": "bigint", "name": "string", "amount": "decimal(10,2)"}
+
+
+def _rows(ids, version: int = 1) -> list[dict]:
+    return [{"id": i, "name": f"n{i}-v{version}", "amount": Decimal(f"{i}.{version:02d}")} for i in ids]
+
+
+def _frame(spark, rows: list[dict], columns: dict[str, str]):
+    ddl = ", ".join(f"`{c}` {t}" for c, t in columns.items())
+    return spark.createDataFrame([tuple(r[c] for c in COLUMNS) for r in rows], ddl)
+
+
+def _bucketing(touched=None) -> Bucketing:
+    return Bucketing(BUCKETS, F.pmod(F.col("id"), F.lit(BUCKETS)).cast("int"), touched)
+
+
+def _publish(spark, catalog, run_id: str, rows: list[dict], columns=COLUMNS, changed: set[int] | None = None):
+    """A run: the whole table (``changed`` None), or a delta replacing the rows of the keys ``changed``
+    (merge-on-read: the changed rows appended, the replaced ones deleted by position)."""
+    state = _frame(spark, rows, columns)
+    if changed is None:
+        return publish_state(catalog, PIPELINE, TABLE_ID, state, columns, run_id, {}, bucketing=_bucketing())
+    touched = frozenset(i % BUCKETS for i in changed)
+    table = load_table(catalog, PIPELINE, TABLE_ID)
+    replaced = read_state(spark, table, touched, positions=True).where(F.col("id").isin(sorted(changed)))
+    return publish_state(catalog, PIPELINE, TABLE_ID, state, columns, run_id, {}, bucketing=_bucketing(touched),
+                         replaced=replaced.select("id", BUCKET_COLUMN, FILE_COLUMN, ROW_COLUMN))
+
+
+@pytest.fixture()
+def catalog(tmp_path: Path):
+    return open_catalog(Lake.at(str(tmp_path / "lake")))
+
+
+def _local(uri: str) -> str:
+    return uri.removeprefix("file://")
+
+
+def _scan(table, name: str = "name") -> list[dict]:
+    rows = table.scan(selected_fields=("id", name, "amount")).to_arrow().to_pylist()
+    return sorted(rows, key=lambda r: r["id"])
+
+
+def test_data_files_carry_the_field_ids_of_the_tables_schema(spark, catalog):
+    published = _publish(spark, catalog, "r1", _rows(range(20)))
+    table = load_table(catalog, PIPELINE, TABLE_ID)
+    ids = {f.name: f.field_id for f in table.schema().fields}
+    assert set(ids) == {*COLUMNS, BUCKET_COLUMN}
+    paths = [t.file.file_path for t in table.scan().plan_files()]
+    assert len(paths) == published.files_added == BUCKETS
+    for path in paths:
+        schema = pq.read_schema(_local(path))
+        assert {f.name: int(f.metadata[b"PARQUET:field_id"]) for f in schema} == ids
+    # the mapping made at create: each column's one name
+    assert [(f.field_id, f.names) for f in table.name_mapping()] == [(i, [n]) for n, i in ids.items()]
+
+
+def test_a_column_renamed_by_another_tool_keeps_its_old_name_as_an_alias(spark, catalog):
+    _publish(spark, catalog, "r1", _rows(range(12)))
+    table = load_table(catalog, PIPELINE, TABLE_ID)
+    with table.update_schema() as update:
+        update.rename_column("name", "full_name")
+    renamed = {"id": "bigint", "full_name": "string", "amount": "decimal(10,2)"}
+    changed = {3}
+    rows = [{"id": 3, "full_name": "n3-v2", "amount": Decimal("3.02")}]
+    _publish(spark, catalog, "r2", [{"name": r["full_name"], **r} for r in rows], renamed, changed=changed)
+
+    table = load_table(catalog, PIPELINE, TABLE_ID)
+    field = table.schema().find_field("full_name")
+    assert [f.names for f in table.name_mapping() if f.field_id == field.field_id] == [["full_name", "name"]]
+    expected = [{**{k: v for k, v in r.items() if k != "name"}, "full_name": r["name"]}
+                for r in sorted(_rows(set(range(12)) - changed) + _rows(changed, version=2), key=lambda r: r["id"])]
+    assert _scan(table, "full_name") == expected
+
+
+def test_a_table_whose_mapping_was_rebuilt_gets_its_aliases_back_at_its_next_commit(spark, catalog):
+    # a table as earlier versions left it: files without field ids, and after a rename by another tool,
+    # the mapping rebuilt from the current schema by their next commit (the old name gone)
+    spark.conf.set("spark.sql.parquet.fieldId.write.enabled", "false")
+    try:
+        _publish(spark, catalog, "r1", _rows(range(12)))
+    finally:
+        spark.conf.set("spark.sql.parquet.fieldId.write.enabled", "true")
+    table = load_table(catalog, PIPELINE, TABLE_ID)
+    assert all(b"PARQUET:field_id" not in (f.metadata or {})
+               for t in table.scan().plan_files() for f in pq.read_schema(_local(t.file.file_path)))
+    with table.update_schema() as update:
+        update.rename_column("name", "full_name")
+    with table.transaction() as txn:
+        txn.set_properties(**{NAME_MAPPING_PROP: txn.table_metadata.schema().name_mapping.model_dump_json()})
+    table = load_table(catalog, PIPELINE, TABLE_ID)
+    with pytest.raises(ValueError, match="Could not find field with name: name"):
+        table.scan().to_arrow()
+
+    renamed = {"id": "bigint", "full_name": "string", "amount": "decimal(10,2)"}
+    _publish(spark, catalog, "r2", [{**r, "full_name": r["name"]} for r in _rows([3], 2)], renamed, changed={3})
+    table = load_table(catalog, PIPELINE, TABLE_ID)
+    field = table.schema().find_field("full_name")
+    assert [f.names for f in table.name_mapping() if f.field_id == field.field_id] == [["full_name", "name"]]
+    assert name_mapping_with_aliases(table.metadata) == table.name_mapping()  # repaired once: nothing more to do
+    expected = [{"id": r["id"], "full_name": r["name"], "amount": r["amount"]}
+                for r in sorted(_rows(set(range(12)) - {3}) + _rows([3], 2), key=lambda r: r["id"])]
+    assert _scan(table, "full_name") == expected
+
+
+def test_aliases_from_the_schema_history_never_take_a_name_another_column_has(tmp_path: Path):
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    catalog = open_catalog(Lake.at(str(tmp_path / "lake")))
+    catalog.create_namespace("ns")
+    table = catalog.create_table("ns.t", Schema(NestedField(1, "a", LongType()), NestedField(2, "b", StringType())))
+    with table.update_schema() as update:
+        update.rename_column("a", "x")
+    with table.update_schema() as update:
+        update.add_column("a", StringType())  # the old name, now another column's
+    with table.update_schema() as update:
+        update.rename_column("b", "y")
+    mapping = name_mapping_with_aliases(table.metadata)  # no mapping property at all: the history alone
+    assert [(f.field_id, f.names) for f in mapping] == [(1, ["x"]), (2, ["y", "b"]), (3, ["a"])]
+    with table.transaction() as txn:
+        txn.set_properties(**{NAME_MAPPING_PROP: mapping.model_dump_json()})
+    assert name_mapping_with_aliases(table.refresh().metadata) == mapping
