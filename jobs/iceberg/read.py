@@ -36,13 +36,15 @@ def _delete_files(tasks: list) -> list:
     return list({d.file_path: d for task in tasks for d in task.delete_files}.values())
 
 
-def _file_keys(spark: SparkSession, tasks: list) -> DataFrame:
+def _file_keys(spark: SparkSession, tasks: list, index: str | None = None) -> DataFrame:
     """How a row read with positions names its data file (its bucket and file name, unique in a
-    bucketed table: Spark names a file by its write job's uuid), against the file's Iceberg path."""
-    return spark.createDataFrame(
-        [(t.file.file_path, int(t.file.partition[0]), t.file.file_path.rsplit("/", 1)[1]) for t in tasks],
-        f"file_path string, {BUCKET_COLUMN} int, {FILE_COLUMN} string",
-    )
+    bucketed table: Spark names a file by its write job's uuid), against the file's Iceberg path; with
+    ``index``, a column of that name with the file's index in ``tasks``."""
+    rows = [(t.file.file_path, int(t.file.partition[0]), t.file.file_path.rsplit("/", 1)[1]) for t in tasks]
+    ddl = f"file_path string, {BUCKET_COLUMN} int, {FILE_COLUMN} string"
+    if index is None:
+        return spark.createDataFrame(rows, ddl)
+    return spark.createDataFrame([(*row, i) for i, row in enumerate(rows)], f"{ddl}, {index} int")
 
 
 def _ddl(columns: dict[str, str]) -> str:

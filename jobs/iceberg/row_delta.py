@@ -1,6 +1,6 @@
 """pyiceberg's private internals, all of those the package uses, behind one door (tests/unit/iceberg/
 test_row_delta.py tests each directly, so a pyiceberg upgrade that moves one fails there first):
-:func:`table_io`, :func:`data_files` and :class:`RowDelta`.
+:func:`table_io`, :func:`data_files`, :func:`position_delete_file` and :class:`RowDelta`.
 
 Merge-on-read commits: position-delete files and data files in one snapshot.
 
@@ -10,6 +10,13 @@ data). ``RowDelta`` is its overwrite producer with one change: every manifest it
 removed or kept files -- has the content of the files in it (data or deletes), as the Iceberg spec
 (v2) requires. The rest (summaries with the position-delete totals, the manifest list, the catalog
 commit and its retries) is pyiceberg's own.
+
+A position-delete file deletes rows of one data file only, and its manifest entry says so as Iceberg
+Java's writer (1.8 and later) makes it: record count, size, column sizes and full lower/upper bounds of
+``file_path`` (both the data file's path) and ``pos``, no value or null counts
+(:func:`position_delete_file`); the manifests of deletes also carry ``referenced_data_file`` (optional
+in v2, pyiceberg 0.12 writes it in v3 only), the path those bounds give. polars' native reader and
+Iceberg Java's planner attach such a file to its data file only; pyiceberg's ``inspect`` reads it.
 """
 from __future__ import annotations
 
@@ -25,8 +32,10 @@ from pyiceberg.manifest import (
     ManifestWriterV2,
 )
 from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update.snapshot import _OverwriteFiles
+from pyiceberg.types import LongType, NestedField, StringType, StructType
 
 
 def table_io(transaction):
@@ -47,13 +56,90 @@ DELETE_FILE_PATH_ID = 2147483546
 DELETE_POS_ID = 2147483545
 
 
+# the spec's position-delete file: pos is a long (pyiceberg's own POSITIONAL_DELETE_SCHEMA says int)
+POSITION_DELETE_SCHEMA = Schema(NestedField(DELETE_FILE_PATH_ID, "file_path", StringType(), required=True),
+                                NestedField(DELETE_POS_ID, "pos", LongType(), required=True))
+
+
+# Iceberg Java's MetricsConfig.forPositionDelete: full, untruncated bounds of both columns
+_FULL_METRICS = {"write.metadata.metrics.default": "full"}
+
+
+# the data_file field of a manifest entry naming the one data file a delete file deletes from
+REFERENCED_DATA_FILE = NestedField(field_id=143, name="referenced_data_file", field_type=StringType(), required=False,
+                                   doc="Fully qualified location (URI with FS scheme) of a data file that all deletes "
+                                       "reference")
+
+
+def position_delete_file(transaction, path: str, data_file):
+    """The manifest entry's file of a position-delete file (written outside pyiceberg, by Spark) that deletes
+    rows of ``data_file`` only: in its partition and spec, with the metrics Iceberg Java's writer gives one
+    (PositionDeleteWriter, MetricsUtil.copyWithoutFieldCounts): record count, size, column sizes, split
+    offsets, full lower/upper bounds of file_path and pos, no value, null or NaN counts. Raises ValueError
+    unless the footer's file_path bounds are both ``data_file``'s path (no statistics: the same)."""
+    import pyarrow.parquet as pq
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFile, FileFormat
+
+    source = table_io(transaction).new_input(path)
+    with source.open() as stream:
+        metadata = pq.read_metadata(stream)
+    stats = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=metadata, stats_columns=compute_statistics_plan(POSITION_DELETE_SCHEMA, _FULL_METRICS),
+        parquet_column_mapping=parquet_path_to_id_mapping(POSITION_DELETE_SCHEMA)).to_serialized_dict()
+    bounds = (stats["lower_bounds"].get(DELETE_FILE_PATH_ID), stats["upper_bounds"].get(DELETE_FILE_PATH_ID))
+    if bounds != (data_file.file_path.encode(),) * 2:
+        raise ValueError(f"{path}: not the deletes of {data_file.file_path} only (its file_path bounds: {bounds})")
+    for counts in ("value_counts", "null_value_counts", "nan_value_counts"):
+        stats[counts] = {k: v for k, v in stats[counts].items() if k not in (DELETE_FILE_PATH_ID, DELETE_POS_ID)}
+    deletes = DataFile.from_args(content=DataFileContent.POSITION_DELETES, file_path=path,
+                                 file_format=FileFormat.PARQUET, partition=data_file.partition,
+                                 file_size_in_bytes=len(source), sort_order_id=None, equality_ids=None,
+                                 key_metadata=None, **stats)
+    deletes.spec_id = data_file.spec_id
+    return deletes
+
+
+def referenced_data_file(delete_file) -> str | None:
+    """The one data file a position-delete file deletes from, by its file_path bounds (as Iceberg Java's
+    ContentFileUtil.referencedDataFile); None when they differ or are missing."""
+    lower = (delete_file.lower_bounds or {}).get(DELETE_FILE_PATH_ID)
+    if delete_file.content != DataFileContent.POSITION_DELETES or lower is None:
+        return None
+    return lower.decode() if lower == (delete_file.upper_bounds or {}).get(DELETE_FILE_PATH_ID) else None
+
+
 class _DeleteManifestWriter(ManifestWriterV2):
+    """pyiceberg's v2 manifest writer for delete files, with referenced_data_file (field 143) in each entry's
+    data_file, after the v2 fields (readers of the v2 schema without it skip it)."""
+
     def content(self) -> ManifestContent:
         return ManifestContent.DELETES
 
     @property
     def _meta(self) -> dict[str, str]:
         return {**super()._meta, "content": "deletes"}
+
+    def _with_partition(self, format_version) -> Schema:
+        schema = super()._with_partition(format_version)
+        return Schema(*[NestedField(f.field_id, f.name, StructType(*f.field_type.fields, REFERENCED_DATA_FILE),
+                                    required=f.required, doc=f.doc) if f.name == "data_file" else f
+                        for f in schema.fields])
+
+    def prepare_entry(self, entry: ManifestEntry) -> ManifestEntry:
+        from pyiceberg.manifest import DATA_FILE_TYPE, DataFile
+
+        entry = super().prepare_entry(entry)
+        v2 = [entry.data_file[pos] for pos in range(len(DATA_FILE_TYPE[2].fields))]
+        data_file = DataFile(*v2, referenced_data_file(entry.data_file))
+        data_file.spec_id = entry.data_file.spec_id
+        return ManifestEntry.from_args(status=entry.status, snapshot_id=entry.snapshot_id,
+                                       sequence_number=entry.sequence_number,
+                                       file_sequence_number=entry.file_sequence_number, data_file=data_file)
 
 
 def _content_of(entry: ManifestEntry) -> ManifestContent:

@@ -16,9 +16,10 @@ update, never rebuilt: a name another tool renames stays an alias of its field.
 
 A run changing few of the touched buckets' rows rewrites none of them (merge-on-read): it appends its
 changed rows and deletes the rows they replace by position (Iceberg v2 position-delete files, one per
-bucket, committed in the same snapshot; see jobs.iceberg.row_delta). Once a bucket's deleted rows or files
-pass a bound (``CDC_STATE_MAX_DELETED_SHARE``, ``CDC_STATE_MAX_FILES_PER_BUCKET``), the run rewrites
-its touched buckets whole instead (copy-on-write), which drops their delete files: the compaction.
+data file they delete from, committed in the same snapshot; see jobs.iceberg.row_delta). Once a
+bucket's deleted rows or files pass a bound (``CDC_STATE_MAX_DELETED_SHARE``,
+``CDC_STATE_MAX_FILES_PER_BUCKET``), the run rewrites its touched buckets whole instead
+(copy-on-write), which drops their delete files: the compaction.
 """
 from __future__ import annotations
 
@@ -60,6 +61,10 @@ DEFAULT_BUCKETS = 16
 
 
 _BUCKET_DIR = "_cdc_b"
+
+
+# a position-delete file's folder below its bucket's: the data file it deletes from (its index in the scan)
+_DATA_FILE_DIR = "_cdc_df"
 
 
 # the table property of the name mapping (Iceberg's): each field id and the names its column had
@@ -323,7 +328,7 @@ def _stage_snapshot(txn, table_id: str, iceberg_table: str, summary: dict[str, s
 
     touched = bucketing.touched if bucketing is not None else None
     new_files = data_files(txn, written.data)
-    delete_files = [_position_delete_file(txn, path) for path in written.deletes]
+    delete_files = [_position_delete_file(txn, path, tasks) for path in written.deletes]
     # a delta removes nothing; a rewrite removes the data files it replaces and the deletes of them
     old_data = [] if delta else [t.file for t in tasks]
     old_deletes = [] if delta else _delete_files(tasks)
@@ -412,42 +417,33 @@ def publish_state(
 
 
 def _write_position_deletes(replaced: DataFrame, tasks: list, deletes_dir: str, codec: str) -> None:
-    """The replaced rows' positions as position-delete files, one per bucket (in its folder, like the
-    data): each row names its data file by the full path the table's metadata gives it."""
+    """The replaced rows' positions as position-delete files, one per data file they delete from (as
+    Iceberg's own writers since 1.8), in a folder of its own below its bucket's
+    (``_cdc_b=<bucket>/_cdc_df=<its index in tasks>``): each row names its data file by the full path the
+    table's metadata gives it."""
     from jobs.iceberg.row_delta import DELETE_FILE_PATH_ID, DELETE_POS_ID
 
     positions = replaced.select(BUCKET_COLUMN, FILE_COLUMN, ROW_COLUMN).join(
-        F.broadcast(_file_keys(replaced.sparkSession, tasks)), [BUCKET_COLUMN, FILE_COLUMN]
+        F.broadcast(_file_keys(replaced.sparkSession, tasks, index=_DATA_FILE_DIR)), [BUCKET_COLUMN, FILE_COLUMN]
     ).select(
         # the spec's reserved field ids, written into the Parquet schema (Spark writes a field's
         # parquet.field.id), so that readers resolving columns by id find them
         F.col("file_path").alias("file_path", metadata={"parquet.field.id": DELETE_FILE_PATH_ID}),
         F.col(ROW_COLUMN).alias("pos", metadata={"parquet.field.id": DELETE_POS_ID}),
-        F.col(BUCKET_COLUMN).alias(_BUCKET_DIR),
+        F.col(BUCKET_COLUMN).alias(_BUCKET_DIR), _DATA_FILE_DIR,
     )
-    # the spec wants each file sorted by (file_path, pos)
-    (positions.repartition(_BUCKET_DIR).sortWithinPartitions(_BUCKET_DIR, "file_path", "pos")
-     .write.option("compression", codec).partitionBy(_BUCKET_DIR).parquet(_spark_uri(deletes_dir)))
+    # one task per data file's positions, one file each; the spec wants each file sorted by (file_path, pos)
+    folders = [_BUCKET_DIR, _DATA_FILE_DIR]
+    (positions.repartition(*folders).sortWithinPartitions(*folders, "file_path", "pos")
+     .write.option("compression", codec).partitionBy(*folders).parquet(_spark_uri(deletes_dir)))
 
 
-def _position_delete_file(txn, path: str):
-    """The manifest entry's file of a position-delete file written by _write_position_deletes."""
-    import pyarrow.parquet as pq
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-    from pyiceberg.typedef import Record
+def _position_delete_file(txn, path: str, tasks: list):
+    """The manifest entry's file of a position-delete file written by _write_position_deletes: in the
+    partition and spec of the data file it deletes from, with its metrics (jobs.iceberg.row_delta)."""
+    from jobs.iceberg.row_delta import position_delete_file
 
-    from jobs.iceberg.row_delta import table_io
-
-    bucket = re.search(rf"/{_BUCKET_DIR}=(\d+)/[^/]+$", path)
-    if bucket is None:
-        raise ValueError(f"a position-delete file outside a bucket folder: {path}")
-    source = table_io(txn).new_input(path)
-    with source.open() as stream:
-        rows = pq.read_metadata(stream).num_rows
-    data_file = DataFile.from_args(
-        content=DataFileContent.POSITION_DELETES, file_path=path, file_format=FileFormat.PARQUET,
-        partition=Record(int(bucket.group(1))), record_count=rows, file_size_in_bytes=len(source),
-        sort_order_id=None, equality_ids=None, key_metadata=None,
-    )
-    data_file.spec_id = txn.table_metadata.default_spec_id
-    return data_file
+    folder = re.search(rf"/{_BUCKET_DIR}=\d+/{_DATA_FILE_DIR}=(\d+)/[^/]+$", path)
+    if folder is None or int(folder.group(1)) >= len(tasks):
+        raise ValueError(f"a position-delete file outside a data file's folder: {path}")
+    return position_delete_file(txn, path, tasks[int(folder.group(1))].file)

@@ -1,17 +1,21 @@
 """What other readers find in a published table (jobs.iceberg.write): data files whose Parquet columns carry the
 table's field ids, a name mapping that keeps a renamed column's old name (and gets it back where earlier versions
-rebuilt it). Each read is compared with the rows written, not with the pipeline's own reader."""
+rebuilt it), and position-delete files scoped to one data file each whose manifest entries say which (bounds,
+``referenced_data_file``), so that pyiceberg's ``inspect`` and readers that attach a delete file to its data file
+only read the table right. Each read is compared with the rows written, not with the pipeline's own reader."""
 from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
 
+import fastavro
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
 from jobs.iceberg.catalog import BUCKET_COLUMN, load_table, open_catalog
 from jobs.iceberg.read import FILE_COLUMN, ROW_COLUMN, read_state
+from jobs.iceberg.row_delta import DELETE_FILE_PATH_ID, DELETE_POS_ID
 from jobs.iceberg.write import NAME_MAPPING_PROP, Bucketing, name_mapping_with_aliases, publish_state
 from jobs.lake.layout import Lake
 
@@ -59,6 +63,15 @@ def _scan(table, name: str = "name") -> list[dict]:
     return sorted(rows, key=lambda r: r["id"])
 
 
+def _manifest_entries(table) -> list[dict]:
+    """The live entries of the current snapshot's manifests, as the Avro files hold them (fastavro)."""
+    entries = []
+    for manifest in table.current_snapshot().manifests(table.io):
+        with open(_local(manifest.manifest_path), "rb") as stream:
+            entries += [e for e in fastavro.reader(stream) if e["status"] != 2]
+    return entries
+
+
 def test_data_files_carry_the_field_ids_of_the_tables_schema(spark, catalog):
     published = _publish(spark, catalog, "r1", _rows(range(20)))
     table = load_table(catalog, PIPELINE, TABLE_ID)
@@ -71,6 +84,76 @@ def test_data_files_carry_the_field_ids_of_the_tables_schema(spark, catalog):
         assert {f.name: int(f.metadata[b"PARQUET:field_id"]) for f in schema} == ids
     # the mapping made at create: each column's one name
     assert [(f.field_id, f.names) for f in table.name_mapping()] == [(i, [n]) for n, i in ids.items()]
+
+
+def test_merge_on_read_writes_one_delete_file_per_data_file_each_entry_naming_it(spark, catalog):
+    _publish(spark, catalog, "r1", _rows(range(40)))
+    _publish(spark, catalog, "r2", _rows(range(40, 48)), changed=set(range(40, 48)))  # a second file a bucket
+    changed = {1, 5, 9, 41, 2, 3}  # buckets 1 (three keys, two files), 2 and 3
+    published = _publish(spark, catalog, "r3", _rows(sorted(changed), version=2), changed=changed)
+    assert (published.mode, published.position_deletes) == ("delta", 6)
+
+    table = load_table(catalog, PIPELINE, TABLE_ID)
+    tasks = list(table.scan().plan_files())
+    data_paths = {t.file.file_path for t in tasks}
+    deletes = [e for e in _manifest_entries(table) if e["data_file"]["content"] == 1]
+    referenced = [e["data_file"]["referenced_data_file"] for e in deletes]
+    # one per data file it deletes from: bucket 1's two files, buckets 2's and 3's one each
+    assert len(deletes) == published.delete_files_added == len(set(referenced)) == 4
+    assert set(referenced) <= data_paths
+    for entry in deletes:
+        file = entry["data_file"]
+        bounds = {b["key"]: b["value"] for b in file["lower_bounds"]}, {b["key"]: b["value"] for b in file["upper_bounds"]}
+        assert bounds[0][DELETE_FILE_PATH_ID] == bounds[1][DELETE_FILE_PATH_ID] == file["referenced_data_file"].encode()
+        assert {b["key"] for b in file["column_sizes"]} == {DELETE_FILE_PATH_ID, DELETE_POS_ID}
+        assert not file["value_counts"] and not file["null_value_counts"]  # as Iceberg Java writes them
+        assert file["file_size_in_bytes"] == Path(_local(file["file_path"])).stat().st_size
+        positions = pq.read_table(_local(file["file_path"]))
+        assert file["record_count"] == positions.num_rows
+        assert set(positions["file_path"].to_pylist()) == {file["referenced_data_file"]}
+        low, high = (int.from_bytes(b[DELETE_POS_ID], "little") for b in bounds)
+        assert (low, high) == (min(positions["pos"].to_pylist()), max(positions["pos"].to_pylist()))
+        # in the partition of its data file
+        [task] = [t for t in tasks if t.file.file_path == file["referenced_data_file"]]
+        assert file["partition"]["_cdc_bucket"] == task.file.partition[0]
+    # pyiceberg's planner attaches each delete file to its data file only
+    for task in tasks:
+        assert {d.file_path for d in task.delete_files} == {e["data_file"]["file_path"] for e in deletes
+                                                            if e["data_file"]["referenced_data_file"] == task.file.file_path}
+
+    expected = sorted(_rows(set(range(48)) - changed) + _rows(changed, version=2), key=lambda r: r["id"])
+    assert _scan(table) == expected
+
+
+def test_pyiceberg_inspect_reads_every_table_and_agrees_with_its_rows(spark, catalog):
+    _publish(spark, catalog, "r1", _rows(range(30)))
+    changed = {4, 7, 8}
+    _publish(spark, catalog, "r2", _rows(changed, version=2), changed=changed)
+    table = load_table(catalog, PIPELINE, TABLE_ID)
+
+    entries = table.inspect.entries()
+    files = table.inspect.files()
+    partitions = table.inspect.partitions()
+    live = [e for e in entries.to_pylist() if e["status"] != 2]
+    assert len(live) == files.num_rows == BUCKETS + 2 + 2  # r1's files, r2's two data and two delete files
+    by_content = {c: [f for f in files.to_pylist() if f["content"] == c] for c in (0, 1)}
+    rows = sum(f["record_count"] for f in by_content[0]) - sum(f["record_count"] for f in by_content[1])
+    assert rows == len(_scan(table)) == 30
+    assert sum(p["record_count"] for p in partitions.to_pylist()) == 30 + 3
+    assert sum(p["position_delete_record_count"] for p in partitions.to_pylist()) == 3
+    assert {p["partition"]["_cdc_bucket"]: p["position_delete_file_count"] for p in partitions.to_pylist()} == \
+        {0: 1, 1: 0, 2: 0, 3: 1}
+
+
+def test_polars_native_reader_reads_a_table_with_deletes(spark, catalog):
+    polars = pytest.importorskip("polars")  # not among the test tools yet: this runs where it is installed
+    _publish(spark, catalog, "r1", _rows(range(30)))
+    changed = {4, 7, 8}
+    _publish(spark, catalog, "r2", _rows(changed, version=2), changed=changed)
+    table = load_table(catalog, PIPELINE, TABLE_ID)
+    read = polars.scan_iceberg(table, reader_override="native").select("id", "name", "amount").collect()
+    expected = sorted(_rows(set(range(30)) - changed) + _rows(changed, version=2), key=lambda r: r["id"])
+    assert sorted(read.to_dicts(), key=lambda r: r["id"]) == expected
 
 
 def test_a_column_renamed_by_another_tool_keeps_its_old_name_as_an_alias(spark, catalog):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -13,7 +14,15 @@ from pyiceberg.schema import Schema
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType
 
-from jobs.iceberg.row_delta import DELETE_FILE_PATH_ID, DELETE_POS_ID, RowDelta, data_files, table_io
+from jobs.iceberg.row_delta import (
+    DELETE_FILE_PATH_ID,
+    DELETE_POS_ID,
+    RowDelta,
+    data_files,
+    position_delete_file,
+    referenced_data_file,
+    table_io,
+)
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType(), required=False))
 
@@ -34,13 +43,17 @@ def _data_file(table, name: str, ids: list[int]) -> str:
     return path
 
 
-def _position_deletes(table, name: str, data_path: str, positions: list[int]) -> DataFile:
+def _position_deletes_file(table, name: str, data_paths: list[str], positions: list[int]) -> str:
     path = f"{table.location()}/deletes/{name}.parquet"
     Path(path.removeprefix("file://")).parent.mkdir(parents=True, exist_ok=True)
     schema = pa.schema([pa.field("file_path", pa.string(), False, {"PARQUET:field_id": str(DELETE_FILE_PATH_ID)}),
                         pa.field("pos", pa.int64(), False, {"PARQUET:field_id": str(DELETE_POS_ID)})])
-    pq.write_table(pa.table({"file_path": [data_path] * len(positions), "pos": positions}, schema=schema),
-                   path.removeprefix("file://"))
+    pq.write_table(pa.table({"file_path": data_paths, "pos": positions}, schema=schema), path.removeprefix("file://"))
+    return path
+
+
+def _position_deletes(table, name: str, data_path: str, positions: list[int]) -> DataFile:
+    path = _position_deletes_file(table, name, [data_path] * len(positions), positions)
     deletes = DataFile.from_args(content=DataFileContent.POSITION_DELETES, file_path=path,
                                  file_format=FileFormat.PARQUET, partition=Record(), record_count=len(positions),
                                  file_size_in_bytes=len(table.io.new_input(path)), sort_order_id=None,
@@ -106,6 +119,35 @@ def test_a_row_delta_removes_a_data_file_and_its_deletes_together(table):
     live = [e.data_file.file_path for m in table.current_snapshot().manifests(table.io)
             for e in m.fetch_manifest_entry(table.io, discard_deleted=True)]
     assert live == [new_path]
+
+
+def test_a_delete_file_of_one_data_file_gets_the_metrics_iceberg_java_writes(table):
+    data_path = _data_file(table, "a", [1, 2, 3, 4, 5])
+    table = _commit(table, add=data_files(table.transaction(), [data_path]))
+    [task] = table.scan().plan_files()
+    path = _position_deletes_file(table, "d", [data_path] * 2, [3, 1])
+    deletes = position_delete_file(table.transaction(), path, task.file)
+    assert (deletes.content, deletes.record_count, deletes.spec_id) == (DataFileContent.POSITION_DELETES, 2, 0)
+    assert deletes.file_size_in_bytes == len(table.io.new_input(path)) and deletes.partition == task.file.partition
+    assert deletes.lower_bounds == {DELETE_FILE_PATH_ID: data_path.encode(), DELETE_POS_ID: (1).to_bytes(8, "little")}
+    assert deletes.upper_bounds == {DELETE_FILE_PATH_ID: data_path.encode(), DELETE_POS_ID: (3).to_bytes(8, "little")}
+    assert set(deletes.column_sizes) == {DELETE_FILE_PATH_ID, DELETE_POS_ID}
+    assert not deletes.value_counts and not deletes.null_value_counts and not deletes.nan_value_counts
+    assert referenced_data_file(deletes) == data_path and referenced_data_file(task.file) is None
+
+    # the manifest of deletes carries referenced_data_file (field 143), which pyiceberg's v2 reader skips
+    table = _commit(table, add=[deletes])
+    assert _ids(table) == [1, 3, 5]
+    [manifest] = [m for m in table.current_snapshot().manifests(table.io) if m.content == ManifestContent.DELETES]
+    with open(manifest.manifest_path.removeprefix("file://"), "rb") as stream:
+        [entry] = list(fastavro.reader(stream))
+    assert entry["data_file"]["referenced_data_file"] == data_path
+    assert [e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io)] == [path]
+
+    # deletes of two data files are not one data file's
+    other = _position_deletes_file(table, "e", [data_path, data_path + "x"], [0, 0])
+    with pytest.raises(ValueError, match="not the deletes of .*a.parquet only"):
+        position_delete_file(table.transaction(), other, task.file)
 
 
 def test_no_other_module_reaches_into_pyiceberg_internals():
