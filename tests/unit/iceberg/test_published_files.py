@@ -86,6 +86,20 @@ def test_data_files_carry_the_field_ids_of_the_tables_schema(spark, catalog):
     assert [(f.field_id, f.names) for f in table.name_mapping()] == [(i, [n]) for n, i in ids.items()]
 
 
+def test_a_table_written_whole_without_buckets_carries_them_too(spark, catalog):
+    # as history tables are published: no buckets, the whole table each run
+    columns = {**COLUMNS, "_cdc_valid_to": "string"}
+    rows = [{**r, "_cdc_valid_to": None} for r in _rows(range(5))]
+    state = spark.createDataFrame([tuple(r.values()) for r in rows], ", ".join(f"`{c}` {t}" for c, t in columns.items()))
+    for run in ("r1", "r2"):
+        publish_state(catalog, PIPELINE, "db.s.h", state, columns, run, {})
+    table = load_table(catalog, PIPELINE, "db.s.h")
+    ids = {f.name: f.field_id for f in table.schema().fields}
+    for task in table.scan().plan_files():
+        schema = pq.read_schema(_local(task.file.file_path))
+        assert {f.name: int(f.metadata[b"PARQUET:field_id"]) for f in schema} == ids
+
+
 def test_merge_on_read_writes_one_delete_file_per_data_file_each_entry_naming_it(spark, catalog):
     _publish(spark, catalog, "r1", _rows(range(40)))
     _publish(spark, catalog, "r2", _rows(range(40, 48)), changed=set(range(40, 48)))  # a second file a bucket
