@@ -13,8 +13,8 @@ import java.util.Comparator;
  * where the tests read their sample messages (tests/resources) and the DTS schema.
  */
 public final class RunTests {
-  private static final Class<?>[] TESTS = {OutcomesTest.class, BoundedDecoderTest.class, DebeziumUdfTest.class, IcebergBucketTest.class,
-    DtsAvroUdfTest.class};
+  private static final Class<?>[] TESTS = {OutcomesTest.class, BoundedDecoderTest.class, DebeziumUdfTest.class,
+    DtsAvroUdfTest.class, IcebergBucketTest.class};
 
   private RunTests() {}
 
