@@ -92,3 +92,14 @@ def register_udf(spark: SparkSession, class_name: str, config: dict, return_type
     decoder = _java_class(spark, class_name)
     decoder.register(spark._jsparkSession, name, text, return_type.json())  # noqa: SLF001
     return name
+
+
+ICEBERG_BUCKET_CLASS = "cdc.IcebergBucket"
+
+
+def register_iceberg_bucket(spark: SparkSession) -> None:
+    """Registers Iceberg's bucket transform (jvm/src/cdc/IcebergBucket.java) in ``spark``'s session as
+    iceberg_bucket_long/_string/_binary/_decimal(value, n); the long one takes a bigint (an int or a
+    unix_date cast first: a Java UDF's arguments are not coerced). Registering again changes nothing."""
+    require(spark, ICEBERG_BUCKET_CLASS)
+    _java_class(spark, ICEBERG_BUCKET_CLASS).register(spark._jsparkSession)  # noqa: SLF001
