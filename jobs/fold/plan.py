@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from jobs.fold.types import META_COLUMNS, promotable, state_type
+from jobs.model.buckets import BucketLayout
 from jobs.model.properties import (
     FULL_LOAD_POSITION_PROP,
     KEY_COLUMNS_PROP,
@@ -61,7 +62,8 @@ class PublishedTable:
     columns: Mapping[str, str] = field(default_factory=dict)  # column -> state type, in order
     key_columns: tuple[str, ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
-    buckets: int | None = None  # its key-hash bucket count, when bucketed
+    buckets: int | None = None  # the bucket count its layout was made for, when bucketed
+    layout: BucketLayout | None = None  # its key buckets (Iceberg's bucket transform), when bucketed
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ class TablePlan:
     buckets: int | None  # the bucket count of the table after the run; None: unbucketed
     whole_table: bool  # every bucket is rewritten (new layout, truncate, complete load, re-key, key type change)
     properties: Mapping[str, str]  # the table properties this run commits
+    # the table's key buckets, kept from its published layout; None where the run lays it out (or it is unbucketed)
+    layout: BucketLayout | None = None
 
     @property
     def key_types(self) -> dict[str, str]:
@@ -164,9 +168,12 @@ def plan_table(info: TableChanges, published: PublishedTable, default_buckets: i
     full_load = complete_load(props.get(PENDING_LOAD_PROP), info)
     whole_table = (info.has_truncate or bool(full_load and full_load.complete) or rekeyed_from is not None
                    or any(t.column in key_columns for t in type_changes))
-    # an existing layout keeps its bucket count; a table without one gets the default (a new layout,
-    # every bucket written)
+    # an existing layout is kept while its columns stay key columns hashing alike; a table without one (or
+    # re-keyed) gets a new one of its bucket count or the default: every bucket written
     buckets = published.buckets or default_buckets or None
+    key_types = {k: columns[k] for k in key_columns}
+    layout = (published.layout.with_types(key_types) if buckets and published.layout is not None
+              and published.layout.fits(key_types) and rekeyed_from is None else None)
     return TablePlan(
         table_id=info.table_id, changes=info, columns=columns, key_columns=key_columns,
         rekeyed_from=rekeyed_from, type_changes=type_changes,
@@ -175,7 +182,7 @@ def plan_table(info: TableChanges, published: PublishedTable, default_buckets: i
             c for c in published.columns if c not in META_COLUMNS and info.full_image_columns is not None
             and c not in info.full_image_columns)),
         skip_cdc_through=load_position, skip_all_through=truncated_through, full_load=full_load,
-        buckets=buckets, whole_table=whole_table or not published.buckets,
+        buckets=buckets, whole_table=whole_table or layout is None, layout=layout,
         properties=_properties(key_columns, load_position, _latest(truncated_through, info.truncate_position),
                                full_load, props),
     )

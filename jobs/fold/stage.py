@@ -24,18 +24,17 @@ from pyspark.sql import functions as F
 
 from jobs import failpoints
 from jobs.fold import held as held_log
-from jobs.fold.buckets import key_bucket, touched_buckets
+from jobs.fold.buckets import new_layout, touched_buckets
 from jobs.fold.core import FoldResult, Prior, removal_steps
 from jobs.fold.describe import describe_changes
 from jobs.fold.history import HISTORY_META, close_history
-from jobs.fold.plan import PlanError, PublishedTable, TableChanges, TablePlan
+from jobs.fold.plan import WHOLE_ROW_KEY, PlanError, PublishedTable, TableChanges, TablePlan
 from jobs.fold.table import TableFold, fold_one_table
 from jobs.fold.types import META_COLUMNS
 from jobs.fold.values import unconverted_values
 from jobs.iceberg.catalog import (
     ensure_namespace,
     history_table_id,
-    is_bucketed,
     key_columns_of,
     load_table,
     open_catalog,
@@ -44,6 +43,7 @@ from jobs.iceberg.catalog import (
     snapshot_record_count,
     table_columns,
 )
+from jobs.iceberg.layout import identifier_columns, layout_of
 from jobs.iceberg.read import read_state, read_tombstones
 from jobs.iceberg.write import DEFAULT_BUCKETS, Bucketing, deltas_fit, publish_state
 from jobs.lake import ledger as count_ledger
@@ -159,7 +159,8 @@ def _published(table) -> PublishedTable:
     return PublishedTable(
         columns=table_columns(table), key_columns=tuple(key_columns_of(table) or ()),
         properties=dict(table.properties),
-        buckets=int(table.properties[BUCKETS_PROP]) if is_bucketed(table) else None,
+        buckets=int(table.properties[BUCKETS_PROP]) if BUCKETS_PROP in table.properties else None,
+        layout=layout_of(table),
     )
 
 
@@ -167,8 +168,8 @@ def _read_prior(spark: SparkSession, table, changes: DataFrame, p: TablePlan) ->
     """What the table holds of the buckets its changes touch (all of them when the plan rewrites the whole
     table), the rows with their positions where the new state may go out as a delta of position deletes
     (jobs.iceberg.write.deltas_fit)."""
-    touched = None if p.buckets is None or p.whole_table else touched_buckets(changes, p.key_types, p.buckets)
-    positioned = p.buckets is not None and deltas_fit(table, touched, p.changes.records)
+    touched = None if p.layout is None or p.whole_table else touched_buckets(changes, p.layout, p.key_types)
+    positioned = p.layout is not None and deltas_fit(table, touched, p.changes.records)
     return Prior(read_state(spark, table, touched, positions=positioned), read_tombstones(spark, table, p.key_types),
                  positioned, touched)
 
@@ -187,20 +188,20 @@ def _publish(run: _Run, table, fold: TableFold) -> dict:
         published = publish_state(
             run.catalog, run.pipeline, p.table_id, result.changed if result.is_delta else result.state,
             {**p.columns, **META_COLUMNS}, run.run_id, dict(p.properties), tombstones=result.tombstones,
-            bucketing=_bucketing(p, fold.prior.touched), replaced=result.replaced, report=report,
-            attempt=run.attempt,
+            bucketing=_bucketing(p, fold.prior.touched, result.state), replaced=result.replaced, report=report,
+            attempt=run.attempt, identifier=identifier_columns(p.key_types, p.key_source == WHOLE_ROW_KEY),
         )
     finally:
         result.release()
     return {**published.as_dict(), **report}
 
 
-def _bucketing(p: TablePlan, touched: frozenset[int] | None) -> Bucketing | None:
-    """The buckets of the table this run rewrites (``touched``; None: all of them). None: the table is and
-    stays unbucketed."""
-    if p.buckets is None:
-        return None
-    return Bucketing(p.buckets, key_bucket(p.key_types, p.buckets), touched)
+def _bucketing(p: TablePlan, touched: frozenset[int] | None, state: DataFrame) -> Bucketing | None:
+    """The buckets of the table this run rewrites (``touched``; None: all of them), in its layout or the one
+    this run makes from the ``state`` it writes whole. None: the table is and stays unbucketed (or its key has
+    no column Iceberg buckets)."""
+    layout = p.layout if p.layout is not None or p.buckets is None else new_layout(state, p.key_types, p.buckets)
+    return Bucketing(p.buckets, layout, touched) if layout is not None else None
 
 
 def _write_steps(run: _Run, table, p: TablePlan, result: FoldResult) -> dict:

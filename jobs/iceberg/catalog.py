@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pyarrow as pa
-
 from jobs.lake import storage
 from jobs.lake.layout import Lake
 from jobs.model.properties import (
-    BUCKETS_PROP,
     HISTORY_OF_PROP,
     KEY_COLUMNS_PROP,
     REPORT_PROP,
@@ -18,6 +15,9 @@ from jobs.model.properties import (
 )
 from jobs.model.record import hashed_table_name, iceberg_table_name, joined_table_name
 
+# a row's bucket number (jobs.model.buckets.BucketLayout.index) while a run reads or writes it, no column of
+# the table; tables published before buckets were Iceberg's transform have it as a column (identity-partitioned
+# by it), which a run moving such a table to the current layout drops
 BUCKET_COLUMN = "_cdc_bucket"
 
 
@@ -112,23 +112,29 @@ def published_by(table, run_id: str) -> int | None:
 
 
 # ---- Spark <-> Iceberg schemas ---------------------------------------------------------------
-def arrow_type(spark_type: str) -> pa.DataType:
-    simple = {
-        "string": pa.string(), "int": pa.int32(), "bigint": pa.int64(), "float": pa.float32(),
-        "double": pa.float64(), "boolean": pa.bool_(), "date": pa.date32(),
-        "timestamp": pa.timestamp("us", tz="UTC"), "binary": pa.binary(),
-    }
+def iceberg_schema(columns: dict[str, str], identifier: tuple[str, ...] = ()):
+    """The Iceberg schema of columns (name -> Spark type): the identifier columns required and declared as
+    identifier fields, every other column optional. Field ids in order (a new table's are assigned afresh)."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField
+
+    fields = [NestedField(i, name, iceberg_type(t), required=name in identifier)
+              for i, (name, t) in enumerate(columns.items(), start=1)]
+    return Schema(*fields, identifier_field_ids=[f.field_id for f in fields if f.name in identifier])
+
+
+def iceberg_type(spark_type: str):
+    from pyiceberg import types as T
+
+    simple = {"string": T.StringType(), "int": T.IntegerType(), "bigint": T.LongType(), "float": T.FloatType(),
+              "double": T.DoubleType(), "boolean": T.BooleanType(), "date": T.DateType(),
+              "timestamp": T.TimestamptzType(), "binary": T.BinaryType()}
     if spark_type in simple:
         return simple[spark_type]
     if spark_type.startswith("decimal("):
         precision, scale = (int(x) for x in spark_type[len("decimal("):-1].split(","))
-        return pa.decimal128(precision, scale)
+        return T.DecimalType(precision, scale)
     raise ValueError(f"no Iceberg type for {spark_type}")
-
-
-def arrow_schema(columns: dict[str, str]) -> pa.Schema:
-    # every field nullable: Spark marks some written columns required, which add_files rejects
-    return pa.schema([pa.field(name, arrow_type(t), nullable=True) for name, t in columns.items()])
 
 
 def spark_type_of(iceberg_type) -> str:
@@ -148,18 +154,10 @@ def spark_type_of(iceberg_type) -> str:
 
 
 def table_columns(table, layout: bool = False) -> dict[str, str]:
-    """Column name -> Spark type of the table's current schema, in order (without the bucket column
-    unless ``layout``: it is where a row is stored, not what it says)."""
+    """Column name -> Spark type of the table's current schema, in order (without the bucket column of a table
+    of the earlier layout unless ``layout``: it is where a row is stored, not what it says)."""
     return {f.name: spark_type_of(f.field_type) for f in table.schema().fields
             if layout or f.name != BUCKET_COLUMN}
-
-
-def is_bucketed(table) -> bool:
-    """Whether the table's current layout is the key-hash buckets (tables of earlier versions are not)."""
-    if table is None or BUCKETS_PROP not in table.properties:
-        return False
-    names = {f.name for f in table.spec().fields}
-    return BUCKET_COLUMN in names
 
 
 def key_columns_of(table) -> list[str] | None:

@@ -1,6 +1,6 @@
 """pyiceberg's private internals, all of those the package uses, behind one door (tests/unit/iceberg/
 test_row_delta.py tests each directly, so a pyiceberg upgrade that moves one fails there first):
-:func:`table_io`, :func:`data_files`, :func:`position_delete_file` and :class:`RowDelta`.
+:func:`table_io`, :func:`data_file`, :func:`position_delete_file` and :class:`RowDelta`.
 
 Merge-on-read commits: position-delete files and data files in one snapshot.
 
@@ -43,12 +43,40 @@ def table_io(transaction):
     return transaction._table.io
 
 
-def data_files(transaction, paths: list[str]) -> list:
-    """The manifests' entries of Parquet data files written outside pyiceberg (by Spark), statistics and
-    bounds read from their footers, columns matched to the table's schema by name."""
-    from pyiceberg.table import _parquet_files_to_data_files
+def data_file(transaction, path: str, partition: tuple = ()):
+    """The manifest entry's file of a Parquet data file written outside pyiceberg (by Spark), in ``partition``
+    (its fields' values, as the folder it was written to says: a bucket transform's cannot be read back from
+    the column bounds) of the table's default spec, statistics and bounds from its footer, columns matched to
+    the table's schema by field id. Spark writes every column optional: the file is checked against the schema
+    with every field optional, then each required field's null count must be 0 (ValueError otherwise)."""
+    import pyarrow.parquet as pq
+    from pyiceberg.io.pyarrow import (
+        _check_pyarrow_schema_compatible,
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFile, FileFormat
+    from pyiceberg.typedef import Record
 
-    return list(_parquet_files_to_data_files(transaction.table_metadata, paths, table_io(transaction)))
+    metadata = transaction.table_metadata
+    source = table_io(transaction).new_input(path)
+    with source.open() as stream:
+        footer = pq.read_metadata(stream)
+    schema = metadata.schema()
+    relaxed = Schema(*[f.model_copy(update={"required": False}) for f in schema.fields], schema_id=schema.schema_id)
+    _check_pyarrow_schema_compatible(relaxed, footer.schema.to_arrow_schema(), format_version=metadata.format_version)
+    stats = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=footer, stats_columns=compute_statistics_plan(schema, metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema))
+    for field in schema.fields:
+        if field.required and stats.null_value_counts.get(field.field_id, 1) != 0:
+            raise ValueError(f"{path}: key column {field.name} has a null value (or the file no null count of it): "
+                             "nothing committed")
+    return DataFile.from_args(content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET,
+                              partition=Record(*partition), file_size_in_bytes=len(source),
+                              sort_order_id=metadata.default_sort_order_id, spec_id=metadata.default_spec_id,
+                              equality_ids=None, key_metadata=None, **stats.to_serialized_dict())
 
 
 # the reserved field ids of a position-delete file's columns (Iceberg spec, "Position Delete Files")

@@ -5,9 +5,12 @@ One table per source table in the namespace of the pipeline. A run's new state o
 summary, so a re-run of the same run id is recognised and changes nothing. Nothing becomes visible
 before the catalog commit: a failure before it leaves the previous snapshot published.
 
-State tables are laid out in key-hash buckets: a ``_cdc_bucket`` column (a hash of the key, modulo the
-table's ``cdc.buckets``) that the table is identity-partitioned by, one file per bucket and run. A run
-reads only the buckets its changes touch; the others' files stay as they are.
+State tables are laid out in key buckets by Iceberg's own ``bucket[N]`` partition transform on their key
+columns (jobs.model.buckets, jobs.iceberg.layout), one file per bucket and run, written sorted by the key (the
+table's sort order); the key columns are required and, where Iceberg allows, the table's identifier fields.
+A run reads only the buckets its changes touch; the others' files stay as they are. A table of the earlier
+layout (identity-partitioned by a ``_cdc_bucket`` column) is moved to this one by its next run, which rewrites
+it whole and drops the column.
 
 Every data file carries the Iceberg field id of each of its columns (Parquet field ids, as the table's
 schema gives them in the transaction), so readers resolving columns by id need no name mapping; the
@@ -28,8 +31,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, replace
 
-import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs import env, failpoints
@@ -37,17 +39,19 @@ from jobs.iceberg.catalog import (
     BUCKET_COLUMN,
     _free_table_name,
     _live_records,
-    arrow_schema,
     ensure_namespace,
-    is_bucketed,
+    iceberg_schema,
     load_table,
 )
+from jobs.iceberg.layout import is_bucketed, layout_of, partition_spec, sort_order, with_bucket
 from jobs.iceberg.read import FILE_COLUMN, ROW_COLUMN, _delete_files, _file_keys, _scan_tasks, _spark_uri
 from jobs.lake.lease import Attempt, attempt_folder, new_attempt_id
 from jobs.lake.storage import file_uris
+from jobs.model.buckets import BucketLayout
 from jobs.model.properties import (
     ATTEMPT_PROP,
     BUCKETS_PROP,
+    KEY_COLUMNS_PROP,
     PIPELINE_PROP,
     REPORT_PROP,
     RUN_ID_PROP,
@@ -106,12 +110,17 @@ _SPARK_CODECS = {"zstd", "snappy", "gzip", "lz4", "brotli", "uncompressed", "non
 
 @dataclass(frozen=True)
 class Bucketing:
-    """How a state is written: ``bucket`` computes each row's bucket (0 <= b < buckets) from its key;
-    ``touched`` are the buckets this state replaces (None: all of them, the whole table)."""
+    """How a state is written: in the buckets of ``layout`` (made for about ``buckets`` buckets, the count a
+    re-keyed table's new layout is made for again); ``touched`` are the buckets (jobs.model.buckets numbers)
+    this state replaces (None: all of them, the whole table)."""
 
     buckets: int
-    bucket: Column
+    layout: BucketLayout
     touched: frozenset[int] | None = None
+
+
+# Iceberg Java's default, pyiceberg's is false: a table's manifests are merged as commits add them
+MANIFEST_MERGE = {"commit.manifest-merge.enabled": "true"}
 
 
 def deltas_fit(table, touched: frozenset[int] | None, changes: int) -> bool:
@@ -187,13 +196,13 @@ class _Written:
     folders: dict[str, list[str]]  # folder -> the Parquet files written there
 
 
-def _bucketed(state: DataFrame, bucketing: Bucketing) -> DataFrame:
-    # one shuffle puts each bucket in one task: one file per bucket, in a folder of its own (named
-    # by a copy of the column, as Spark drops a partition column from the files and Iceberg needs it);
+def _bucketed(state: DataFrame, bucketing: Bucketing, sort_columns: tuple[str, ...]) -> DataFrame:
+    # one shuffle puts each bucket in one task: one file per bucket, in a folder of its own (the
+    # partition's values are the folder's, as a bucket's cannot be read back from the file's bounds);
     # sorted by it, a task writes its buckets one after the other (one open Parquet writer, whose
-    # row groups need not shrink to share a small heap)
-    return (state.withColumn(BUCKET_COLUMN, bucketing.bucket).repartition(BUCKET_COLUMN)
-            .withColumn(_BUCKET_DIR, F.col(BUCKET_COLUMN)).sortWithinPartitions(_BUCKET_DIR))
+    # row groups need not shrink to share a small heap), each sorted by the key (the table's sort order)
+    return (with_bucket(state, bucketing.layout, _BUCKET_DIR).repartition(_BUCKET_DIR)
+            .sortWithinPartitions(_BUCKET_DIR, *[_quoted(c) for c in sort_columns]))
 
 
 def with_field_ids(state: DataFrame, schema) -> DataFrame:
@@ -211,7 +220,7 @@ def _quoted(column: str) -> str:
     return f"`{column.replace('`', '``')}`"
 
 
-def _write_files(state: DataFrame, tombstones: DataFrame | None, replaced: DataFrame | None, tasks: list,
+def _write_files(state: DataFrame, tombstones: DataFrame | None, replaced: DataFrame | None, table, tasks: list,
                  folder_of, bucketed: bool, codec: str) -> _Written:
     """Spark writes the state's data files, the position deletes of ``replaced`` and the tombstones, each
     into a folder of this attempt's that is new (``folder_of(kind)``): nothing another attempt wrote is
@@ -222,7 +231,7 @@ def _write_files(state: DataFrame, tombstones: DataFrame | None, replaced: DataF
     folders = {data_dir: _list_parquet(data_dir)}
     if replaced is not None:
         deletes_dir = folder_of("deletes")
-        _write_position_deletes(replaced, tasks, deletes_dir, codec)
+        _write_position_deletes(replaced, table, tasks, deletes_dir, codec)
         folders[deletes_dir] = _list_parquet(deletes_dir)
     tombstones_dir = None
     if tombstones is not None:
@@ -263,37 +272,63 @@ def commit_conflict(table_id: str, run_id: str, pipeline: str, exc: Exception) -
         "leaves what is published alone and commits the rest")
 
 
-def _open_transaction(catalog, pipeline: str, table_id: str, run_id: str, table, schema: pa.Schema):
-    """(transaction, table name, location): a new table's creation, or a transaction on ``table``."""
+def _open_transaction(catalog, pipeline: str, table_id: str, run_id: str, table, schema,
+                      layout: BucketLayout | None, sort_columns: tuple[str, ...]):
+    """(transaction, table name, location): a new table's creation (its one partition spec the layout's), or
+    a transaction on ``table``."""
     from pyiceberg.exceptions import TableAlreadyExistsError
 
     if table is not None:
         return table.transaction(), table.name()[-1], table.location()
     name = _free_table_name(catalog, pipeline, table_id)
     try:
-        txn = catalog.create_table_transaction((pipeline, name), schema=schema,
-                                               properties={TABLE_ID_PROP: table_id, CODEC_PROP: DEFAULT_CODEC,
-                                                           **METADATA_CLEANUP})
+        txn = catalog.create_table_transaction(
+            (pipeline, name), schema=schema, partition_spec=partition_spec(schema, layout),
+            sort_order=sort_order(schema, sort_columns),
+            properties={TABLE_ID_PROP: table_id, CODEC_PROP: DEFAULT_CODEC, **METADATA_CLEANUP, **MANIFEST_MERGE})
     except TableAlreadyExistsError as exc:
         raise commit_conflict(table_id, run_id, pipeline, exc) from exc
     return txn, name, txn.table_metadata.location
 
 
-def _stage_layout(txn, table, schema: pa.Schema, bucketing: Bucketing | None) -> None:
-    """The schema and partition spec the commit brings, staged in ``txn`` before any file is written (the
-    files carry the field ids of this schema); the name mapping made (a new table) or kept whole."""
+def _stage_layout(txn, table, schema, layout: BucketLayout | None, sort_columns: tuple[str, ...]) -> None:
+    """The schema, partition spec and sort order the commit brings, staged in ``txn`` before any file is written
+    (the files carry the field ids of this schema; every file of a changed spec is replaced by the commit); the
+    name mapping made (a new table) or kept whole."""
     if table is None:
         txn.set_properties(**{NAME_MAPPING_PROP: txn.table_metadata.schema().name_mapping.model_dump_json()})
-    else:
-        with txn.update_schema() as update:  # which merges the name mapping (new columns added to it)
-            update.union_by_name(schema)
-        mapping = name_mapping_with_aliases(txn.table_metadata)
-        if txn.table_metadata.name_mapping() != mapping:  # a mapping rebuilt by earlier versions: repaired
-            txn.set_properties(**{NAME_MAPPING_PROP: mapping.model_dump_json()})
-    if bucketing is not None and not is_bucketed(table):
-        # a new table, or one of an earlier layout (then every file is replaced in this commit)
+        return
+    identifier = {f.name for f in schema.fields if f.field_id in schema.identifier_field_ids}
+    # a key column made required: the fold never leaves a key null, and each file's null counts are checked
+    with txn.update_schema(allow_incompatible_changes=True) as update:  # which merges the name mapping
+        update.union_by_name(schema)
+        for field in txn.table_metadata.schema().fields:
+            if field.name in identifier and not field.required:
+                update.update_column(field.name, required=True)
+        if identifier != set(txn.table_metadata.schema().identifier_field_names()):
+            update.set_identifier_fields(*identifier)
+    mapping = name_mapping_with_aliases(txn.table_metadata)
+    if txn.table_metadata.name_mapping() != mapping:  # a mapping rebuilt by earlier versions: repaired
+        txn.set_properties(**{NAME_MAPPING_PROP: mapping.model_dump_json()})
+    current = txn.table_metadata.schema()
+    if _bucket_fields(layout_of(table)) != _bucket_fields(layout) or (layout is None and table.spec().fields):
         with txn.update_spec() as spec:
-            spec.add_identity(BUCKET_COLUMN)
+            for field in table.spec().fields:
+                spec.remove_field(field.name)
+            for field in partition_spec(current, layout).fields:
+                spec.add_field(current.find_field(field.source_id).name, field.transform, field.name)
+    if txn.table_metadata.sort_order().fields != sort_order(current, sort_columns).fields:
+        with txn.update_sort_order() as order:
+            for field in sort_order(current, sort_columns).fields:
+                order.asc(current.find_column_name(field.source_id), field.transform, field.null_order)
+    missing = {k: v for k, v in MANIFEST_MERGE.items() if k not in table.properties}
+    if missing:
+        txn.set_properties(**missing)
+
+
+def _bucket_fields(layout: BucketLayout | None) -> list[tuple[str, int]]:
+    # a layout's partition fields, whatever its columns' types (an int key widened to bigint keeps its buckets)
+    return [(f.column, f.count) for f in layout.fields] if layout is not None else []
 
 
 def name_mapping_with_aliases(metadata):
@@ -324,10 +359,10 @@ def _stage_snapshot(txn, table_id: str, iceberg_table: str, summary: dict[str, s
                     bucketing: Bucketing | None, delta: bool, report: dict | None) -> Published:
     """Stage the snapshot that replaces the touched buckets' files (or the whole table's) with the
     written ones, or, as a ``delta``, adds the written data and position deletes; what it does."""
-    from jobs.iceberg.row_delta import RowDelta, data_files
+    from jobs.iceberg.row_delta import RowDelta, data_file
 
     touched = bucketing.touched if bucketing is not None else None
-    new_files = data_files(txn, written.data)
+    new_files = [data_file(txn, path, _partition(path, bucketing)) for path in written.data]
     delete_files = [_position_delete_file(txn, path, tasks) for path in written.deletes]
     # a delta removes nothing; a rewrite removes the data files it replaces and the deletes of them
     old_data = [] if delta else [t.file for t in tasks]
@@ -335,9 +370,9 @@ def _stage_snapshot(txn, table_id: str, iceberg_table: str, summary: dict[str, s
     published = Published(table_id, iceberg_table, None, 0, len(new_files), len(old_data),
                           sum(f.file_size_in_bytes for f in new_files + delete_files),
                           sum(f.file_size_in_bytes for f in old_data + old_deletes),
-                          buckets=bucketing.buckets if bucketing else None,
+                          buckets=bucketing.layout.buckets if bucketing else None,
                           buckets_rewritten=(0 if delta else len(touched) if touched is not None
-                                             else bucketing.buckets) if bucketing else None,
+                                             else bucketing.layout.buckets) if bucketing else None,
                           mode="delta" if delta else "rewrite",
                           position_deletes=sum(f.record_count for f in delete_files),
                           delete_files_added=len(delete_files), delete_files_removed=len(old_deletes))
@@ -355,6 +390,29 @@ def _stage_snapshot(txn, table_id: str, iceberg_table: str, summary: dict[str, s
     return published
 
 
+def _partition(path: str, bucketing: Bucketing | None) -> tuple:
+    """The partition of a data file: its bucket's (the folder it was written to), none unbucketed."""
+    if bucketing is None:
+        return ()
+    folder = re.search(rf"/{_BUCKET_DIR}=(\d+)/[^/]+$", path)
+    if folder is None:
+        raise ValueError(f"a data file outside a bucket's folder: {path}")
+    return bucketing.layout.partition(int(folder.group(1)))
+
+
+def _drop_legacy_bucket_column(txn, summary: dict[str, str]) -> None:
+    """A table moved from the earlier layout loses its bucket column, once no live manifest needs it: an empty
+    snapshot after the rewrite's (which keeps only the manifests of live files) and the column dropped."""
+    from jobs.iceberg.row_delta import RowDelta
+
+    if BUCKET_COLUMN not in {f.name for f in txn.table_metadata.schema().fields}:
+        return
+    with RowDelta(txn, summary):
+        pass
+    with txn.update_schema() as update:
+        update.delete_column(BUCKET_COLUMN)
+
+
 def publish_state(
     catalog,
     pipeline: str,
@@ -368,6 +426,7 @@ def publish_state(
     replaced: DataFrame | None = None,
     report: dict | None = None,
     attempt: Attempt | None = None,
+    identifier: tuple[str, ...] = (),
 ) -> Published:
     """Write the new state with Spark, then commit it as one Iceberg snapshot of the table.
 
@@ -376,7 +435,9 @@ def publish_state(
     of the keys this run changed, read with their positions), ``state`` holds the changed rows only:
     they are appended, and the replaced rows deleted by position; no file is rewritten. ``report``
     (the run's report of the table) is kept in the snapshot's summary with what this commit did
-    (REPORT_PROP), so that a re-run of the run reports what the run did (published_report). The files
+    (REPORT_PROP), so that a re-run of the run reports what the run did (published_report). ``identifier``:
+    the key columns the table declares as its identifier fields (required; jobs.iceberg.layout); a bucketed
+    table's sort order is its key (properties' KEY_COLUMNS_PROP), the order each bucket is written in. The files
     go to this ``attempt``'s folders (``<kind>/run=<run_id>/attempt=<id>/``); right before the commit,
     its lease is checked and every file the commit names is checked to be there (MissingFiles)."""
     attempt = attempt or Attempt(new_attempt_id())
@@ -387,17 +448,20 @@ def publish_state(
         raise ValueError(f"{table_id}: a state of some buckets only, for a table that is not bucketed")
     if replaced is not None and touched is None:
         raise ValueError(f"{table_id}: position deletes need a bucketed table and the buckets they touch")
+    state = state.select(*[_quoted(c) for c in columns])
+    sort_columns = ()
     if bucketing is not None:
-        columns = {**columns, BUCKET_COLUMN: "int"}
         properties = {**properties, BUCKETS_PROP: str(bucketing.buckets)}
-        state = _bucketed(state, bucketing)
-    schema = arrow_schema(columns)
-    txn, name, location = _open_transaction(catalog, pipeline, table_id, run_id, table, schema)
+        sort_columns = tuple(json.loads(properties.get(KEY_COLUMNS_PROP, "[]")))
+        state = _bucketed(state, bucketing, sort_columns)
+    layout = bucketing.layout if bucketing is not None else None
+    schema = iceberg_schema(columns, identifier)
+    txn, name, location = _open_transaction(catalog, pipeline, table_id, run_id, table, schema, layout, sort_columns)
     tasks = _scan_tasks(table, touched) if table is not None else []
     if table is not None:  # tables created before the cleanup was set get it on their next commit
         properties = {**{k: v for k, v in METADATA_CLEANUP.items() if k not in table.properties}, **properties}
-    _stage_layout(txn, table, schema, bucketing)
-    written = _write_files(with_field_ids(state, txn.table_metadata.schema()), tombstones, replaced, tasks,
+    _stage_layout(txn, table, schema, layout, sort_columns)
+    written = _write_files(with_field_ids(state, txn.table_metadata.schema()), tombstones, replaced, table, tasks,
                            lambda kind: f"{location}/{kind}/run={run_id}/{attempt_folder(attempt.id)}",
                            bucketing is not None, parquet_codec(table))
     if written.tombstones_dir is not None:
@@ -406,6 +470,7 @@ def publish_state(
     summary = {RUN_ID_PROP: run_id, PIPELINE_PROP: pipeline, ATTEMPT_PROP: attempt.id}
     published = _stage_snapshot(txn, table_id, f"{pipeline}.{name}", summary, tasks, written, bucketing,
                                 replaced is not None, report)
+    _drop_legacy_bucket_column(txn, summary)
     # last before the commit: this attempt still holds the lease, and every file it names is there
     failpoints.reached("publish.files-written")
     attempt.check()
@@ -416,7 +481,7 @@ def publish_state(
                    state_rows=_live_records(snapshot))
 
 
-def _write_position_deletes(replaced: DataFrame, tasks: list, deletes_dir: str, codec: str) -> None:
+def _write_position_deletes(replaced: DataFrame, table, tasks: list, deletes_dir: str, codec: str) -> None:
     """The replaced rows' positions as position-delete files, one per data file they delete from (as
     Iceberg's own writers since 1.8), in a folder of its own below its bucket's
     (``_cdc_b=<bucket>/_cdc_df=<its index in tasks>``): each row names its data file by the full path the
@@ -424,7 +489,7 @@ def _write_position_deletes(replaced: DataFrame, tasks: list, deletes_dir: str, 
     from jobs.iceberg.row_delta import DELETE_FILE_PATH_ID, DELETE_POS_ID
 
     positions = replaced.select(BUCKET_COLUMN, FILE_COLUMN, ROW_COLUMN).join(
-        F.broadcast(_file_keys(replaced.sparkSession, tasks, index=_DATA_FILE_DIR)), [BUCKET_COLUMN, FILE_COLUMN]
+        F.broadcast(_file_keys(replaced.sparkSession, table, tasks, index=_DATA_FILE_DIR)), [BUCKET_COLUMN, FILE_COLUMN]
     ).select(
         # the spec's reserved field ids, written into the Parquet schema (Spark writes a field's
         # parquet.field.id), so that readers resolving columns by id find them
