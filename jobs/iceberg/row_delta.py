@@ -178,14 +178,64 @@ def _content_of(entry: ManifestEntry) -> ManifestContent:
 class RowDelta(_OverwriteFiles):
     """One snapshot that adds data files and position-delete files and removes files of either kind
     (``append_data_file`` / ``delete_data_file`` take both). Use as a context manager, as pyiceberg's
-    own producers: the snapshot is committed on exit."""
+    own producers: the snapshot is committed on exit. Also for a commit with no delete file at all (a
+    rewrite, an append): it does what pyiceberg's ``overwrite`` does, and merges manifests.
+
+    The snapshot's operation is the one Iceberg Java's RowDelta (BaseRowDelta.operation, 1.11) gives:
+    ``append`` when it only adds data files, ``delete`` when it adds delete files and no data file,
+    ``overwrite`` otherwise (data files removed, data and delete files added, or nothing at all). The
+    summary (added/removed counts and the totals) is pyiceberg's, from the files given.
+
+    Manifests are merged as Iceberg Java's snapshot producers merge them (MergingSnapshotProducer and
+    its ManifestMergeManager, one for data manifests, one for manifests of deletes), so their number
+    stays bounded as commits accumulate instead of growing by one or more a commit. The table
+    properties say how: ``commit.manifest-merge.enabled`` (absent: true, Iceberg Java's default;
+    pyiceberg's own merge_append defaults to false, so jobs.iceberg.write sets it to true when it
+    creates a table), ``commit.manifest.min-count-to-merge`` (100) and
+    ``commit.manifest.target-size-bytes`` (8 MB). For each content, this commit's manifests come first
+    (its new files', then its removed files'), then the parent's kept ones; they are grouped by partition
+    spec (highest id first) and each group packed from its end into bins of about the target size
+    (lookback 1, so the order is kept and the under-filled bin is the first); a bin of one manifest is
+    kept, the bin holding the first manifest (the new files', if any) is merged only when it has at
+    least min-count manifests, any other bin is merged. A merged manifest has this commit's added and
+    removed entries as ADDED and DELETED, the removals of earlier commits dropped, and every other entry
+    as EXISTING with its snapshot id and its data and file sequence numbers, so a position delete still
+    applies to the data files as old as it or older only. Added files are listed under their own spec
+    (a delete file's is its data file's, which may be older than the default), files without one
+    (pyiceberg's data files) under the default spec.
+    """
 
     def __init__(self, transaction, snapshot_properties: dict[str, str]) -> None:
+        from pyiceberg.table import TableProperties
+        from pyiceberg.utils.properties import property_as_bool, property_as_int
+
         if transaction.table_metadata.format_version < 2:
             raise ValueError("position deletes need an Iceberg table of format version 2 or later")
-        operation = Operation.OVERWRITE if transaction.table_metadata.current_snapshot() else Operation.APPEND
-        super().__init__(operation, transaction, table_io(transaction), snapshot_properties=snapshot_properties)
+        # the operation is known once the files are: _commit sets it
+        super().__init__(Operation.OVERWRITE, transaction, table_io(transaction),
+                         snapshot_properties=snapshot_properties)
         self._entries: dict[str, list[ManifestEntry]] = {}
+        properties = transaction.table_metadata.properties
+        self._merge_enabled = property_as_bool(properties, TableProperties.MANIFEST_MERGE_ENABLED, True)
+        self._min_count_to_merge = property_as_int(properties, TableProperties.MANIFEST_MIN_MERGE_COUNT,
+                                                   TableProperties.MANIFEST_MIN_MERGE_COUNT_DEFAULT)
+        self._target_size_bytes = property_as_int(properties, TableProperties.MANIFEST_TARGET_SIZE_BYTES,
+                                                  TableProperties.MANIFEST_TARGET_SIZE_BYTES_DEFAULT)
+
+    def operation(self) -> Operation:
+        """Iceberg Java's RowDelta's operation for the files given so far."""
+        adds_data = any(f.content == DataFileContent.DATA for f in self._added_data_files)
+        adds_deletes = any(f.content != DataFileContent.DATA for f in self._added_data_files)
+        removes_data = any(f.content == DataFileContent.DATA for f in self._deleted_data_files)
+        if adds_data and not adds_deletes and not removes_data:
+            return Operation.APPEND
+        if adds_deletes and not adds_data:
+            return Operation.DELETE
+        return Operation.OVERWRITE
+
+    def _commit(self):
+        self._operation = self.operation()
+        return super()._commit()
 
     def _live_entries(self, manifest: ManifestFile) -> list[ManifestEntry]:
         if manifest.manifest_path not in self._entries:
@@ -206,17 +256,64 @@ class RowDelta(_OverwriteFiles):
 
     def _manifests(self) -> list[ManifestFile]:
         removed = self._deleted_entries()
-        groups: dict[tuple[int, ManifestContent], list[ManifestEntry]] = defaultdict(list)
-        default_spec = self._transaction.table_metadata.default_spec_id  # added files are written with it
+        added: dict[tuple[int, ManifestContent], list[ManifestEntry]] = defaultdict(list)
+        default_spec_id = self._transaction.table_metadata.default_spec_id
         for data_file in self._added_data_files:
             entry = ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
                                             sequence_number=None, file_sequence_number=None, data_file=data_file)
-            groups[(default_spec, _content_of(entry))].append(entry)
+            # a file has the spec it was given (a delete file its data file's, maybe an older one), else the
+            # default one (pyiceberg's data files have none)
+            spec_id = data_file.spec_id if hasattr(data_file, "spec_id") else default_spec_id
+            added[(spec_id, _content_of(entry))].append(entry)
+        groups: dict[tuple[int, ManifestContent], list[ManifestEntry]] = defaultdict(list)
         for entry in removed:
             groups[(entry.data_file.spec_id, _content_of(entry))].append(entry)
-        written = [self._write(self.spec(spec_id), content, entries)
-                   for (spec_id, content), entries in sorted(groups.items())]
-        return written + self._existing_manifests()
+        # as Iceberg Java orders them: the new files' manifests first (the default spec's first), then the others
+        written = [self._write(self.spec(spec_id), content, entries) for group in (added, groups)
+                   for (spec_id, content), entries in sorted(group.items(),
+                                                             key=lambda g: (g[0][0] != default_spec_id, g[0]))]
+        manifests = written + self._existing_manifests()
+        return [merged for content in (ManifestContent.DATA, ManifestContent.DELETES)
+                for merged in self._merge([m for m in manifests if m.content == content])]
+
+    def _merge(self, manifests: list[ManifestFile]) -> list[ManifestFile]:
+        """The manifests of one content merged (Iceberg Java's ManifestMergeManager.mergeManifests)."""
+        from pyiceberg.utils.bin_packing import ListPacker
+        from pyiceberg.utils.concurrent import ExecutorFactory
+
+        if not self._merge_enabled or not manifests:
+            return manifests
+        first = manifests[0]
+        by_spec: dict[int, list[ManifestFile]] = defaultdict(list)
+        for manifest in manifests:
+            by_spec[manifest.partition_spec_id].append(manifest)
+        packer: ListPacker[ManifestFile] = ListPacker(self._target_size_bytes, lookback=1, largest_bin_first=False)
+        bins = [(spec_id, manifest_bin) for spec_id in sorted(by_spec, reverse=True)
+                for manifest_bin in packer.pack_end(by_spec[spec_id], lambda m: m.manifest_length)]
+
+        def merged(spec_bin: tuple[int, list[ManifestFile]]) -> list[ManifestFile]:
+            spec_id, manifest_bin = spec_bin
+            if len(manifest_bin) == 1:
+                return manifest_bin
+            if any(m is first for m in manifest_bin) and len(manifest_bin) < self._min_count_to_merge:
+                return manifest_bin  # only this bin waits for min-count: a large new manifest holds back no other
+            return [self._merged(spec_id, manifest_bin)]
+
+        return [m for result in ExecutorFactory.get_or_create().map(merged, bins) for m in result]
+
+    def _merged(self, spec_id: int, manifest_bin: list[ManifestFile]) -> ManifestFile:
+        """One manifest of the entries of ``manifest_bin`` (Iceberg Java's ManifestMergeManager.createManifest)."""
+        with self._writer(self.spec(spec_id), manifest_bin[0].content) as writer:
+            for manifest in manifest_bin:
+                for entry in self.fetch_manifest_entry(manifest, discard_deleted=False):
+                    if entry.status == ManifestEntryStatus.DELETED:
+                        if entry.snapshot_id == self._snapshot_id:  # earlier commits' removals are dropped
+                            writer.delete(entry)
+                    elif entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == self._snapshot_id:
+                        writer.add(entry)
+                    else:
+                        writer.existing(entry)  # its snapshot id and data and file sequence numbers kept
+        return writer.to_manifest_file()
 
     def _existing_manifests(self) -> list[ManifestFile]:
         """The parent's manifests, those holding removed files rewritten (with the content they had)."""
