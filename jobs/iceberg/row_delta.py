@@ -1,6 +1,8 @@
 """pyiceberg's private internals, all of those the package uses, behind one door (tests/unit/iceberg/
 test_row_delta.py tests each directly, so a pyiceberg upgrade that moves one fails there first):
-:func:`table_io`, :func:`data_file`, :func:`position_delete_file` and :class:`RowDelta`.
+:func:`table_io`, :func:`data_file`, :func:`position_delete_file` and :class:`RowDelta`; and, for
+jobs.iceberg.commit's one commit of several tables, the parts of a commit pyiceberg keeps private, at the
+end of this module (:func:`staged_commit` to :func:`new_table_row`).
 
 Merge-on-read commits: position-delete files and data files in one snapshot.
 
@@ -354,3 +356,81 @@ class RowDelta(_OverwriteFiles):
         self._validate_required_deletes(removed)
         return removed
 
+
+
+# ---- one commit of several tables (jobs.iceberg.commit) ---------------------------------------------
+# pyiceberg 0.12 commits one table per catalog call (Transaction.commit_transaction -> Table._do_commit ->
+# Catalog.commit_table). jobs.iceberg.commit takes that call apart for SqlCatalog, to put several tables'
+# compare-and-swaps in one database transaction: these are the parts it needs, each as pyiceberg's own
+# commit does it.
+def staged_commit(transaction) -> tuple[tuple[str, ...], tuple, tuple]:
+    """What ``transaction.commit_transaction()`` would send its catalog, without sending it: (the table's
+    identifier, the requirements, the updates). A new table's (a CreateTableTransaction) requirement is
+    AssertCreate alone; any other's are the staged ones and AssertTableUUID, as pyiceberg adds them. A
+    transaction whose commit failed before cannot be committed again (RuntimeError, as pyiceberg's)."""
+    from pyiceberg.table import CreateTableTransaction
+    from pyiceberg.table.update import AssertCreate, AssertTableUUID
+
+    if getattr(transaction, "_failed", False):
+        raise RuntimeError("This transaction failed to commit and cannot be reused; create a new transaction.")
+    if isinstance(transaction, CreateTableTransaction):
+        requirements = (AssertCreate(),)
+    else:
+        requirements = (*transaction._requirements, AssertTableUUID(uuid=transaction.table_metadata.table_uuid))
+    return transaction._table.name(), requirements, transaction._updates
+
+
+def stage_metadata(catalog, current, identifier: tuple[str, ...], requirements: tuple, updates: tuple):
+    """The table's next metadata as ``catalog.commit_table`` makes it, nothing written: each requirement
+    validated against ``current`` (the table as the catalog has it now; None: no such table), raising
+    CommitFailedException when one fails; the updates applied to it; the location of its next metadata
+    file chosen. A StagedTable: ``.metadata``, ``.metadata_location``, ``.io``."""
+    return catalog._update_and_stage_table(current, identifier, requirements, updates)
+
+
+def write_metadata(staged) -> None:
+    """Write the metadata file of a :func:`stage_metadata` table (no reader sees it before the catalog
+    points at it)."""
+    staged.catalog._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+
+
+def discard_staged(transaction) -> None:
+    """After a commit of ``transaction`` that did not land: the manifests and manifest lists its snapshot
+    producers wrote deleted (as commit_transaction does when its commit fails), and the transaction marked
+    failed (it cannot be committed again). Data files are not deleted (nor are they by pyiceberg)."""
+    for producer in transaction._snapshot_producers:
+        producer._clean_all_uncommitted()
+    transaction._failed = True
+
+
+def close_committed(transaction) -> None:
+    """After a commit of ``transaction`` that landed: what commit_transaction does then (the manifests of
+    earlier attempts deleted, none here) and leaves it as (empty: committing it again commits nothing)."""
+    transaction._cleanup_uncommitted_manifests()
+    transaction._snapshot_producers = []
+    transaction._updates = ()
+    transaction._requirements = ()
+
+
+def delete_old_metadata(staged, base_metadata) -> None:
+    """pyiceberg's cleanup after a table's commit from ``base_metadata`` to the ``staged`` one: where
+    ``write.metadata.delete-after-commit.enabled``, the metadata files no longer in its metadata log
+    (past ``write.metadata.previous-versions-max``) deleted."""
+    from pyiceberg.catalog import Catalog
+
+    Catalog._delete_old_metadata(staged.io, base_metadata, staged.metadata)
+
+
+def sql_catalog_rows(catalog) -> tuple:
+    """(engine, IcebergTables) of a SqlCatalog: its SQLAlchemy engine, and its model of the
+    ``iceberg_tables`` rows (catalog_name, table_namespace, table_name, metadata_location,
+    previous_metadata_location) whose metadata_location its commit_table compares and swaps."""
+    from pyiceberg.catalog.sql import IcebergTables
+
+    return catalog.engine, IcebergTables
+
+
+def new_table_row(catalog, namespace: str, name: str, metadata_location: str) -> dict:
+    """The ``iceberg_tables`` row of a new table as a SqlCatalog inserts it (its v1 schema's iceberg_type
+    too)."""
+    return catalog._create_table_row(namespace, name, metadata_location)

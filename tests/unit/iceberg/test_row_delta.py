@@ -7,28 +7,49 @@ import itertools
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestContent, ManifestEntryStatus
 from pyiceberg.schema import Schema
+from pyiceberg.table.update import AddSnapshotUpdate, AssertCreate, AssertRefSnapshotId, AssertTableUUID
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from jobs.iceberg.row_delta import (
     DELETE_FILE_PATH_ID,
     DELETE_POS_ID,
     RowDelta,
-    data_files,
+    close_committed,
+    data_file,
+    delete_old_metadata,
+    discard_staged,
+    new_table_row,
     position_delete_file,
     referenced_data_file,
+    sql_catalog_rows,
+    stage_metadata,
+    staged_commit,
     table_io,
+    write_metadata,
 )
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "name", StringType(), required=False))
+
+
+def data_files(transaction, paths: list[str]) -> list:
+    """data_file of each file, in the identity partition its one ``name`` gives (where the default spec has one)."""
+    partitioned = bool(transaction.table_metadata.spec().fields)
+    return [data_file(transaction, path, tuple(pq.read_table(urlparse(path).path, columns=["name"])["name"]
+                                               .unique().to_pylist()[:1]) if partitioned else ())
+            for path in paths]
 
 
 @pytest.fixture()
@@ -428,6 +449,89 @@ def test_manifests_stay_bounded_as_commits_accumulate_and_the_rows_stay_exact(ca
     unmerged, _ = _workload(_merging_table(catalog, "unmerged", **{"commit.manifest-merge.enabled": "false"}),
                             commits=24, evolve_at=12, check_each=False)
     assert unmerged[-1] > 2 * max(merged) and max(unmerged) > 2 * MIN_COUNT, (merged, unmerged)
+
+
+# ---- the parts of a commit jobs.iceberg.commit puts several tables' in one database transaction ----
+def _rows(*ids: int) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]})
+
+
+def _metadata_folder(table) -> set[str]:
+    return {p.name for p in Path(table.location().removeprefix("file://"), "metadata").iterdir()}
+
+
+def test_staged_commit_is_what_commit_transaction_would_send(table):
+    txn = table.transaction()
+    txn.append(_rows(1))
+    identifier, requirements, updates = staged_commit(txn)
+    assert identifier == ("ns", "t")
+    assert any(isinstance(r, AssertRefSnapshotId) and r.ref == "main" for r in requirements)
+    assert requirements[-1] == AssertTableUUID(uuid=table.metadata.table_uuid)
+    assert any(isinstance(u, AddSnapshotUpdate) for u in updates)
+    create = table.catalog.create_table_transaction(("ns", "new"), SCHEMA)
+    assert staged_commit(create)[:2] == (("ns", "new"), (AssertCreate(),)) and staged_commit(create)[2]
+
+
+def test_stage_metadata_validates_and_write_metadata_writes_the_next_file(table):
+    txn = table.transaction()
+    txn.set_properties(k="v")
+    identifier, requirements, updates = staged_commit(txn)
+    staged = stage_metadata(table.catalog, table, identifier, requirements, updates)
+    assert staged.metadata.properties["k"] == "v" and "/metadata/00001-" in staged.metadata_location
+    path = Path(staged.metadata_location.removeprefix("file://"))
+    assert not path.exists()
+    write_metadata(staged)
+    assert path.exists() and table.catalog.load_table("ns.t").metadata_location == table.metadata_location
+    with pytest.raises(CommitFailedException, match="current table metadata is missing"):
+        stage_metadata(table.catalog, None, identifier, requirements, updates)
+
+
+def test_sql_catalog_rows_are_the_pointers_a_commit_swaps(table):
+    engine, rows = sql_catalog_rows(table.catalog)
+    with Session(engine) as session:
+        row = session.execute(select(rows).where(rows.table_name == "t")).scalar_one()
+    assert (row.catalog_name, row.table_namespace, row.metadata_location) == ("t", "ns", table.metadata_location)
+    assert hasattr(rows, "previous_metadata_location")
+    new = new_table_row(table.catalog, "ns", "u", "file:///m.json")
+    assert {k: new[k] for k in ("catalog_name", "table_namespace", "table_name", "metadata_location")} == \
+        {"catalog_name": "t", "table_namespace": "ns", "table_name": "u", "metadata_location": "file:///m.json"}
+
+
+def test_discard_staged_deletes_its_manifests_and_close_committed_spends_it(table):
+    before = _metadata_folder(table)
+    txn = table.transaction()
+    txn.append(_rows(1))
+    assert _metadata_folder(table) > before  # its manifest and manifest list
+    discard_staged(txn)
+    assert _metadata_folder(table) == before
+    with pytest.raises(RuntimeError, match="cannot be reused"):
+        txn.commit_transaction()
+
+    txn = table.transaction()
+    txn.append(_rows(2))
+    table.catalog.commit_table(table, *staged_commit(txn)[1:])  # as commit_tables' swap lands it
+    close_committed(txn)
+    landed = table.catalog.load_table("ns.t")
+    txn.commit_transaction()  # commits nothing
+    assert table.catalog.load_table("ns.t").metadata_location == landed.metadata_location
+    assert _ids(landed) == [2]
+
+
+def test_delete_old_metadata_keeps_the_last_versions_only(tmp_path: Path):
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse")
+    catalog.create_namespace("ns")
+    table = catalog.create_table("ns.t", SCHEMA, properties={"write.metadata.delete-after-commit.enabled": "true",
+                                                              "write.metadata.previous-versions-max": "1"})
+    first = table.metadata_location
+    table.transaction().set_properties(a="1").commit_transaction()  # 00001, its log: 00000
+    txn = table.transaction()
+    txn.set_properties(a="2")
+    staged = stage_metadata(catalog, table, *staged_commit(txn))
+    write_metadata(staged)
+    assert Path(first.removeprefix("file://")).exists()
+    delete_old_metadata(staged, table.metadata)  # the staged 00002's log: 00001 only
+    assert not Path(first.removeprefix("file://")).exists()
+    assert Path(table.metadata_location.removeprefix("file://")).exists()
 
 
 def test_no_other_module_reaches_into_pyiceberg_internals():
