@@ -378,11 +378,9 @@ def _stage_snapshot(txn, table_id: str, iceberg_table: str, summary: dict[str, s
                           delete_files_added=len(delete_files), delete_files_removed=len(old_deletes))
     if report is not None:
         summary = {**summary, REPORT_PROP: json.dumps({**published.as_dict(), **report}, sort_keys=True, default=str)}
-    # pyiceberg's own overwrite when no delete file is added or removed; its producer writes data
-    # manifests only, so RowDelta (the same with manifests of delete files) otherwise
-    producer = (RowDelta(txn, summary) if delete_files or old_deletes
-                else txn.update_snapshot(snapshot_properties=summary).overwrite())
-    with producer as overwrite:
+    # RowDelta: manifests of delete files (pyiceberg's producers write data manifests only), merged as they
+    # accumulate (pyiceberg's overwrite never merges)
+    with RowDelta(txn, summary) as overwrite:
         for data_file in old_data + old_deletes:
             overwrite.delete_data_file(data_file)
         for data_file in new_files + delete_files:

@@ -26,7 +26,7 @@ def _rows(lake: Lake, table_id: str) -> list[dict]:
 
 @pytest.mark.parametrize("rows, ops, crash_in, mode", [
     # many changes of a small table: the touched buckets are rewritten; crash once the data is written
-    (20, 60, "pyiceberg.table._parquet_files_to_data_files", "rewrite"),
+    (20, 60, "jobs.iceberg.row_delta.data_file", "rewrite"),
     # few changes of a larger one: position deletes; crash once the delete files are written too
     (400, 6, "jobs.iceberg.write._position_delete_file", "delta"),
 ])
@@ -127,25 +127,28 @@ def _files_exist(lake: Lake) -> None:
 def _hold_first_attempt(monkeypatch, then, stall_others: bool = True):
     """Run ``then()`` as soon as the first attempt has read back the files it wrote, before its commit;
     with ``stall_others``, an attempt reaching that moment inside ``then`` stalls there (_Stalled)."""
-    import pyiceberg.table
+    from jobs.iceberg import row_delta
 
-    real = pyiceberg.table._parquet_files_to_data_files
-    depth = []
+    real = row_delta.data_file
+    depth, first_attempts = [], []
 
-    def held(table_metadata, file_paths, io):
-        files = list(real(table_metadata, file_paths, io))
-        if depth:
+    def held(transaction, path, partition=()):
+        file = real(transaction, path, partition)
+        if first_attempts and transaction is not first_attempts[0]:
             if stall_others:
                 raise _Stalled()
-            return iter(files)
+            return file
+        if depth:  # the first attempt's other files
+            return file
         depth.append(1)
+        first_attempts.append(transaction)
         try:
             then()
         except _Stalled:
             pass
-        return iter(files)
+        return file
 
-    monkeypatch.setattr(pyiceberg.table, "_parquet_files_to_data_files", held)
+    monkeypatch.setattr(row_delta, "data_file", held)
 
 
 @pytest.mark.parametrize("rows, ops", [(20, 60), (400, 6)], ids=["rewrite", "delta"])

@@ -15,6 +15,7 @@ from jobs.fold.plan import (
     plan_table,
     replayed_load_floor,
 )
+from jobs.model.buckets import BucketField, BucketLayout
 from jobs.model.properties import FULL_LOAD_POSITION_PROP, KEY_COLUMNS_PROP, PENDING_LOAD_PROP, TRUNCATE_POSITION_PROP
 from tests.support.paths import REPO
 
@@ -31,7 +32,8 @@ _PROPS = {"truncated_through": TRUNCATE_POSITION_PROP, "loaded_through": FULL_LO
 def published(columns=None, keys=("id",), buckets=16, **properties) -> PublishedTable:
     """A published table; ``properties`` by their meaning (truncated_through, loaded_through, pending_load)."""
     columns = {"id": "int", "name": "string", "_cdc_position": "string"} if columns is None else columns
-    return PublishedTable(columns=columns, key_columns=tuple(keys), buckets=buckets,
+    layout = BucketLayout((BucketField(keys[0], columns[keys[0]], buckets),)) if buckets and keys else None
+    return PublishedTable(columns=columns, key_columns=tuple(keys), buckets=buckets, layout=layout,
                           properties={_PROPS[k]: v for k, v in properties.items()})
 
 
@@ -51,6 +53,13 @@ def test_no_buckets_asked_for_a_new_table_leaves_it_unbucketed():
 def test_an_existing_layout_keeps_its_bucket_count_and_rewrites_only_touched_buckets():
     plan = plan_table(changes(), published(buckets=4), default_buckets=16)
     assert (plan.buckets, plan.whole_table) == (4, False)
+
+
+def test_a_layout_is_kept_through_an_int_key_widened_to_bigint_and_made_anew_for_a_new_key():
+    widened = plan_table(changes(types={"id": "bigint"}), published(buckets=4), default_buckets=16)
+    assert widened.layout == BucketLayout((BucketField("id", "bigint", 4),))  # Iceberg hashes both as a long
+    rekeyed = plan_table(changes(key_columns=["name"]), published(keys=("id", "name"), buckets=4), 16)
+    assert rekeyed.layout is None and rekeyed.whole_table
 
 
 def test_an_unbucketed_table_is_laid_out_anew_when_buckets_are_asked_for():

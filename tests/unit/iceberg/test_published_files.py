@@ -11,6 +11,8 @@ from pathlib import Path
 import fastavro
 import pyarrow.parquet as pq
 import pytest
+from pyiceberg.transforms import BucketTransform
+from pyiceberg.types import LongType
 from pyspark.sql import functions as F
 
 from jobs.iceberg.catalog import BUCKET_COLUMN, load_table, open_catalog
@@ -18,9 +20,12 @@ from jobs.iceberg.read import FILE_COLUMN, ROW_COLUMN, read_state
 from jobs.iceberg.row_delta import DELETE_FILE_PATH_ID, DELETE_POS_ID
 from jobs.iceberg.write import NAME_MAPPING_PROP, Bucketing, name_mapping_with_aliases, publish_state
 from jobs.lake.layout import Lake
+from jobs.model.buckets import BucketField, BucketLayout
 
 PIPELINE, TABLE_ID, BUCKETS = "p", "db.s.t", 4
 COLUMNS = {"id": "bigint", "name": "string", "amount": "decimal(10,2)"}
+LAYOUT = BucketLayout((BucketField("id", "bigint", BUCKETS),))
+_bucket = BucketTransform(BUCKETS).transform(LongType())  # Iceberg's own, as pyiceberg computes it
 
 
 def _rows(ids, version: int = 1) -> list[dict]:
@@ -33,7 +38,7 @@ def _frame(spark, rows: list[dict], columns: dict[str, str]):
 
 
 def _bucketing(touched=None) -> Bucketing:
-    return Bucketing(BUCKETS, F.pmod(F.col("id"), F.lit(BUCKETS)).cast("int"), touched)
+    return Bucketing(BUCKETS, LAYOUT, touched)
 
 
 def _publish(spark, catalog, run_id: str, rows: list[dict], columns=COLUMNS, changed: set[int] | None = None):
@@ -42,7 +47,7 @@ def _publish(spark, catalog, run_id: str, rows: list[dict], columns=COLUMNS, cha
     state = _frame(spark, rows, columns)
     if changed is None:
         return publish_state(catalog, PIPELINE, TABLE_ID, state, columns, run_id, {}, bucketing=_bucketing())
-    touched = frozenset(i % BUCKETS for i in changed)
+    touched = frozenset(_bucket(i) for i in changed)
     table = load_table(catalog, PIPELINE, TABLE_ID)
     replaced = read_state(spark, table, touched, positions=True).where(F.col("id").isin(sorted(changed)))
     return publish_state(catalog, PIPELINE, TABLE_ID, state, columns, run_id, {}, bucketing=_bucketing(touched),
@@ -76,7 +81,7 @@ def test_data_files_carry_the_field_ids_of_the_tables_schema(spark, catalog):
     published = _publish(spark, catalog, "r1", _rows(range(20)))
     table = load_table(catalog, PIPELINE, TABLE_ID)
     ids = {f.name: f.field_id for f in table.schema().fields}
-    assert set(ids) == {*COLUMNS, BUCKET_COLUMN}
+    assert set(ids) == set(COLUMNS)
     paths = [t.file.file_path for t in table.scan().plan_files()]
     assert len(paths) == published.files_added == BUCKETS
     for path in paths:
@@ -103,8 +108,10 @@ def test_a_table_written_whole_without_buckets_carries_them_too(spark, catalog):
 def test_merge_on_read_writes_one_delete_file_per_data_file_each_entry_naming_it(spark, catalog):
     _publish(spark, catalog, "r1", _rows(range(40)))
     _publish(spark, catalog, "r2", _rows(range(40, 48)), changed=set(range(40, 48)))  # a second file a bucket
-    changed = {1, 5, 9, 41, 2, 3}  # buckets 1 (three keys, two files), 2 and 3
+    changed = {1, 5, 9, 41, 2, 3}
     published = _publish(spark, catalog, "r3", _rows(sorted(changed), version=2), changed=changed)
+    # the data file of a key: its bucket's of r1 (keys below 40) or of r2
+    touched_files = {(_bucket(k), k >= 40) for k in changed}
     assert (published.mode, published.position_deletes) == ("delta", 6)
 
     table = load_table(catalog, PIPELINE, TABLE_ID)
@@ -112,8 +119,8 @@ def test_merge_on_read_writes_one_delete_file_per_data_file_each_entry_naming_it
     data_paths = {t.file.file_path for t in tasks}
     deletes = [e for e in _manifest_entries(table) if e["data_file"]["content"] == 1]
     referenced = [e["data_file"]["referenced_data_file"] for e in deletes]
-    # one per data file it deletes from: bucket 1's two files, buckets 2's and 3's one each
-    assert len(deletes) == published.delete_files_added == len(set(referenced)) == 4
+    # one per data file it deletes from
+    assert len(deletes) == published.delete_files_added == len(set(referenced)) == len(touched_files) > 1
     assert set(referenced) <= data_paths
     for entry in deletes:
         file = entry["data_file"]
@@ -129,7 +136,7 @@ def test_merge_on_read_writes_one_delete_file_per_data_file_each_entry_naming_it
         assert (low, high) == (min(positions["pos"].to_pylist()), max(positions["pos"].to_pylist()))
         # in the partition of its data file
         [task] = [t for t in tasks if t.file.file_path == file["referenced_data_file"]]
-        assert file["partition"]["_cdc_bucket"] == task.file.partition[0]
+        assert file["partition"]["id_bucket"] == task.file.partition[0]
     # pyiceberg's planner attaches each delete file to its data file only
     for task in tasks:
         assert {d.file_path for d in task.delete_files} == {e["data_file"]["file_path"] for e in deletes
@@ -149,14 +156,16 @@ def test_pyiceberg_inspect_reads_every_table_and_agrees_with_its_rows(spark, cat
     files = table.inspect.files()
     partitions = table.inspect.partitions()
     live = [e for e in entries.to_pylist() if e["status"] != 2]
-    assert len(live) == files.num_rows == BUCKETS + 2 + 2  # r1's files, r2's two data and two delete files
+    touched = {_bucket(k) for k in changed}
+    # r1's files, r2's data and delete file of each bucket it touched
+    assert len(live) == files.num_rows == BUCKETS + 2 * len(touched)
     by_content = {c: [f for f in files.to_pylist() if f["content"] == c] for c in (0, 1)}
     rows = sum(f["record_count"] for f in by_content[0]) - sum(f["record_count"] for f in by_content[1])
     assert rows == len(_scan(table)) == 30
     assert sum(p["record_count"] for p in partitions.to_pylist()) == 30 + 3
     assert sum(p["position_delete_record_count"] for p in partitions.to_pylist()) == 3
-    assert {p["partition"]["_cdc_bucket"]: p["position_delete_file_count"] for p in partitions.to_pylist()} == \
-        {0: 1, 1: 0, 2: 0, 3: 1}
+    assert {p["partition"]["id_bucket"]: p["position_delete_file_count"] for p in partitions.to_pylist()} == \
+        {b: int(b in touched) for b in range(BUCKETS)}
 
 
 def test_polars_native_reader_reads_a_table_with_deletes(spark, catalog):
