@@ -205,6 +205,27 @@ def _delete(io, files: list[str], folders: list[str]) -> int:
     return sum(_delete_tree(io, folder) for folder in folders)
 
 
+def unused_layouts(table) -> tuple[list[int], list[int]]:
+    """The partition specs and schemas of the table that neither it nor any of its snapshots uses (a spec
+    by the manifests of a snapshot, a schema by the snapshot's own id): (spec ids, schema ids)."""
+    metadata = table.metadata
+    specs, schemas = {metadata.default_spec_id}, {metadata.current_schema_id}
+    for snapshot in metadata.snapshots:
+        specs |= {m.partition_spec_id for m in snapshot.manifests(table.io)}
+        if snapshot.schema_id is not None:
+            schemas.add(snapshot.schema_id)
+    return (sorted(s.spec_id for s in metadata.partition_specs if s.spec_id not in specs),
+            sorted(s.schema_id for s in metadata.schemas if s.schema_id not in schemas))
+
+
+def drop_unused_layouts(table) -> None:
+    """Removes the specs and schemas no retained snapshot uses: those of a table's earlier layout, once the
+    snapshots before its move are expired (their source columns gone, pyiceberg's inspect fails on them)."""
+    from jobs.iceberg.row_delta import remove_specs_and_schemas
+
+    remove_specs_and_schemas(table, *unused_layouts(table))
+
+
 def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = False,
                  orphans_before: datetime | None = None) -> TableExpiry:
     """Expire one table's snapshots older than ``older_than`` (keeping the ``retain_last`` newest) and
@@ -231,6 +252,7 @@ def expire_table(table, older_than: datetime, retain_last: int, dry_run: bool = 
     if dry_run:
         return report
     table.maintenance.expire_snapshots().by_ids(expired).commit()
+    drop_unused_layouts(table.refresh())
     deleted = _delete(table.io, sorted(gone), tombstones)
     if deleted:
         report.files_deleted["tombstones"] = deleted

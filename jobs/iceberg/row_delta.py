@@ -434,3 +434,25 @@ def new_table_row(catalog, namespace: str, name: str, metadata_location: str) ->
     """The ``iceberg_tables`` row of a new table as a SqlCatalog inserts it (its v1 schema's iceberg_type
     too)."""
     return catalog._create_table_row(namespace, name, metadata_location)
+
+
+def remove_specs_and_schemas(table, spec_ids: list[int], schema_ids: list[int]) -> None:
+    """Commits the removal of partition specs and schemas from the table's metadata (Iceberg's
+    RemovePartitionSpecs / RemoveSchemas updates, which pyiceberg 0.12 models but gives no API for), on
+    the condition that the default spec and current schema are still the ones the caller saw. The caller
+    makes sure no retained snapshot uses them: pyiceberg does not check."""
+    from pyiceberg.table.update import (
+        AssertCurrentSchemaId,
+        AssertDefaultSpecId,
+        RemovePartitionSpecsUpdate,
+        RemoveSchemasUpdate,
+    )
+
+    updates = ((RemovePartitionSpecsUpdate(spec_ids=spec_ids),) if spec_ids else ()) + \
+        ((RemoveSchemasUpdate(schema_ids=schema_ids),) if schema_ids else ())
+    if not updates:
+        return
+    metadata = table.metadata
+    with table.transaction() as transaction:
+        transaction._apply(updates, (AssertDefaultSpecId(default_spec_id=metadata.default_spec_id),
+                                     AssertCurrentSchemaId(current_schema_id=metadata.current_schema_id)))
