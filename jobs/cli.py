@@ -9,6 +9,7 @@
     python -m jobs decode | merge | validate                       (one stage each, for debugging)
     python -m jobs land ...                                        (topic -> raw snapshot)
     python -m jobs expire --as-of TIME ...                         (snapshots past the retention)
+    python -m jobs attach --lake PATH [--write]                    (the lake's catalog entry for other readers)
 
 Exit codes: 0 when the run completed (quarantined records and data-quality failures are reported
 and alerted, not crashes); 2 with one clear line for unusable arguments; 1 when a stage failed.
@@ -245,6 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
     expire = sub.add_parser("expire", help="expire the tables' snapshots past the retention, and their files")
     _common(expire), _expire_args(expire)
     sub.add_parser("land", help="topic interval -> raw snapshot (see python -m jobs land --help)", add_help=False)
+    attach = sub.add_parser("attach", help="the lake's catalog entry (.pyiceberg.yaml) other Iceberg readers open "
+                            "its tables with (docs/operations/reading-the-lake.md)")
+    attach.add_argument("--lake", required=True, help="lake root: a local folder or file:// URI")
+    attach.add_argument("--write", action="store_true",
+                        help="also write it to <lake>/.pyiceberg.yaml, for PYICEBERG_HOME=<lake>")
     return parser
 
 
@@ -333,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return land_main(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.command == "attach":
+        return _attach(args.lake, args.write)
     try:
         settings = run_settings(args)
     except (UsageError, SettingsError, LakeError, RawInputError, ValueError) as exc:
@@ -353,6 +361,23 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         return 1
+
+
+def _attach(root: str, write: bool) -> int:
+    """Print the lake's catalog entry (jobs.iceberg.attach), with ``write`` also into ``<lake>/.pyiceberg.yaml``;
+    a lake whose tables are in a catalog of its own (CDC_ICEBERG_CATALOG) says so instead: exit 2."""
+    from jobs import env
+    from jobs.iceberg.attach import AttachError, attach
+
+    try:
+        text, path = attach(Lake.at(root, env.text("CDC_ICEBERG_CATALOG") or None), write)
+    except (AttachError, LakeError) as exc:
+        print(f"error: {mask(str(exc))}", file=sys.stderr)
+        return 2
+    print(text, end="")
+    if path:
+        print(f"written to {path}: readers find it with PYICEBERG_HOME={path.rsplit('/', 1)[0]}", file=sys.stderr)
+    return 0
 
 
 def _run_command(args: argparse.Namespace, ctx, settings: RunSettings) -> int:

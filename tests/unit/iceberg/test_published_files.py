@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import fastavro
+import polars
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.transforms import BucketTransform
@@ -169,7 +170,6 @@ def test_pyiceberg_inspect_reads_every_table_and_agrees_with_its_rows(spark, cat
 
 
 def test_polars_native_reader_reads_a_table_with_deletes(spark, catalog):
-    polars = pytest.importorskip("polars")  # not among the test tools yet: this runs where it is installed
     _publish(spark, catalog, "r1", _rows(range(30)))
     changed = {4, 7, 8}
     _publish(spark, catalog, "r2", _rows(changed, version=2), changed=changed)
