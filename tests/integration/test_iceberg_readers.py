@@ -4,7 +4,7 @@ column, an expiry), and after each the commands of docs/operations/reading-the-l
 pyiceberg, DuckDB, polars' native reader, daft and DataFusion: the current rows, a key's rows, and (but
 DataFusion) the rows a run left, its snapshot found by the run id in its summary. Each is compared with a model
 of the rows kept here alongside the runs (a dict of key -> row), never with the pipeline's own reader. The lake
-is published by jobs.iceberg.write.publish_state, its rows bucketed by the fold's key_bucket."""
+is published by jobs.iceberg.write.publish_state in the layout the fold gives a table keyed by ``id``."""
 from __future__ import annotations
 
 import json
@@ -20,13 +20,15 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs import cli
-from jobs.fold.buckets import key_bucket
+from jobs.fold.buckets import touched_buckets
 from jobs.iceberg.attach import CATALOG_NAME, catalog_properties
 from jobs.iceberg.catalog import BUCKET_COLUMN, load_table, open_catalog
 from jobs.iceberg.expire import expire_table
+from jobs.iceberg.layout import with_bucket
 from jobs.iceberg.read import FILE_COLUMN, ROW_COLUMN, read_state
 from jobs.iceberg.write import Bucketing, publish_state
 from jobs.lake.layout import Lake
+from jobs.model.buckets import BucketField, BucketLayout
 from jobs.model.properties import KEY_COLUMNS_PROP
 from tests.support.paths import REPO
 
@@ -95,8 +97,8 @@ class ReadersLake:
         ddl = ", ".join(f"`{c}` {t}" for c, t in self.columns.items())
         return self.spark.createDataFrame([tuple(r.get(c) for c in self.columns) for r in rows], ddl)
 
-    def _bucket(self):
-        return key_bucket({"id": self.columns["id"]}, BUCKETS)
+    def _layout(self) -> BucketLayout:
+        return BucketLayout((BucketField("id", self.columns["id"], BUCKETS),))
 
     def publish(self, run_id: str, changed: set[int] | None = None, rewrite: bool = False):
         """The model's rows as a run publishes them: the whole table (``changed`` None); the touched buckets
@@ -106,20 +108,20 @@ class ReadersLake:
         rows = sorted(self.model.values(), key=lambda r: r["id"])
         replaced = None
         if changed is None:
-            bucketing, state = Bucketing(BUCKETS, self._bucket()), self._frame(rows)
+            bucketing, state = Bucketing(BUCKETS, self._layout()), self._frame(rows)
         else:
-            keys = self.spark.createDataFrame([(k,) for k in sorted(changed)], f"id {self.columns['id']}")
-            touched = frozenset(r[0] for r in keys.select(self._bucket()).distinct().collect())
-            bucketing = Bucketing(BUCKETS, self._bucket(), touched)
+            keys = self.spark.createDataFrame([({"id": str(k)},) for k in sorted(changed)], "key map<string,string>")
+            touched = touched_buckets(keys, self._layout(), {"id": self.columns["id"]})
+            bucketing = Bucketing(BUCKETS, self._layout(), touched)
             if rewrite:
-                state = self._frame(rows).where(self._bucket().isin(sorted(touched)))
+                state = with_bucket(self._frame(rows), self._layout()).where(F.col(BUCKET_COLUMN).isin(sorted(touched)))
             else:
                 state = self._frame([self.model[k] for k in sorted(changed) if k in self.model])
                 table = load_table(self.catalog, PIPELINE, TABLE_ID)
                 replaced = (read_state(self.spark, table, touched, positions=True)
                             .where(F.col("id").isin(sorted(changed))).select("id", BUCKET_COLUMN, FILE_COLUMN, ROW_COLUMN))
         published = publish_state(self.catalog, PIPELINE, TABLE_ID, state, dict(self.columns), run_id, properties,
-                                  bucketing=bucketing, replaced=replaced)
+                                  bucketing=bucketing, replaced=replaced, identifier=("id",))
         self.history[run_id] = (tuple(self.columns), [dict(r) for r in rows])
         return published
 
@@ -267,21 +269,15 @@ def test_a_key_lookup_reads_fewer_files_than_a_full_scan(lake):
         assert step.files["duckdb lookup"] < step.files["duckdb all"], (step.name, step.files)
 
 
-# FAILS until the state is laid out by Iceberg's bucket[N] transform of the key (being done beside this): today
-# the table is identity-partitioned by _cdc_bucket, a column readers cannot derive from `id = 42`, so pyiceberg
-# plans every file of the full load for a lookup. DuckDB 1.4 prunes by column bounds only (the page's known
-# limits), so it is not asked to.
-@pytest.mark.xfail(strict=True, reason="pruning by the key's bucket needs the bucket[N] partition transform")
+# DuckDB 1.4 prunes by column bounds only (the page's known limits), so it is not asked to
 def test_a_key_lookup_plans_only_the_files_of_its_bucket(lake):
     full_load = lake.steps[0]
     assert full_load.files["pyiceberg all"] == BUCKETS  # one file a bucket
     assert full_load.files["pyiceberg lookup"] == 1
 
 
-# FAILS until published tables name their key columns as the schema's identifier fields (being done beside
-# this): readers that upsert or deduplicate by key (Spark, Flink, pyiceberg's upsert) find it there, not in
-# the table's cdc.key-columns property.
-@pytest.mark.xfail(strict=True, reason="identifier fields are not set by publish_state yet")
+# readers that upsert or deduplicate by key (Spark, Flink, pyiceberg's upsert) find it there, not in the
+# table's cdc.key-columns property
 def test_the_key_is_the_tables_identifier_field(lake):
     schema = load_table(lake.catalog, PIPELINE, TABLE_ID).schema()
     assert schema.identifier_field_names() == {"id"}
