@@ -10,10 +10,11 @@ reaches it, as a stalled attempt would, until it is sent SIGCONT (tests/support/
 
 The failpoints: ``decode.reported`` (the quarantine, decoder memory and decode.json written, nothing
 folded yet), ``merge.held-written`` (the run's held transactions written, no table folded yet),
-``publish.files-written`` (a table's files written and staged, its lease and files not yet checked, its
-commit not yet made), ``merge.table-committed`` (after each table's commit: the first one kills between
-two tables' commits), ``validate.report-written`` (validation.json written, reconciliation and alert
-not yet), ``land.files-written`` (a landing's Parquet files written, its manifest not yet).
+``publish.files-written`` (once per run: every table's files written and staged, the lease and files not
+yet checked, the run's commit not yet made), ``merge.run-committed`` (after the run's one commit of its
+tables, the held log and ledger not yet written), ``validate.report-written`` (validation.json written,
+reconciliation and alert not yet), ``land.files-written`` (a landing's Parquet files written, its manifest
+not yet).
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The fold: a run's change records over each table's published state (format-agnostic).
 
-- ``stage``: the run, table by table (held transactions -> describe -> per table: read, fold, publish);
+- ``stage``: the run, table by table (held transactions -> describe -> per table: read, fold, stage -> one
+  commit of every table);
 - ``held``: records of transactions still open at the end of a run wait under held/ (``transactions``
   finds them);
 - ``describe``: what the run brings per table (columns, types, keys, phase positions) and its reach;

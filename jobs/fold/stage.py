@@ -5,8 +5,11 @@ A run, in order:
    transactions still open at the end of its snapshot are held back in turn;
 2. describe (jobs.fold.describe): what the run brings per table, and how far it reaches;
 3. per table: read what the table holds (of the buckets the run touches), fold it (jobs.fold.table:
-   plan -> fold), write its count steps, publish its history, then its state (jobs.iceberg.write);
-4. the held log, then the count ledger (jobs.lake.ledger).
+   plan -> fold), write its count steps, stage its history and its state (files written, snapshots staged:
+   jobs.iceberg.write.stage_state);
+4. the run's one commit of every table (jobs.iceberg.write.commit_states -> jobs.iceberg.commit: on a SQL
+   catalog, all or nothing);
+5. the held log, then the count ledger (jobs.lake.ledger).
 
 Where the run's change records (cached by the decode) are read again: the held transactions' aggregates
 (per transaction by id; the later changes that end one whose end marker is not landed, only when one is
@@ -16,7 +19,7 @@ buckets it touches, a replayed load's new start, the fold itself, and a removal'
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
@@ -43,9 +46,10 @@ from jobs.iceberg.catalog import (
     snapshot_record_count,
     table_columns,
 )
+from jobs.iceberg.commit import abandon
 from jobs.iceberg.layout import identifier_columns, layout_of
 from jobs.iceberg.read import read_state, read_tombstones
-from jobs.iceberg.write import DEFAULT_BUCKETS, Bucketing, deltas_fit, publish_state
+from jobs.iceberg.write import DEFAULT_BUCKETS, Bucketing, StagedState, commit_states, deltas_fit, stage_state
 from jobs.lake import ledger as count_ledger
 from jobs.lake.layout import Lake
 from jobs.lake.lease import Attempt, attempt_folder, new_attempt_id
@@ -68,6 +72,14 @@ class _Run:
     buckets: int  # of a table laid out by this run; 0: unbucketed
 
 
+@dataclass
+class _Staged:
+    """A table the run folded: its report so far, and what to commit for it (its history first)."""
+
+    report: dict
+    states: list[StagedState] = field(default_factory=list)
+
+
 def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
                   history: tuple[tuple[str, bool], ...] = (), buckets: int | None = None,
                   attempt: Attempt | None = None) -> FoldReport:
@@ -79,8 +91,8 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     layout keeps its own; 0 leaves a table without one unbucketed: one unpartitioned file set,
     rewritten whole by every run). ``history``: which tables also keep an SCD2 history table, as
     (table pattern, on) rules (jobs.model.table_rules; ``(("*", True),)``: every table). ``attempt``: this
-    attempt of the run (jobs.lake.lease): the folder its files go to, and the lease checked before each commit
-    and each rewrite of the pipeline's logs (None: a new attempt id, no lease).
+    attempt of the run (jobs.lake.lease): the folder its files go to, and the lease checked before the run's
+    commit and each rewrite of the pipeline's logs (None: a new attempt id, no lease).
     """
     run = _Run(spark, lake, open_catalog(lake), pipeline, run_id, attempt or Attempt(new_attempt_id()), history,
                DEFAULT_BUCKETS if buckets is None else buckets)
@@ -88,9 +100,9 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     held = held_log.hold_open_transactions(spark, lake, pipeline, run_id, changes, run.attempt.id)
     failpoints.reached("merge.held-written")
     described = describe_changes(held.applied)
-    tables = {info.table_id: _merge_table(run, info, held.applied.where(F.col("table_id") == info.table_id))
-              for info in _with_pending_loads(run, described.tables)}
-    # after every table's commit: the next run starts from this run's held records
+    tables = _commit(run, _stage_tables(run, held.applied, described.tables))
+    failpoints.reached("merge.run-committed")
+    # after the run's commit: the next run starts from this run's held records
     run.attempt.check()
     held_log.record_held(lake, pipeline, run_id, held)
     # how far the applied records reach, and where the first transaction held back starts: the lake holds
@@ -134,9 +146,36 @@ def _pending_load_tables(catalog, pipeline: str, ended_through: str, exclude: se
     return sorted(pending)
 
 
-def _merge_table(run: _Run, info: TableChanges, changes: DataFrame) -> dict:
-    """One table's report: left alone when this run already committed it, else folded over what it holds
-    and published; a table the run cannot fold says why, and is not published."""
+def _stage_tables(run: _Run, applied: DataFrame, described: dict[str, TableChanges]) -> dict[str, dict | _Staged]:
+    """Each table's report (committed already, or not foldable) or what to commit for it; on a failure, what
+    the tables before it staged is given up."""
+    outcomes: dict[str, dict | _Staged] = {}
+    try:
+        for info in _with_pending_loads(run, described):
+            outcomes[info.table_id] = _stage_table(run, info, applied.where(F.col("table_id") == info.table_id))
+    except BaseException:
+        abandon([s.transaction for o in outcomes.values() if isinstance(o, _Staged) for s in o.states])
+        raise
+    return outcomes
+
+
+def _commit(run: _Run, outcomes: dict[str, dict | _Staged]) -> dict[str, dict]:
+    """The run's one commit of every staged table (history before state); each table's report."""
+    staged = [s for o in outcomes.values() if isinstance(o, _Staged) for s in o.states]
+    committed = iter(commit_states(run.catalog, run.pipeline, run.run_id, staged, run.attempt))
+    tables = {}
+    for table_id, o in outcomes.items():
+        if isinstance(o, dict):
+            tables[table_id] = o
+        else:
+            *_, state = [next(committed) for _ in o.states]  # the state is last
+            tables[table_id] = {**state.as_dict(), **o.report}
+    return tables
+
+
+def _stage_table(run: _Run, info: TableChanges, changes: DataFrame) -> dict | _Staged:
+    """One table's report when this run already committed it (left alone) or cannot fold it (it says why,
+    and is not published); else folded over what it holds and staged."""
     table = load_table(run.catalog, run.pipeline, info.table_id)
     done = published_by(table, run.run_id)
     if done is not None:
@@ -148,9 +187,7 @@ def _merge_table(run: _Run, info: TableChanges, changes: DataFrame) -> dict:
                               history=setting_for(run.history, info.table_id, False))
     except PlanError as e:
         return {"error": str(e), "records": info.records}
-    report = _publish(run, table, fold)
-    failpoints.reached("merge.table-committed")
-    return report
+    return _stage(run, table, fold)
 
 
 def _published(table) -> PublishedTable:
@@ -174,26 +211,32 @@ def _read_prior(spark: SparkSession, table, changes: DataFrame, p: TablePlan) ->
                  positioned, touched)
 
 
-def _publish(run: _Run, table, fold: TableFold) -> dict:
-    """The fold's count steps into the lake, its history, then the new state committed (a delta where
-    it fits), and the table's report."""
+def _stage(run: _Run, table, fold: TableFold) -> _Staged:
+    """The fold's count steps into the lake, its history, then the new state staged (a delta where it fits),
+    and the table's report so far; on a failure, what it staged is given up."""
     p, result = fold.plan, fold.result
+    states: list[StagedState] = []
     try:
-        # before the publish, which then reads the folded rows from the cache this fills
+        # before the state is staged, which then reads the folded rows from the cache this fills
         report = {**p.report(),
                   "unconverted_values": unconverted_values(F.col("_cdc_s.row"), dict(p.columns), result.folded)}
         report["counts"] = _write_steps(run, table, p, result)
         if result.versions is not None:
-            report["history"] = _publish_history(run, p, result)
-        published = publish_state(
+            report["history"], history = _stage_history(run, p, result)
+            states += [history] if history is not None else []
+        # the report kept in the state's snapshot holds the history's staged snapshot id and rows: the commit's
+        states.append(stage_state(
             run.catalog, run.pipeline, p.table_id, result.changed if result.is_delta else result.state,
             {**p.columns, **META_COLUMNS}, run.run_id, dict(p.properties), tombstones=result.tombstones,
             bucketing=_bucketing(p, fold.prior.touched, result.state), replaced=result.replaced, report=report,
             attempt=run.attempt, identifier=identifier_columns(p.key_types, p.key_source == WHOLE_ROW_KEY),
-        )
+        ))
+    except BaseException:
+        abandon([s.transaction for s in states])
+        raise
     finally:
-        result.release()
-    return {**published.as_dict(), **report}
+        result.release()  # every Spark write of the table is done: the commit needs no cache
+    return _Staged(report, states)
 
 
 def _bucketing(p: TablePlan, touched: frozenset[int] | None, state: DataFrame) -> Bucketing | None:
@@ -221,19 +264,20 @@ def _write_steps(run: _Run, table, p: TablePlan, result: FoldResult) -> dict:
     return {"rows_before": rows_before, "steps": rel, "exact_from": exact_from}
 
 
-def _publish_history(run: _Run, p: TablePlan, result: FoldResult) -> dict:
-    """The table's SCD2 history after this run, committed as one snapshot of its history table (first,
-    so that a state published by this run always has its history)."""
+def _stage_history(run: _Run, p: TablePlan, result: FoldResult) -> tuple[dict, StagedState | None]:
+    """The table's SCD2 history after this run, staged as one snapshot of its history table, and its report
+    (None staged: this run committed it already). Committed before the state, so that where a catalog commits
+    one table at a time a state published by this run always has its history."""
     history_id = history_table_id(p.table_id)
     table = load_table(run.catalog, run.pipeline, history_id)
     done = published_by(table, run.run_id) if table is not None else None
     if done is not None:
-        return {"already_published": True, "snapshot_id": done}
+        return {"already_published": True, "snapshot_id": done}, None
     prior_columns = table_columns(table) if table is not None else {}
     columns = {**{c: t for c, t in prior_columns.items() if c not in HISTORY_META}, **p.columns}
     rows = close_history(read_state(run.spark, table), result.versions, list(p.key_columns), columns,
                          result.removals)
-    published = publish_state(run.catalog, run.pipeline, history_id, rows, {**columns, **HISTORY_META}, run.run_id,
-                              {HISTORY_OF_PROP: p.table_id, KEY_COLUMNS_PROP: json.dumps(list(p.key_columns))},
-                              attempt=run.attempt)
-    return published.as_dict()
+    staged = stage_state(run.catalog, run.pipeline, history_id, rows, {**columns, **HISTORY_META}, run.run_id,
+                         {HISTORY_OF_PROP: p.table_id, KEY_COLUMNS_PROP: json.dumps(list(p.key_columns))},
+                         attempt=run.attempt)
+    return staged.published.as_dict(), staged

@@ -3,7 +3,10 @@
 One table per source table in the namespace of the pipeline. A run's new state of a table is one
 ``overwrite`` snapshot (the replaced files out, the new ones in) carrying ``cdc.run-id`` in its
 summary, so a re-run of the same run id is recognised and changes nothing. Nothing becomes visible
-before the catalog commit: a failure before it leaves the previous snapshot published.
+before the catalog commit: a failure before it leaves the previous snapshot published. All of a run's
+tables (states and histories) are committed at once (stage_state, then commit_states: jobs.iceberg.commit):
+on a SQL catalog in one database transaction, so a reader sees every table at this run or every one at the
+run before.
 
 State tables are laid out in key buckets by Iceberg's own ``bucket[N]`` partition transform on their key
 columns (jobs.model.buckets, jobs.iceberg.layout), one file per bucket and run, written sorted by the key (the
@@ -29,6 +32,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
@@ -43,6 +47,7 @@ from jobs.iceberg.catalog import (
     iceberg_schema,
     load_table,
 )
+from jobs.iceberg.commit import TablesCommitFailed, abandon, commit_tables
 from jobs.iceberg.layout import is_bucketed, layout_of, partition_spec, sort_order, with_bucket
 from jobs.iceberg.read import FILE_COLUMN, ROW_COLUMN, _delete_files, _file_keys, _scan_tasks, _spark_uri
 from jobs.lake.lease import Attempt, attempt_folder, new_attempt_id
@@ -169,6 +174,17 @@ class Published:
         return dict(self.__dict__)
 
 
+@dataclass
+class StagedState:
+    """One table's new state: files written, snapshot staged in ``transaction``, not committed."""
+
+    table_id: str
+    identifier: tuple[str, str]  # (pipeline, name) as the catalog knows it
+    transaction: object  # pyiceberg Transaction / CreateTableTransaction
+    published: Published  # snapshot_id and state_rows of the staged snapshot
+    written: dict[str, list[str]]  # folder -> files, checked right before the commit
+
+
 def parquet_codec(table) -> str:
     """The Parquet codec a table's files are written with: its ``write.parquet.compression-codec``."""
     codec = (table.properties.get(CODEC_PROP) if table is not None else None) or DEFAULT_CODEC
@@ -254,22 +270,19 @@ def check_written(table_id: str, run_id: str, written: dict[str, list[str]]) -> 
                                f"{what}; another process wrote or deleted there: re-run run {run_id}")
 
 
-def _commit(txn, table_id: str, run_id: str, pipeline: str):
-    """Commit the transaction; losing a race to another writer of the table is a CommitConflict saying so."""
-    from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError, ValidationException
-
-    try:
-        return txn.commit_transaction()
-    except (CommitFailedException, ValidationException, TableAlreadyExistsError) as exc:
-        raise commit_conflict(table_id, run_id, pipeline, exc) from exc
-
-
-def commit_conflict(table_id: str, run_id: str, pipeline: str, exc: Exception) -> CommitConflict:
+def commit_conflict(table_id: str, run_id: str, pipeline: str, exc: Exception,
+                    committed: Sequence[str] = ()) -> CommitConflict:
+    """Losing a race to another writer of ``table_id``, in one line; ``committed``: the tables of this attempt
+    a catalog that commits one table at a time committed before it."""
     cause = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    published = ("nothing of this attempt is published" if not committed else
+                 f"of this attempt only {', '.join(committed)} are published (this catalog commits one table at "
+                 "a time)")
+    # 240: room for the tables the refused commit names
     return CommitConflict(
-        f"{table_id}: another attempt or run of pipeline {pipeline} committed to the table first ({cause[:160]}); "
-        f"nothing of this attempt is published: once no other attempt runs, re-run run {run_id}, which "
-        "leaves what is published alone and commits the rest")
+        f"{table_id}: another attempt or run of pipeline {pipeline} committed to the table first ({cause[:240]}); "
+        f"{published}: once no other attempt runs, re-run run {run_id}, which leaves what is published alone "
+        "and commits the rest")
 
 
 def _open_transaction(catalog, pipeline: str, table_id: str, run_id: str, table, schema,
@@ -426,7 +439,8 @@ def publish_state(
     attempt: Attempt | None = None,
     identifier: tuple[str, ...] = (),
 ) -> Published:
-    """Write the new state with Spark, then commit it as one Iceberg snapshot of the table.
+    """Write the new state with Spark, then commit it as one Iceberg snapshot of the table (stage_state, then
+    commit_states of this table alone).
 
     With ``bucketing``, ``state`` holds the rows of the touched buckets only, and only those buckets'
     files are replaced; without, ``state`` is the whole table. With ``replaced`` too (the prior rows
@@ -438,6 +452,30 @@ def publish_state(
     table's sort order is its key (properties' KEY_COLUMNS_PROP), the order each bucket is written in. The files
     go to this ``attempt``'s folders (``<kind>/run=<run_id>/attempt=<id>/``); right before the commit,
     its lease is checked and every file the commit names is checked to be there (MissingFiles)."""
+    attempt = attempt or Attempt(new_attempt_id())
+    staged = stage_state(catalog, pipeline, table_id, state, columns, run_id, properties, tombstones, bucketing,
+                         replaced, report, attempt, identifier)
+    return commit_states(catalog, pipeline, run_id, [staged], attempt)[0]
+
+
+def stage_state(
+    catalog,
+    pipeline: str,
+    table_id: str,
+    state: DataFrame,
+    columns: dict[str, str],
+    run_id: str,
+    properties: dict[str, str],
+    tombstones: DataFrame | None = None,
+    bucketing: Bucketing | None = None,
+    replaced: DataFrame | None = None,
+    report: dict | None = None,
+    attempt: Attempt | None = None,
+    identifier: tuple[str, ...] = (),
+) -> StagedState:
+    """publish_state's first half: the files written and the snapshot staged, nothing committed (the
+    arguments are publish_state's). Its Published has the staged snapshot's id and rows, which its commit
+    lands; commit_states commits it, or jobs.iceberg.commit.abandon gives it up."""
     attempt = attempt or Attempt(new_attempt_id())
     ensure_namespace(catalog, pipeline)
     table = load_table(catalog, pipeline, table_id)
@@ -469,14 +507,40 @@ def publish_state(
     published = _stage_snapshot(txn, table_id, f"{pipeline}.{name}", summary, tasks, written, bucketing,
                                 replaced is not None, report)
     _drop_legacy_bucket_column(txn, summary)
-    # last before the commit: this attempt still holds the lease, and every file it names is there
-    failpoints.reached("publish.files-written")
-    attempt.check()
-    check_written(table_id, run_id, written.folders)
-    committed = _commit(txn, table_id, run_id, pipeline)
-    snapshot = committed.current_snapshot()
-    return replace(published, snapshot_id=snapshot.snapshot_id if snapshot else None,
-                   state_rows=_live_records(snapshot))
+    snapshot = txn.table_metadata.current_snapshot()  # the staged one: its id and totals are the commit's
+    published = replace(published, snapshot_id=snapshot.snapshot_id if snapshot else None,
+                        state_rows=_live_records(snapshot))
+    return StagedState(table_id, (pipeline, name), txn, published, written.folders)
+
+
+def commit_states(catalog, pipeline: str, run_id: str, staged: Sequence[StagedState],
+                  attempt: Attempt) -> list[Published]:
+    """The run's one commit of its staged tables (jobs.iceberg.commit: on a SQL catalog all or nothing), after
+    the lease and every file are checked; each table's Published as committed, in the order given. A refusal
+    is a CommitConflict naming the table; on any failure before the commit, nothing staged is kept."""
+    if not staged:
+        return []
+    try:
+        # last before the commit: this attempt still holds the lease, and every file it names is there
+        failpoints.reached("publish.files-written")
+        attempt.check()
+        for s in staged:
+            check_written(s.table_id, run_id, s.written)
+    except BaseException:
+        abandon([s.transaction for s in staged])
+        raise
+    by_identifier = {s.identifier: s for s in staged}
+    try:
+        tables = commit_tables(catalog, [s.transaction for s in staged])
+    except TablesCommitFailed as exc:
+        raise commit_conflict(by_identifier[exc.table].table_id, run_id, pipeline, exc,
+                              committed=[by_identifier[i].table_id for i in exc.committed]) from exc
+    out = []
+    for s, table in zip(staged, tables, strict=True):
+        snapshot = table.current_snapshot()
+        out.append(replace(s.published, snapshot_id=snapshot.snapshot_id if snapshot else None,
+                           state_rows=_live_records(snapshot)))
+    return out
 
 
 def _write_position_deletes(replaced: DataFrame, table, tasks: list, deletes_dir: str, codec: str) -> None:

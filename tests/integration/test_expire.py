@@ -155,12 +155,15 @@ def _metadata_reached(table) -> set[str]:
 
 
 def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, monkeypatch, capsys):
-    """A run that fails at its catalog commit leaves files no snapshot reaches: data, position deletes,
-    tombstones, manifests and the metadata file the catalog never pointed to. Expiry deletes them
+    """A run killed at its catalog commit leaves files no snapshot reaches: data, position deletes,
+    tombstones, manifests and the metadata file the catalog never pointed to (a run that fails there deletes
+    the last two itself: tests/unit/iceberg/test_commit.py). Expiry deletes them
     once they are a day older than --as-of (a run still writing is never robbed), reports them, and a
     dry run deletes nothing; every file a snapshot reaches stays, and the run, re-run, publishes what
     the replay says."""
     from pyiceberg.catalog.sql import SqlCatalog
+
+    from jobs.iceberg import commit as commit_module
 
     sim, runs = loaded(spark, tmp_path, 13, 300)
     runs.run("o1")
@@ -183,6 +186,7 @@ def test_orphans_of_a_failed_run_are_deleted_once_old_enough(spark, tmp_path, mo
         raise RuntimeError("simulated crash at the catalog commit")
 
     monkeypatch.setattr(SqlCatalog, "_write_metadata", staticmethod(crash))
+    monkeypatch.setattr(commit_module, "_clean_up", lambda pending: None)  # killed: no cleanup runs
     sent = runs.sent
     with pytest.raises(RuntimeError, match="simulated crash"):
         runs.run("o3")

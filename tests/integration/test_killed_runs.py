@@ -1,9 +1,11 @@
 """Killed at any moment, nothing lost: a `jobs run` killed with SIGKILL of its whole process group
 (driver, JVM, Python workers) after the decode's report (its quarantine and decoder memory written,
-nothing published), after its held transactions, during the fold, between two tables' commits, or after
-its validation report, then re-run under the same run id, publishes the same state, history and reports
-as a run that was never interrupted; readers never see a file of the killed attempt. A killed landing leaves no manifest, and landing the interval again lands the same
-messages. The kill points are the failpoints of jobs/failpoints.py, and moments found by watching the
+nothing published), after its held transactions, during the fold, right before or right after the run's
+one commit of its tables, or after its validation report, leaves all of the run's tables committed or none
+(a reader sees every table at the run or every one at the run before); re-run under the same run id, it
+publishes the same state, history and reports as a run that was never interrupted; readers never see a
+file of the killed attempt. A killed landing leaves no manifest, and landing the interval again lands the
+same messages. The kill points are the failpoints of jobs/failpoints.py, and moments found by watching the
 lake for a Spark write in progress."""
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import pytest
 
 from jobs.demo.simulator import write_parquet
 from jobs.demo.streams import debezium_transaction_records
-from jobs.iceberg.catalog import open_catalog
+from jobs.iceberg.catalog import open_catalog, published_by
 from jobs.lake.layout import Lake
 from jobs.model.properties import RUN_ID_PROP
 from tests.support.paths import REPO
@@ -113,7 +115,8 @@ KILLS = {
     "decode reported": dict(kill_at="decode.reported"),
     "held written": dict(kill_at="merge.held-written"),
     "during the fold": dict(kill_when=Path("warehouse/**/data/run=run1/attempt=*/_temporary")),
-    "between two tables' commits": dict(kill_at="merge.table-committed"),
+    "before the run's commit": dict(kill_at="publish.files-written"),
+    "after the run's commit": dict(kill_at="merge.run-committed"),
     "during the reports": dict(kill_at="validate.report-written"),
 }
 
@@ -124,6 +127,10 @@ def test_a_killed_run_rerun_publishes_what_an_uninterrupted_run_does(spark, tmp_
     lake = tmp_path / "lake"
     assert jobs_run("debezium", raws[0], lake, PIPELINE, "run0", "--history") == 0
     killed_run(raws[1], lake, "run1", **KILLS[moment])
+    # all or none of the run's tables committed
+    catalog = open_catalog(Lake.at(str(lake)))
+    committed = {published_by(catalog.load_table(i), "run1") is not None for i in catalog.list_tables(PIPELINE)}
+    assert committed == {moment in ("after the run's commit", "during the reports")}, committed
     assert jobs_run("debezium", raws[1], lake, PIPELINE, "run1", "--history") == 0
     assert published(lake) == published(expected_lake)
     for name in ("decode.json", "merge.json", "validation.json", "reconciliation.json"):

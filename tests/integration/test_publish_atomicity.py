@@ -73,6 +73,57 @@ def test_failure_before_commit_keeps_the_published_snapshot(spark, tmp_path, mon
     assert table.current_snapshot().summary.additional_properties[RUN_ID_PROP] == "r2"
 
 
+ORDERS = TableSpec("db", "public", "orders", [("order_id", "int"), ("item", "text"), ("qty", "int")], ["order_id"])
+
+
+def test_a_run_failing_at_its_second_table_publishes_neither_and_a_rerun_publishes_both(spark, tmp_path, monkeypatch):
+    """The run's tables are committed once, together: a crash while the second table is staged (its first
+    table staged, files written) leaves both tables at the run before; a re-run publishes both."""
+    from jobs.iceberg import row_delta
+
+    sim = SourceSimulator(22, [TABLE, ORDERS], "postgresql", n_partitions=2)
+    sim.populate("accounts", 30)
+    sim.populate("orders", 30)
+    sim.snapshot()
+    first = sim.to_kafka_records(with_schema=True)
+    sim.random_ops(30, tables=["accounts"])
+    sim.random_ops(30, tables=["orders"])
+    write_parquet(tmp_path / "r1" / "p.parquet", first)
+    write_parquet(tmp_path / "r2" / "p.parquet", sim.to_kafka_records(with_schema=True)[len(first):])
+    lake = Lake.at(str(tmp_path / "lake"))
+    table_ids = ("db.public.accounts", "db.public.orders")
+
+    def run(run_id):
+        return decode_and_merge(spark, stages.RunContext(lake, "atom", run_id), "debezium", tmp_path / run_id)
+
+    def snapshots():
+        return [load_table(open_catalog(lake), "atom", t).current_snapshot().snapshot_id for t in table_ids]
+
+    run("r1")
+    before = snapshots()
+    real, staging = row_delta.data_file, []
+
+    def crash_at_the_second_table(transaction, path, partition=()):
+        if not staging:
+            staging.append(transaction)
+        elif transaction is not staging[0]:
+            raise RuntimeError("simulated crash staging the second table")
+        return real(transaction, path, partition)
+
+    monkeypatch.setattr(row_delta, "data_file", crash_at_the_second_table)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run("r2")
+    monkeypatch.undo()
+    assert len(staging) == 1 and snapshots() == before  # the first table was staged, and is not committed
+    assert set(run("r2").tables) == set(table_ids)
+    for table_id, spec in zip(table_ids, (TABLE, ORDERS), strict=True):
+        table = load_table(open_catalog(lake), "atom", table_id)
+        assert table.current_snapshot().summary.additional_properties[RUN_ID_PROP] == "r2"
+        columns = [c for c, _ in spec.columns]
+        rows = sorted(table.scan().to_arrow().select(columns).to_pylist(), key=lambda r: r[spec.primary_key[0]])
+        assert rows == [{c: r[c] for c in columns} for r in sim.expected_state(spec.name)], table_id
+
+
 # ---- two attempts of one run ------------------------------------------------------------------------
 # The interleavings below are made deterministic in one process: attempt A is held at the moment it has
 # written and read back its files, before its catalog commit (a hook on pyiceberg's reading of the new

@@ -6,9 +6,9 @@ A round is one run id of a stream cut in parts (each round the next part, on the
 these interleavings of its attempts A and B:
 
 - ``together``: A and B start at the same moment;
-- ``retry while stalled``: A stops itself (failpoint ``publish.files-written``: its first table's files
-  written, its commit not made) and B starts, as an Airflow retry beside a stuck attempt; A goes on once
-  B has ended;
+- ``retry while stalled``: A stops itself (failpoint ``publish.files-written``: every table's files
+  written, the run's commit not made) and B starts, as an Airflow retry beside a stuck attempt; A goes on
+  once B has ended;
 - ``stalled past its lease``: the same, but B starts only once A's lease has lapsed (A renews nothing
   while stopped); A goes on once B has ended;
 - ``killed``: A is killed (SIGKILL of its process group) at that failpoint, then B starts.

@@ -48,3 +48,12 @@ def test_losing_a_commit_race_names_the_cause_and_the_fix_in_one_line() -> None:
     assert str(conflict) == ("db.s.t: another attempt or run of pipeline shop committed to the table first (Table "
                              "already exists); nothing of this attempt is published: once no other attempt runs, "
                              "re-run run r7, which leaves what is published alone and commits the rest")
+
+
+def test_a_refusal_where_tables_commit_one_at_a_time_names_those_already_published() -> None:
+    cause = CommitFailedException("db.s.b: CommitFailedException: Requirement failed\nmore detail")
+    conflict = commit_conflict("db.s.b", "r7", "shop", cause, committed=["db.s.a"])
+    assert str(conflict) == ("db.s.b: another attempt or run of pipeline shop committed to the table first (db.s.b: "
+                             "CommitFailedException: Requirement failed); of this attempt only db.s.a are published "
+                             "(this catalog commits one table at a time): once no other attempt runs, re-run run r7, "
+                             "which leaves what is published alone and commits the rest")
