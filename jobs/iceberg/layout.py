@@ -22,14 +22,15 @@ def identifier_columns(key_types: dict[str, str], whole_row: bool) -> tuple[str,
     return tuple(key_types)
 
 
-def partition_spec(schema, layout: BucketLayout | None):
-    """The partition spec of a layout over ``schema`` (None: unpartitioned), field names kept clear of columns."""
+def partition_spec(schema, layout: BucketLayout | None, reserved: set[str] = frozenset()):
+    """The partition spec of a layout over ``schema`` (None: unpartitioned), field names kept clear of columns and
+    of the ``reserved`` names (the table's earlier partition fields': a spec change may not reuse one)."""
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.transforms import BucketTransform
 
     if layout is None:
         return PartitionSpec()
-    taken = {f.name for f in schema.fields}
+    taken = {f.name for f in schema.fields} | set(reserved)
     fields = []
     for i, field in enumerate(layout.fields):
         name = _free_name(f"{field.column}_bucket", taken)

@@ -50,7 +50,8 @@ def data_file(transaction, path: str, partition: tuple = ()):
     (its fields' values, as the folder it was written to says: a bucket transform's cannot be read back from
     the column bounds) of the table's default spec, statistics and bounds from its footer, columns matched to
     the table's schema by field id. Spark writes every column optional: the file is checked against the schema
-    with every field optional, then each required field's null count must be 0 (ValueError otherwise)."""
+    with every field optional (its null counts say whether a required column holds a null: the caller's
+    check, jobs.iceberg.write)."""
     import pyarrow.parquet as pq
     from pyiceberg.io.pyarrow import (
         _check_pyarrow_schema_compatible,
@@ -71,10 +72,6 @@ def data_file(transaction, path: str, partition: tuple = ()):
     stats = data_file_statistics_from_parquet_metadata(
         parquet_metadata=footer, stats_columns=compute_statistics_plan(schema, metadata.properties),
         parquet_column_mapping=parquet_path_to_id_mapping(schema))
-    for field in schema.fields:
-        if field.required and stats.null_value_counts.get(field.field_id, 1) != 0:
-            raise ValueError(f"{path}: key column {field.name} has a null value (or the file no null count of it): "
-                             "nothing committed")
     return DataFile.from_args(content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET,
                               partition=Record(*partition), file_size_in_bytes=len(source),
                               sort_order_id=metadata.default_sort_order_id, spec_id=metadata.default_spec_id,

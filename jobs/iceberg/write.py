@@ -328,7 +328,8 @@ def _stage_layout(txn, table, schema, layout: BucketLayout | None, sort_columns:
         with txn.update_spec() as spec:
             for field in table.spec().fields:
                 spec.remove_field(field.name)
-            for field in partition_spec(current, layout).fields:
+            taken = {f.name for s in table.specs().values() for f in s.fields}
+            for field in partition_spec(current, layout, taken).fields:
                 spec.add_field(current.find_field(field.source_id).name, field.transform, field.name)
     if txn.table_metadata.sort_order().fields != sort_order(current, sort_columns).fields:
         with txn.update_sort_order() as order:
@@ -376,6 +377,7 @@ def _stage_snapshot(txn, table_id: str, iceberg_table: str, summary: dict[str, s
 
     touched = bucketing.touched if bucketing is not None else None
     new_files = [data_file(txn, path, _partition(path, bucketing)) for path in written.data]
+    _key_made_optional_where_null(txn, new_files)
     delete_files = [_position_delete_file(txn, path, tasks) for path in written.deletes]
     # a delta removes nothing; a rewrite removes the data files it replaces and the deletes of them
     old_data = [] if delta else [t.file for t in tasks]
@@ -399,6 +401,26 @@ def _stage_snapshot(txn, table_id: str, iceberg_table: str, summary: dict[str, s
         for data_file in new_files + delete_files:
             overwrite.append_data_file(data_file)
     return published
+
+
+def _writes_whole(bucketing: Bucketing | None, replaced: DataFrame | None) -> bool:
+    return (bucketing is None or bucketing.touched is None) and replaced is None
+
+
+def _key_made_optional_where_null(txn, new_files: list) -> None:
+    """A key whose written files hold a null (a key block naming a column the row has no value of) cannot be
+    Iceberg's identifier: its columns made optional again and the identifier fields cleared, in this commit,
+    and kept so (only a commit writing every row makes them required again)."""
+    schema = txn.table_metadata.schema()
+    # a file without a null count of a column may hold nulls in it
+    nullable = [f.name for f in schema.fields
+                if f.required and any((d.null_value_counts or {}).get(f.field_id, 1) for d in new_files)]
+    if not nullable:
+        return
+    with txn.update_schema() as update:
+        update.set_identifier_fields()
+        for name in {*nullable, *schema.identifier_field_names()}:
+            update.make_column_optional(name)
 
 
 def _partition(path: str, bucketing: Bucketing | None) -> tuple:
@@ -491,6 +513,8 @@ def stage_state(
         sort_columns = tuple(json.loads(properties.get(KEY_COLUMNS_PROP, "[]")))
         state = _bucketed(state, bucketing, sort_columns)
     layout = bucketing.layout if bucketing is not None else None
+    if table is not None and not _writes_whole(bucketing, replaced) and not table.schema().identifier_field_ids:
+        identifier = ()  # only a commit that writes every row may make a key required: it sees each one
     schema = iceberg_schema(columns, identifier)
     txn, name, location = _open_transaction(catalog, pipeline, table_id, run_id, table, schema, layout, sort_columns)
     tasks = _scan_tasks(table, touched) if table is not None else []
