@@ -14,14 +14,9 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from tests.support.databases import postgres_server
 from tests.support.table_commits import (
-    a_changed_table_moves_nothing,
-    a_new_table_and_an_append,
-    a_table_created_meanwhile_moves_nothing,
+    CommitScenarios,
     racing_runs,
-    three_tables_move_together,
 )
-
-WHEN = ["before staging", "before the swap"]
 
 
 @pytest.fixture(scope="module")
@@ -45,26 +40,8 @@ def catalog(postgres_url: str, warehouse: Path) -> Iterator[SqlCatalog]:
     catalog.engine.dispose()
 
 
-def test_three_tables_move_in_one_database_transaction(catalog):
-    three_tables_move_together(catalog)
-
-
-@pytest.mark.parametrize("when", WHEN)
-def test_a_table_another_writer_changed_moves_no_table_of_the_commit(catalog, warehouse, when):
-    a_changed_table_moves_nothing(catalog, warehouse, when)
-
-
-def test_a_new_table_and_an_append_to_another_commit_together(catalog):
-    a_new_table_and_an_append(catalog)
-
-
-@pytest.mark.parametrize("when", WHEN)
-def test_a_table_created_meanwhile_moves_no_table_of_the_commit(catalog, when):
-    a_table_created_meanwhile_moves_nothing(catalog, when)
-
-
-def test_two_runs_racing_over_overlapping_tables_one_lands_whole(catalog):
-    racing_runs(catalog, ["a", "b"], ["b", "c"])
+class TestOnPostgresql(CommitScenarios):
+    """The scenarios of tests/support/table_commits.py on this module's catalog."""
 
 
 def test_two_runs_naming_the_same_tables_in_opposite_orders_do_not_deadlock(catalog):

@@ -1,7 +1,8 @@
 """Several tables committed at once (jobs.iceberg.commit.commit_tables) on a real SQL catalog: the tables, the
 staged appends of tiny Arrow tables (no Spark), what each table points at and holds, and the scenarios
 tests/unit/iceberg/test_commit.py plays on SQLite and tests/integration/test_commit_postgres.py on
-PostgreSQL.
+PostgreSQL, each module collecting them as a subclass of :class:`CommitScenarios` with its own ``catalog`` and
+``warehouse`` fixtures.
 
     catalog = SqlCatalog("c", uri=..., warehouse=...)
     make_tables(catalog, "a", "b", "c")                     # p.a, p.b, p.c: one row each
@@ -240,3 +241,27 @@ def racing_runs(catalog, first: list[str], second: list[str]) -> dict[str, objec
     assert {n for n in before if after[n] != before[n]} == set(won)
     assert {n: ids(catalog, n) for n in before} == {n: [0, won_value] if n in won else [0] for n in before}
     return outcomes
+
+
+WHEN = ["before staging", "before the swap"]
+
+
+class CommitScenarios:
+    """The scenarios every SQL catalog plays (a module's ``Test...`` subclass collects them with its fixtures)."""
+
+    def test_three_tables_move_in_one_database_transaction(self, catalog):
+        three_tables_move_together(catalog)
+
+    @pytest.mark.parametrize("when", WHEN)
+    def test_a_table_another_writer_changed_moves_no_table_of_the_commit(self, catalog, warehouse, when):
+        a_changed_table_moves_nothing(catalog, warehouse, when)
+
+    def test_a_new_table_and_an_append_to_another_commit_together(self, catalog):
+        a_new_table_and_an_append(catalog)
+
+    @pytest.mark.parametrize("when", WHEN)
+    def test_a_table_created_meanwhile_moves_no_table_of_the_commit(self, catalog, when):
+        a_table_created_meanwhile_moves_nothing(catalog, when)
+
+    def test_two_runs_racing_over_overlapping_tables_one_lands_whole(self, catalog):
+        racing_runs(catalog, ["a", "b"], ["b", "c"])

@@ -16,21 +16,17 @@ from jobs.iceberg.commit import TablesCommitFailed, abandon, commit_tables
 from tests.support.table_commits import (
     NAMESPACE,
     NOTHING_CHANGED,
+    CommitScenarios,
     a_changed_table_moves_nothing,
-    a_new_table_and_an_append,
-    a_table_created_meanwhile_moves_nothing,
     another_writer,
     ids,
     make_tables,
     metadata_files,
     pointers,
-    racing_runs,
     staged_append,
     staged_create,
     three_tables_move_together,
 )
-
-WHEN = ["before staging", "before the swap"]
 
 
 @pytest.fixture()
@@ -46,26 +42,8 @@ def catalog(tmp_path: Path, warehouse: Path):
     catalog.engine.dispose()
 
 
-def test_three_tables_move_in_one_database_transaction(catalog):
-    three_tables_move_together(catalog)
-
-
-@pytest.mark.parametrize("when", WHEN)
-def test_a_table_another_writer_changed_moves_no_table_of_the_commit(catalog, warehouse, when):
-    a_changed_table_moves_nothing(catalog, warehouse, when)
-
-
-def test_a_new_table_and_an_append_to_another_commit_together(catalog):
-    a_new_table_and_an_append(catalog)
-
-
-@pytest.mark.parametrize("when", WHEN)
-def test_a_table_created_meanwhile_moves_no_table_of_the_commit(catalog, when):
-    a_table_created_meanwhile_moves_nothing(catalog, when)
-
-
-def test_two_runs_racing_over_a_shared_table_one_lands_whole(catalog):
-    racing_runs(catalog, ["a", "b"], ["b", "c"])
+class TestOnSqlite(CommitScenarios):
+    """The scenarios of tests/support/table_commits.py on this module's catalog."""
 
 
 @pytest.mark.parametrize("scenario", ["three tables", "a table changed before the swap"])
