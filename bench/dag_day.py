@@ -44,6 +44,8 @@ def pipeline_folder(work: Path, topics: Path, lake: Path) -> Path:
     """The bundled demo's pipeline file, on these topics and this lake, reconciled through the connection."""
     import yaml
 
+    from jobs.airflow.dags import write_stub
+
     document = yaml.safe_load((REPO / "dags" / "pipelines" / "demo.yaml").read_text())
     document["source"]["files"] = str(topics)
     document["sink"].update(lake=str(lake), catalog=None)
@@ -51,21 +53,21 @@ def pipeline_folder(work: Path, topics: Path, lake: Path) -> Path:
     folder = work / "pipelines"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "demo.yaml").write_text(yaml.safe_dump(document))
+    write_stub(folder / "demo.yaml")  # the DAG file beside it: the DAG folder the runner loads
     return folder
 
 
-def airflow_env(home: Path, topics: Path, source: Path, lake: Path) -> dict[str, str]:
+def airflow_env(home: Path, source: Path) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     return {
         **{k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "AIRFLOW_VAR_CDC_", "SMTP_"))},
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(home.parent / "pipelines"),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "AIRFLOW_CONN_CDC_SOURCE": json.dumps({"conn_type": "sqlite", "host": str(source)}),
         "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",
         "PYTHONPATH": str(REPO),
-        "CDC_PIPELINES_DIR": str(pipeline_folder(home.parent, topics, lake)),
         "CDC_SHUFFLE_PARTITIONS": "2",
         "CDC_JIT": "c1",
     }
@@ -80,13 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="cdc-dag-day-"))
     try:
         topics, source, lake = work / "topics", work / "source.db", work / "lake"
-        subprocess.run([sys.executable, str(REPO / "jobs/demo/generate.py"), "--out", str(topics), "--source-db",
-                        str(source), "--messages", str(args.messages)], check=True, capture_output=True)
-        env = airflow_env(work / "airflow", topics, source, lake)
+        # as a module from the checkout (the package need not be installed in the venv)
+        subprocess.run([sys.executable, "-m", "jobs.demo.generate", "--out", str(topics), "--source-db",
+                        str(source), "--messages", str(args.messages)], check=True, capture_output=True, cwd=REPO)
+        pipeline_folder(work, topics, lake)
+        env = airflow_env(work / "airflow", source)
         venv_bin = Path(sys.executable).parent
         subprocess.run([str(venv_bin / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", RUNNER, str(REPO / "dags"), *args.days.split(",")],
+        proc = subprocess.run([sys.executable, "-c", RUNNER, str(work / "pipelines"), *args.days.split(",")],
                               env=env, capture_output=True, text=True)
         total = time.perf_counter() - start
         results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
