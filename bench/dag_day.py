@@ -57,13 +57,13 @@ def pipeline_folder(work: Path, topics: Path, lake: Path) -> Path:
     return folder
 
 
-def airflow_env(home: Path, source: Path) -> dict[str, str]:
+def airflow_env(home: Path, dags: Path, source: Path) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     return {
         **{k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "AIRFLOW_VAR_CDC_", "SMTP_"))},
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(home.parent / "pipelines"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "AIRFLOW_CONN_CDC_SOURCE": json.dumps({"conn_type": "sqlite", "host": str(source)}),
         "PATH": f"{venv_bin}:{os.environ.get('PATH', '')}",
@@ -85,12 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         # as a module from the checkout (the package need not be installed in the venv)
         subprocess.run([sys.executable, "-m", "jobs.demo.generate", "--out", str(topics), "--source-db",
                         str(source), "--messages", str(args.messages)], check=True, capture_output=True, cwd=REPO)
-        pipeline_folder(work, topics, lake)
-        env = airflow_env(work / "airflow", source)
+        dags = pipeline_folder(work, topics, lake)
+        env = airflow_env(work / "airflow", dags, source)
         venv_bin = Path(sys.executable).parent
         subprocess.run([str(venv_bin / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", RUNNER, str(work / "pipelines"), *args.days.split(",")],
+        proc = subprocess.run([sys.executable, "-c", RUNNER, str(dags), *args.days.split(",")],
                               env=env, capture_output=True, text=True)
         total = time.perf_counter() - start
         results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
