@@ -130,8 +130,7 @@ class AirflowService:
             with contextlib.suppress(OSError):
                 if not fields or int(fields[2]) not in groups or (proc / "comm").read_text().strip() == "java":
                     continue
-                inodes |= {os.readlink(fd)[8:-1] for fd in (proc / "fd").iterdir()
-                           if os.readlink(fd).startswith("socket:[")}
+                inodes |= _socket_inodes(proc)
         found = set()
         for table in ("tcp", "tcp6"):
             for row in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
@@ -369,3 +368,15 @@ def airflow_service(tmp: Path, *, connections: Mapping[str, str] | None = None,
             yield AirflowService(local.home, local.port, local.env)
         finally:
             airflow_local.stop(local.home)
+
+
+def _socket_inodes(proc: Path) -> set[str]:
+    """The socket inodes of a process's open files. Each descriptor is read on its own: one closed between the
+    listing and its read (a request's connection) must not hide the process's other sockets."""
+    inodes = set()
+    for fd in (proc / "fd").iterdir():
+        with contextlib.suppress(OSError):
+            link = os.readlink(fd)
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    return inodes
