@@ -38,12 +38,14 @@ from jobs.fold.events import (
     key_join,
     op_rank,
 )
+from jobs.fold.fingerprints import hashed_steps_sql, map_hash_sql, step_deltas_sql
 from jobs.fold.history import Removal, history_versions, versions_sql
 from jobs.fold.key_moves import stays_under_key, with_moved_rows, without_paired_deletes
 from jobs.fold.plan import TableChanges, TablePlan
 from jobs.fold.types import META_COLUMNS
 from jobs.fold.values import from_canonical_string, to_canonical_string
 from jobs.model import record as C
+from jobs.reconcile.fingerprint import key_bucket, row_hash
 from jobs.spark.sql import sql_str
 
 
@@ -115,7 +117,7 @@ def fold_table(plan: TablePlan, changes: DataFrame, prior: Prior, run_id: str, h
     moved = None
     if info.key_moves:
         joined, moved = with_moved_rows(joined, events, key_columns, types)
-    folded = fold_keys(joined, key_columns, run_id, history)
+    folded = fold_keys(joined, key_columns, run_id, history, types)
     changed = new_rows(folded, types)
     state = changed
     if prior.rows is not None:
@@ -123,10 +125,11 @@ def fold_table(plan: TablePlan, changes: DataFrame, prior: Prior, run_id: str, h
     deleted = deleted_keys(folded, prior.tombstones, by_key, key_columns)
     removed = None
     if plan.replace_before is not None:
-        state, deleted, removed = without_stale_rows(state, deleted, plan.replace_before, run_id, key_columns)
+        state, deleted, removed = without_stale_rows(state, deleted, plan.replace_before, run_id, key_columns,
+                                                     types)
     delta = replaced if prior.positioned else None
     return FoldResult(
-        state, deleted, folded, count_steps(folded, key_columns),
+        state, deleted, folded, count_steps(folded, key_columns, types),
         versions=history_versions(folded, key_columns, types, run_id) if history else None,
         removals=removals(changes, info, plan.replace_before, removed),
         changed=changed if delta is not None else None, replaced=delta,
@@ -248,15 +251,20 @@ def fold_aggregate_sql(*, applies: str, row_after: str, run_id: str, steps: Accu
     return aggregate_sql("_cdc_events", applies, init, step)
 
 
-def fold_keys(joined: DataFrame, key_columns: list[str], run_id: str, history: bool) -> DataFrame:
+def fold_keys(joined: DataFrame, key_columns: list[str], run_id: str, history: bool,
+              types: dict[str, str]) -> DataFrame:
     """Each key's fold (``_cdc_s``: its row after the run and where that comes from, with history its
-    versions) and its count steps (``_cdc_steps``), cached: the publish and the reports read it."""
+    versions) and its steps (``_cdc_steps``: count and value fingerprint, the hash of each row made and of
+    the prior row, ``_cdc_prior_h``), cached: the publish and the reports read it."""
     sql = fold_aggregate_sql(applies=APPLIES_SQL, row_after=ROW_AFTER_SQL, run_id=sql_str(run_id),
                              steps=count_steps_sql(ROW_AFTER_SQL),
                              versions=versions_sql(ROW_AFTER_SQL) if history else None)
-    return joined.select(*key_columns, F.expr(sql).alias("_cdc_a")).select(
-        # the count steps as a column of their own: reading them from the cache leaves the row images be
-        *key_columns, F.col("_cdc_a").dropFields("steps").alias("_cdc_s"), F.col("_cdc_a.steps").alias("_cdc_steps"),
+    return joined.select(*key_columns, F.expr(sql).alias("_cdc_a"),
+                         F.expr(map_hash_sql("_prior_row", types)).alias("_cdc_prior_h")).select(
+        # the steps as a column of their own, their rows hashed: reading them from the cache leaves the row
+        # images be
+        *key_columns, F.col("_cdc_a").dropFields("steps").alias("_cdc_s"),
+        F.expr(hashed_steps_sql("_cdc_a.steps", types)).alias("_cdc_steps"), "_cdc_prior_h",
     ).persist(StorageLevel.MEMORY_AND_DISK)
 
 
@@ -294,12 +302,13 @@ def deleted_keys(folded: DataFrame, tombstones: DataFrame | None, by_key: DataFr
 
 
 def without_stale_rows(state: DataFrame, deleted: DataFrame, replace_before: str, run_id: str,
-                       key_columns: list[str]) -> tuple[DataFrame, DataFrame, DataFrame]:
+                       key_columns: list[str], types: dict[str, str]) -> tuple[DataFrame, DataFrame, DataFrame]:
     """A complete newer load replaced the table as of its start (``replace_before``): a row whose last
     change is older was not in it (its delete may never have arrived) and is gone. (state, tombstones,
     the keys of the rows removed)."""
     stale = F.coalesce(F.col("_cdc_position"), F.lit("")) < F.lit(replace_before)
-    removed = state.where(stale).select(*key_columns)
+    # with each removed row's hash: its value fingerprint step
+    removed = state.where(stale).select(*key_columns, row_hash(types).alias("_cdc_h"))
     deleted = deleted.unionByName(removed.select(
         *key_columns, F.lit(replace_before).alias("_cdc_position"), F.lit(run_id).alias("_cdc_run_id")))
     return state.where(~stale), deleted, removed
@@ -323,22 +332,30 @@ def key_json(key_columns: list[str]):
     return F.to_json(F.struct(*[F.col(k).cast("string").alias(k) for k in key_columns]))
 
 
-def removal_steps(removal: Removal, key_columns: list[str], rows_before: int) -> DataFrame:
-    """The count steps of a removal, at its position and source time: -1 per removed key, or, for a
-    TRUNCATE (every prior row), -``rows_before`` in one step without a key."""
+def removal_steps(removal: Removal, key_columns: list[str], rows_before: int, types: dict[str, str]) -> DataFrame:
+    """The steps of a removal, at its position and source time: -1 per removed key and less its row's hash
+    (``_cdc_h`` beside the keys), or, for a TRUNCATE (every prior row), -``rows_before`` in one step without
+    a key, bucket nor value step (no value before it is known within the run: jobs.reconcile.values)."""
     if removal.keys is None:
         keys, key, delta = removal.records.sparkSession.range(1), F.lit(None).cast("string"), -rows_before
+        bucket, dh = F.lit(None).cast("int"), F.lit(None).cast("decimal(21,0)")
     else:
         keys, key, delta = removal.keys, key_json(key_columns), -1
+        bucket, dh = key_bucket({k: types[k] for k in key_columns}), (-F.col("_cdc_h")).cast("decimal(21,0)")
     return keys.select(key.alias("key"), F.lit(removal.position).alias("position"),
                        F.unix_micros(F.lit(removal.time).cast("timestamp")).alias("event_time_us"),
-                       F.lit(delta).alias("delta"))
+                       F.lit(delta).alias("delta"), bucket.alias("bucket"), dh.alias("dh"))
 
 
-def count_steps(folded: DataFrame, key_columns: list[str]) -> DataFrame:
-    """Every applied event that changed the table's row count (a key's row appearing: +1, going: -1),
-    with the key as JSON text, its position and source time: the lake's row count at any moment of the
-    run is the prior count plus the steps up to it (jobs.reconcile.checkpoints)."""
-    return folded.select(*key_columns, F.explode("_cdc_steps").alias("_s")).select(
+def count_steps(folded: DataFrame, key_columns: list[str], types: dict[str, str]) -> DataFrame:
+    """Every applied event that changed the table's row count (a key's row appearing: +1, going: -1) or its
+    row's values (its value fingerprint step ``dh``: the hash of the row after less the one before), with
+    the key as JSON text and its ``bucket`` (jobs.reconcile.fingerprint), its position and source time: the
+    lake's row count and fingerprints at any moment of the run are the prior ones plus the steps up to it
+    (jobs.reconcile.checkpoints)."""
+    bucket = key_bucket({k: types[k] for k in key_columns})
+    return folded.select(*key_columns, F.explode(F.expr(step_deltas_sql("_cdc_steps", "_cdc_prior_h"))).alias(
+        "_s")).where((F.col("_s.d") != 0) | (F.col("_s.dh") != 0)).select(
         key_json(key_columns).alias("key"), F.col("_s.pos").alias("position"),
-        F.unix_micros("_s.ts").alias("event_time_us"), F.col("_s.d").alias("delta"))
+        F.unix_micros("_s.ts").alias("event_time_us"), F.col("_s.d").alias("delta"), bucket.alias("bucket"),
+        F.col("_s.dh").alias("dh"))

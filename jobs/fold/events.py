@@ -79,11 +79,12 @@ ROW_AFTER_SQL = """CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRIN
 
 
 def count_steps_sql(row_after: str) -> Accumulated:
-    """The row-count steps of a key's events: an event after which the key holds a row (``row_after``)
-    where it held none is +1, the reverse -1 (the arrival of a moved row counts: its old key's delete is
-    a step of that key)."""
+    """The steps of a key's events: every applied event, with the row after it (``row_after``; the value
+    fingerprint's step, jobs.fold.fingerprints) and its change of the row count ``d``: +1 where the key now
+    holds a row it held none, -1 the reverse, else 0 (the arrival of a moved row counts: its old key's delete
+    is a step of that key)."""
     return Accumulated(
-        "CAST(array() AS ARRAY<STRUCT<pos: STRING, ts: TIMESTAMP, d: INT>>)",
-        f"""CASE WHEN (acc.row IS NULL) = (({row_after}) IS NULL) THEN acc.steps
-    ELSE concat(acc.steps, array(named_struct('pos', e.position, 'ts', e.event_time,
-                                              'd', CASE WHEN acc.row IS NULL THEN 1 ELSE -1 END))) END""")
+        "CAST(array() AS ARRAY<STRUCT<pos: STRING, ts: TIMESTAMP, d: INT, row: MAP<STRING, STRING>>>)",
+        f"""concat(acc.steps, array(named_struct('pos', e.position, 'ts', e.event_time,
+    'd', CASE WHEN (acc.row IS NULL) = (({row_after}) IS NULL) THEN 0 WHEN acc.row IS NULL THEN 1 ELSE -1 END,
+    'row', {row_after})))""")

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from functools import partial
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import failpoints
@@ -42,6 +42,7 @@ from jobs.iceberg.catalog import (
     load_table,
     open_catalog,
     published_by,
+    published_fingerprints,
     published_report,
     snapshot_record_count,
     table_columns,
@@ -56,6 +57,7 @@ from jobs.lake.lease import Attempt, attempt_folder, new_attempt_id
 from jobs.model.properties import BUCKETS_PROP, HISTORY_OF_PROP, KEY_COLUMNS_PROP, PENDING_LOAD_PROP, TABLE_ID_PROP
 from jobs.model.reports import FoldReport
 from jobs.model.table_rules import setting_for
+from jobs.reconcile import fingerprint
 
 
 @dataclass(frozen=True)
@@ -248,20 +250,51 @@ def _bucketing(p: TablePlan, touched: frozenset[int] | None, state: DataFrame) -
 
 
 def _write_steps(run: _Run, table, p: TablePlan, result: FoldResult) -> dict:
-    """The run's row-count steps of the table into the lake (jobs.lake.ledger), before its commit (a
-    re-run writes them again); with the rows it removes without an event of their key."""
+    """The run's row-count and value fingerprint steps of the table into the lake (jobs.lake.ledger), before
+    its commit (a re-run writes them again); with the rows it removes without an event of their key."""
     rows_before = snapshot_record_count(table)
     steps = result.steps
     for removal in result.removals:
-        steps = steps.unionByName(removal_steps(removal, list(p.key_columns), rows_before))
+        steps = steps.unionByName(removal_steps(removal, list(p.key_columns), rows_before, dict(p.columns)))
     # nothing before a TRUNCATE survives, nor is the count before it known within the run
     exact_from = p.changes.truncate_position if p.changes.has_truncate else None
     # the attempt's own folder below the table's (which jobs.lake.ledger.drop_steps deletes whole)
     rel = f"{count_ledger.steps_dir(run.pipeline, run.run_id, p.table_id)}/{attempt_folder(run.attempt.id)}"
+    # each bucket's fingerprint step, observed as the steps are written (no pass of its own)
+    observed = Observation("fingerprint_steps")
+    steps = steps.observe(observed, *[F.sum(F.when(F.col("bucket") == b, F.col("dh"))).alias(f"b{b}")
+                                      for b in range(fingerprint.BUCKETS)])
     # as many files as the fold has partitions: a coalesce would run the fold in one task, when this write
     # is the job that fills the fold's cache (a table of strings checks no conversions first)
     steps.write.parquet(run.lake.spark_path(rel))
-    return {"rows_before": rows_before, "steps": rel, "exact_from": exact_from}
+    before = None if exact_from else _fingerprints_before(run, table, p, rows_before)
+    sums = observed.get
+    after = None if before is None else [fingerprint.add(f, int(sums[f"b{b}"] or 0)) for b, f in enumerate(before)]
+    return {"rows_before": rows_before, "steps": rel, "exact_from": exact_from,
+            "fingerprints": {"buckets": fingerprint.BUCKETS, "key_columns": list(p.key_columns),
+                             "before": _hexes(before), "after": _hexes(after)}}
+
+
+def _hexes(values: list[int] | None) -> list[str] | None:
+    return None if values is None else [fingerprint.hex_of(v) for v in values]
+
+
+def _fingerprints_before(run: _Run, table, p: TablePlan, rows_before: int) -> list[int] | None:
+    """Each bucket's fingerprint of what the table held before the run: what the run that published it
+    reported, else (a table published before fingerprints, or keyed otherwise) one aggregate over it; None
+    where its rows lack a key column of the plan."""
+    if table is None or rows_before == 0:
+        return [0] * fingerprint.BUCKETS
+    stored = published_fingerprints(table)
+    if stored and stored.get("after") and stored.get("key_columns") == list(p.key_columns) \
+            and stored.get("buckets") == fingerprint.BUCKETS:
+        return [int(h, 16) for h in stored["after"]]
+    columns = {c: t for c, t in table_columns(table).items() if c not in META_COLUMNS}
+    if not set(p.key_columns) <= set(columns):
+        return None
+    found = {r["bucket"]: int(r["fingerprint"]) for r in fingerprint.bucket_fingerprints(
+        read_state(run.spark, table), columns, list(p.key_columns)).collect()}
+    return [fingerprint.add(found.get(b, 0)) for b in range(fingerprint.BUCKETS)]
 
 
 def _stage_history(run: _Run, p: TablePlan, result: FoldResult) -> tuple[dict, StagedState | None]:

@@ -35,6 +35,19 @@ def from_canonical_string(col: Column, spark_type: str) -> Column:
     return typed
 
 
+def from_canonical_sql(v: str, spark_type: str) -> str:
+    """``from_canonical_string`` as Spark SQL text over the SQL ``v`` (for SQL inside a fold's lambda)."""
+    if spark_type == "binary":
+        return f"try_to_binary({v}, 'base64')"
+    if spark_type == "string":
+        return v
+    typed = f"try_cast({v} AS {spark_type})"
+    if spark_type in ("date", "timestamp"):
+        earliest, latest = (f"CAST('{d}' AS {spark_type})" for d in _READABLE_DATES)
+        return f"transform(array({typed}), _cv -> CASE WHEN _cv BETWEEN {earliest} AND {latest} THEN _cv END)[0]"
+    return typed
+
+
 _EXAMPLE_CHARS = 100
 
 

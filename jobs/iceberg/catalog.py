@@ -195,6 +195,17 @@ def published_report(table, snapshot_id: int) -> dict:
 
 
 
+def published_fingerprints(table) -> dict | None:
+    """The value fingerprints the run that published the table's current snapshot reported (its counts'
+    ``fingerprints``: jobs.fold.stage), or None."""
+    snapshot = table.current_snapshot() if table is not None else None
+    summary = snapshot.summary.additional_properties if snapshot and snapshot.summary else {}
+    if REPORT_PROP not in summary:
+        return None
+    counts = json.loads(summary[REPORT_PROP]).get("counts")
+    return counts.get("fingerprints") if isinstance(counts, dict) else None
+
+
 def state_summary(lake: Lake, pipeline: str) -> dict[str, dict]:
     """table_id -> state rows and snapshot id of every published table of the pipeline."""
     from pyiceberg.exceptions import NoSuchNamespaceError

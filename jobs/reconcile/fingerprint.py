@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 from jobs.fold.types import DECIMAL
+from jobs.spark.sql import sql_ident, sql_str
 
 BUCKETS = 64  # buckets of keys a table's fingerprint is kept in: what a mismatch narrows the keys down to
 MODULUS = 2 ** 64
@@ -138,78 +139,88 @@ def hex_of(fingerprint: int) -> str:
     return f"{fingerprint % MODULUS:016x}"
 
 
-# ---- Spark: the lake's rows ----------------------------------------------------------------------------
+# ---- Spark: the lake's rows -------------------------------------------------------------------------
+# Spark SQL text, so that the fold's own aggregate (jobs.fold.core) hashes its rows by the same rule as a
+# query over the state does. A value used more than once is bound once (``_bind``): SQL inside a lambda
+# repeats no subexpression for us.
 
-def spark_value_text(col, lake_type: str):
-    """Spark's form of ``value_text`` for a column of ``lake_type`` (the session's time zone is UTC)."""
-    from pyspark.sql import functions as F
+def _bind(value_sql: str, name: str, body_sql: str) -> str:
+    """``body_sql`` with ``name`` standing for the value of ``value_sql``, evaluated once."""
+    return f"transform(array({value_sql}), {name} -> {body_sql})[0]"
 
+
+def spark_value_text(v: str, lake_type: str) -> str:
+    """Spark SQL of ``value_text`` over the SQL ``v`` of a value of ``lake_type`` (the session's time zone is
+    UTC)."""
     t = lake_type.lower()
     if t == "boolean":
-        return F.when(col, F.lit("true")).when(~col, F.lit("false"))
+        return f"CASE WHEN {v} THEN 'true' WHEN NOT {v} THEN 'false' END"
     if t in ("float", "double"):
-        return _spark_float_text(col.cast("double"))
-    decimal = DECIMAL.fullmatch(t)
-    if decimal:
-        plain = col.cast("string")  # plain notation at the column's scale
-        trimmed = F.regexp_replace(F.regexp_replace(plain, r"(\.[0-9]*?)0+$", "$1"), r"\.$", "")
-        return F.when(trimmed == "-0", F.lit("0")).otherwise(trimmed)
+        return _bind(f"CAST({v} AS DOUBLE)", "_fx", _SPARK_FLOAT)
+    if DECIMAL.fullmatch(t):
+        trimmed = f"regexp_replace(regexp_replace(CAST({v} AS STRING), '([.][0-9]*?)0+$', '$1'), '[.]$', '')"
+        return _bind(trimmed, "_fd", "CASE WHEN _fd = '-0' THEN '0' ELSE _fd END")
     if t == "date":
-        return F.date_format(col, "yyyy-MM-dd")
+        return f"date_format({v}, 'yyyy-MM-dd')"
     if t == "timestamp":
-        return F.date_format(col, "yyyy-MM-dd HH:mm:ss.SSSSSS")
+        return f"date_format({v}, 'yyyy-MM-dd HH:mm:ss.SSSSSS')"
     if t == "binary":
-        return F.lower(F.hex(col))
-    return col.cast("string")
+        return f"lower(hex({v}))"
+    return f"CAST({v} AS STRING)"
 
 
-def _spark_float_text(x):
-    from pyspark.sql import functions as F
-
-    q = F.floor(F.log10(F.abs(x))) - (FLOAT_DIGITS - 1)
-    k = F.abs(q)
-    down, up = x, x  # each a chain: one side's expression must not hold the other's
-    for i in range(_FACTORS):
-        factor = F.pow(F.lit(10.0), F.least(F.greatest(k - _EXACT_POWER * i, F.lit(0)), F.lit(_EXACT_POWER)))
-        down, up = down / factor, up * factor
-    scaled = F.when(q > 0, down).otherwise(up)
-    m = F.bround(scaled, 0).cast("decimal(20,0)").cast("string")
-    # trailing zeros of the mantissa move into the exponent
-    zeros = F.length(m) - F.length(F.regexp_replace(m, "0+$", ""))
-    text = F.concat(F.regexp_replace(m, "0+$", ""), F.lit("e"), (q + zeros).cast("string"))
-    return (F.when(F.isnan(x), F.lit("NaN"))
-            .when(x == float("inf"), F.lit("Infinity")).when(x == float("-inf"), F.lit("-Infinity"))
-            .when(x == 0, F.lit("0")).otherwise(text))
+def _spark_float() -> str:
+    """The text of the double ``_fx`` (float_text): its exponent ``_fq`` bound once, the chain of exact
+    factors as a fold over their indexes, the digits ``_fm`` bound once."""
+    finite = "NOT isnan(_fx) AND abs(_fx) != double('Infinity') AND _fx != 0"
+    exponent = f"CASE WHEN {finite} THEN CAST(floor(log10(abs(_fx))) AS BIGINT) - {FLOAT_DIGITS - 1} ELSE 0 END"
+    factor = f"power(10D, least(greatest(abs(_fq) - {_EXACT_POWER} * _fi, 0), {_EXACT_POWER}))"
+    scaled = (f"aggregate(sequence(0, {_FACTORS - 1}), _fx, "
+              f"(_fa, _fi) -> CASE WHEN _fq > 0 THEN _fa / {factor} ELSE _fa * {factor} END)")
+    digits = f"CAST(CAST(bround({scaled}, 0) AS DECIMAL(20,0)) AS STRING)"
+    text = _bind(digits, "_fm", "concat(regexp_replace(_fm, '0+$', ''), 'e', "
+                                "CAST(_fq + length(_fm) - length(regexp_replace(_fm, '0+$', '')) AS STRING))")
+    return ("CASE WHEN isnan(_fx) THEN 'NaN' WHEN _fx = double('Infinity') THEN 'Infinity' "
+            "WHEN _fx = double('-Infinity') THEN '-Infinity' WHEN _fx = 0 THEN '0' "
+            f"ELSE {_bind(exponent, '_fq', text)} END")
 
 
-def spark_row_text(columns: Mapping[str, str]):
-    """Spark's form of ``row_text`` over the columns of that name."""
-    from pyspark.sql import functions as F
-
-    fields = []
-    for name in sorted(columns):
-        text = spark_value_text(F.col(_spark_name(name)), columns[name])
-        fields.append(F.concat(F.lit(f"{name}="), F.length(text).cast("string"), F.lit(":"), text, F.lit(";")))
-    return F.concat_ws("", *fields)
+_SPARK_FLOAT = _spark_float()
 
 
-def _spark_name(name: str) -> str:
-    return f"`{name.replace('`', '``')}`"
+def spark_row_text(values: Mapping[str, str], columns: Mapping[str, str]) -> str:
+    """Spark SQL of ``row_text``: ``values`` the SQL of each column's value (by name), ``columns`` their
+    lake types. Each text is bound once: its length and itself."""
+    names = sorted(columns)
+    if not names:
+        return "''"
+    texts = "named_struct(" + ", ".join(f"'t{i}', {spark_value_text(values[n], columns[n])}"
+                                        for i, n in enumerate(names)) + ")"
+    fields = ", ".join(f"concat({sql_str(n + '=')}, CAST(length(_ft.t{i}) AS STRING), ':', _ft.t{i}, ';')"
+                       for i, n in enumerate(names))
+    return _bind(texts, "_ft", f"concat_ws('', {fields})")
 
 
-def _spark_md5_prefix(text, hex_digits: int):
-    from pyspark.sql import functions as F
+def spark_md5_number(text_sql: str, hex_digits: int) -> str:
+    return f"CAST(conv(substr(md5({text_sql}), 1, {hex_digits}), 16, 10) AS DECIMAL(20,0))"
 
-    return F.conv(F.substring(F.md5(text), 1, hex_digits), 16, 10).cast("decimal(20,0)")
+
+def _columns_sql(names) -> dict[str, str]:
+    return {n: sql_ident(n) for n in names}
 
 
 def row_hash(columns: Mapping[str, str]):
-    """A row's hash as decimal(20,0) (unsigned 64-bit: Spark's sums of it do not overflow)."""
-    return _spark_md5_prefix(spark_row_text(columns), 16)
+    """A row's hash as decimal(20,0) (unsigned 64-bit: Spark's sums of it do not overflow), over the
+    columns of those names."""
+    from pyspark.sql import functions as F
+
+    return F.expr(spark_md5_number(spark_row_text(_columns_sql(columns), columns), 16))
 
 
 def key_bucket(key_types: Mapping[str, str], buckets: int = BUCKETS):
-    return (_spark_md5_prefix(spark_row_text(key_types), 8) % buckets).cast("int")
+    from pyspark.sql import functions as F
+
+    return F.expr(f"CAST({spark_md5_number(spark_row_text(_columns_sql(key_types), key_types), 8)} % {buckets} AS INT)")
 
 
 def bucket_fingerprints(rows, columns: Mapping[str, str], key_columns: Sequence[str], buckets: int = BUCKETS):
