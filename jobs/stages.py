@@ -321,7 +321,8 @@ def run_reconcile(ctx: RunContext, source_counts: str | None,
         landing = run_landing_reach(ctx.lake, ctx.pipeline, ctx.run_id, options.capture_delay_s)
         rows = reconcile_run(ctx.lake, ctx.pipeline, ctx.run_id, new, state, options,
                              keys_now=lake_keys(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of),
-                             landing=landing)
+                             landing=landing,
+                             hashes_now=lake_row_hashes(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of))
         ctx.write_report(ReconciliationReport(
             pipeline=ctx.pipeline, run_id=ctx.run_id, source=how, max_lag_s=options.max_lag_s,
             landing=LandingReach.from_json(landing.as_dict()), tables=rows))
@@ -337,6 +338,23 @@ def lake_keys(lake: Lake, pipeline: str, state: dict[str, dict], limit: Callable
             return None if info else []
         return state_keys(open_catalog(lake), pipeline, table_id, info["key_columns"])
     return keys_now
+
+
+def lake_row_hashes(lake: Lake, pipeline: str, state: dict[str, dict], limit: Callable[[str], int]):
+    """Each key's row hash in a state table now (jobs.fold.fingerprints), for the keys of a value mismatch
+    (None past the table's ``limit`` of rows; none for a table the lake never published)."""
+    from jobs.fold import fingerprints as rule
+    from jobs.iceberg.read import state_rows
+    from jobs.model.keys import key_text
+
+    def hashes_now(table_id: str) -> dict[str, int] | None:
+        info = state.get(table_id)
+        if not info or not info.get("key_columns") or not info.get("columns") or info["state_rows"] > limit(table_id):
+            return None if info else {}
+        keys, columns = tuple(info["key_columns"]), info["columns"]
+        return {key_text(keys, [row[k] for k in keys]): rule.text_hash(rule.row_text(row, columns))
+                for row in state_rows(open_catalog(lake), pipeline, table_id, list(columns))}
+    return hashes_now
 
 
 def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,

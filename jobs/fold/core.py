@@ -38,14 +38,13 @@ from jobs.fold.events import (
     key_join,
     op_rank,
 )
-from jobs.fold.fingerprints import hashed_steps_sql, map_hash_sql, step_deltas_sql
+from jobs.fold.fingerprints import hashed_steps_sql, key_bucket, map_hash_sql, row_hash, step_deltas_sql
 from jobs.fold.history import Removal, history_versions, versions_sql
 from jobs.fold.key_moves import stays_under_key, with_moved_rows, without_paired_deletes
 from jobs.fold.plan import TableChanges, TablePlan
 from jobs.fold.types import META_COLUMNS
 from jobs.fold.values import from_canonical_string, to_canonical_string
 from jobs.model import record as C
-from jobs.reconcile.fingerprint import key_bucket, row_hash
 from jobs.spark.sql import sql_str
 
 
@@ -335,7 +334,7 @@ def key_json(key_columns: list[str]):
 def removal_steps(removal: Removal, key_columns: list[str], rows_before: int, types: dict[str, str]) -> DataFrame:
     """The steps of a removal, at its position and source time: -1 per removed key and less its row's hash
     (``_cdc_h`` beside the keys), or, for a TRUNCATE (every prior row), -``rows_before`` in one step without
-    a key, bucket nor value step (no value before it is known within the run: jobs.reconcile.values)."""
+    a key, bucket nor value step (no value before it is known within the run: jobs.reconcile.checkpoints)."""
     if removal.keys is None:
         keys, key, delta = removal.records.sparkSession.range(1), F.lit(None).cast("string"), -rows_before
         bucket, dh = F.lit(None).cast("int"), F.lit(None).cast("decimal(21,0)")

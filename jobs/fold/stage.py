@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import failpoints
+from jobs.fold import fingerprints as fingerprint
 from jobs.fold import held as held_log
 from jobs.fold.buckets import new_layout, touched_buckets
 from jobs.fold.core import FoldResult, Prior, removal_steps
@@ -57,7 +58,6 @@ from jobs.lake.lease import Attempt, attempt_folder, new_attempt_id
 from jobs.model.properties import BUCKETS_PROP, HISTORY_OF_PROP, KEY_COLUMNS_PROP, PENDING_LOAD_PROP, TABLE_ID_PROP
 from jobs.model.reports import FoldReport
 from jobs.model.table_rules import setting_for
-from jobs.reconcile import fingerprint
 
 
 @dataclass(frozen=True)

@@ -33,3 +33,20 @@ def promotable(published: str, declared: str) -> bool:
         return True
     p, d = DECIMAL.fullmatch(published), DECIMAL.fullmatch(declared)
     return bool(p and d and p.group(2) == d.group(2) and int(d.group(1)) > int(p.group(1)))
+
+
+# the dates Spark holds and readers do not: Python's (pyiceberg's statistics, GX) end in year 9999
+READABLE_DATES = ("0001-01-02", "9999-12-30")
+
+
+def from_canonical_sql(v: str, spark_type: str) -> str:
+    """``from_canonical_string`` as Spark SQL text over the SQL ``v`` (for SQL inside a fold's lambda)."""
+    if spark_type == "binary":
+        return f"try_to_binary({v}, 'base64')"
+    if spark_type == "string":
+        return v
+    typed = f"try_cast({v} AS {spark_type})"
+    if spark_type in ("date", "timestamp"):
+        earliest, latest = (f"CAST('{d}' AS {spark_type})" for d in READABLE_DATES)
+        return f"transform(array({typed}), _cv -> CASE WHEN _cv BETWEEN {earliest} AND {latest} THEN _cv END)[0]"
+    return typed

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.fold.types import DECIMAL
+from jobs.fold.types import DECIMAL, READABLE_DATES
 
 _TS_FMT = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 
@@ -18,11 +18,8 @@ def to_canonical_string(col: Column, spark_type: str) -> Column:
     return col.cast("string")
 
 
-# the dates Spark holds and readers do not: Python's (pyiceberg's statistics, GX) end in year 9999
-_READABLE_DATES = ("0001-01-02", "9999-12-30")
-
-
 def from_canonical_string(col: Column, spark_type: str) -> Column:
+    """Canonical string -> typed state value (jobs.fold.types.from_canonical_sql: the same as SQL text)."""
     if spark_type == "binary":
         return F.try_to_binary(col, F.lit("base64"))
     if spark_type == "string":
@@ -30,21 +27,8 @@ def from_canonical_string(col: Column, spark_type: str) -> Column:
     typed = col.try_cast(spark_type)
     if spark_type in ("date", "timestamp"):
         # a date past what readers hold does not convert: published null, and counted as unconverted
-        earliest, latest = (F.lit(d).cast(spark_type) for d in _READABLE_DATES)
+        earliest, latest = (F.lit(d).cast(spark_type) for d in READABLE_DATES)
         return F.when(typed.between(earliest, latest), typed)
-    return typed
-
-
-def from_canonical_sql(v: str, spark_type: str) -> str:
-    """``from_canonical_string`` as Spark SQL text over the SQL ``v`` (for SQL inside a fold's lambda)."""
-    if spark_type == "binary":
-        return f"try_to_binary({v}, 'base64')"
-    if spark_type == "string":
-        return v
-    typed = f"try_cast({v} AS {spark_type})"
-    if spark_type in ("date", "timestamp"):
-        earliest, latest = (f"CAST('{d}' AS {spark_type})" for d in _READABLE_DATES)
-        return f"transform(array({typed}), _cv -> CASE WHEN _cv BETWEEN {earliest} AND {latest} THEN _cv END)[0]"
     return typed
 
 

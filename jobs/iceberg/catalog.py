@@ -227,5 +227,7 @@ def state_summary(lake: Lake, pipeline: str) -> dict[str, dict]:
             "snapshot_id": snapshot.snapshot_id if snapshot else None,
             "iceberg_table": ".".join(ident),
             "key_columns": key_columns_of(table),
+            # the data columns (name -> type) a value fingerprint reads (jobs.reconcile.fingerprint)
+            "columns": {c: t for c, t in table_columns(table).items() if not c.startswith("_cdc_")},
         }
     return out

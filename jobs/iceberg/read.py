@@ -112,5 +112,13 @@ def state_keys(catalog, pipeline: str, table_id: str, key_columns: list[str]) ->
     return [key_text(tuple(key_columns), values) for values in zip(*columns)]
 
 
+def state_rows(catalog, pipeline: str, table_id: str, columns: list[str]) -> list[dict]:
+    """Every row of a (small) state table, of ``columns``, as Python values."""
+    table = load_table(catalog, pipeline, table_id)
+    if table is None or table.current_snapshot() is None:
+        return []
+    return table.scan(selected_fields=tuple(columns)).to_arrow().to_pylist()
+
+
 def _spark_uri(uri: str) -> str:
     return "s3a://" + uri.split("://", 1)[1] if uri.startswith("s3://") else uri

@@ -4,8 +4,10 @@ Per run, ``ledger.json`` records how far the run's applied changes reach (the hi
 source time, and the first of a transaction it holds back) and, per table it published, its count
 before the run, after it, and where its *steps* are: the applied changes that moved the count (a key's
 row appearing +1, going -1), written by the fold under ``run=<run_id>/table=<table_id>/`` as Parquet
-(``key``, ``position``, ``event_time_us``, ``delta``). jobs.reconcile.checkpoints computes the count at any
-moment from them; ``ArrowSteps`` reads them in batches with pyarrow (no Spark), never whole.
+(``key``, ``position``, ``event_time_us``, ``delta``), with the value fingerprint steps (``bucket``,
+``dh``: jobs.reconcile.checkpoints; a step that changes values only has ``delta`` 0).
+jobs.reconcile.checkpoints computes the count at any moment from them; ``ArrowSteps`` reads them in batches
+with pyarrow (no Spark), never whole.
 """
 from __future__ import annotations
 
@@ -88,6 +90,10 @@ def drop_steps(lake: Lake, pipeline: str, table_id: str, run_ids: list[str]) -> 
     return dropped
 
 
+class MissingValueSteps(ValueError):
+    """A run's steps written before value fingerprints: the values at its moments are not known."""
+
+
 class ArrowSteps:
     """jobs.reconcile.checkpoints.StepSource over the steps' Parquet files in the lake."""
 
@@ -96,10 +102,13 @@ class ArrowSteps:
         self._totals: dict[str, int] = {}
         self._datasets: dict[str, Any] = {}  # one listing of a run's files per reconcile, not one per query
 
-    def _batches(self, rel: str, columns: list[str], condition=None):
+    def _dataset(self, rel: str):
         if rel not in self._datasets:
             self._datasets[rel] = storage.parquet_dataset(self._lake.join(rel))
-        return self._datasets[rel].to_batches(columns=columns, filter=condition)
+        return self._datasets[rel]
+
+    def _batches(self, rel: str, columns: list[str], condition=None):
+        return self._dataset(rel).to_batches(columns=columns, filter=condition)
 
     @staticmethod
     def _column(kind: str) -> str:
@@ -151,4 +160,40 @@ class ArrowSteps:
         found = []
         for batch in self._batches(rel, ["key", name, "delta"], ~self._below(kind, cut)):
             found += zip(*(batch.column(c).to_pylist() for c in (name, "key", "delta")))
-        return [(key, delta) for _coordinate, key, delta in sorted(found, key=lambda f: f[0])]
+        # a value-only step (delta 0) moves no key in or out
+        return [(key, delta) for _coordinate, key, delta in sorted(found, key=lambda f: f[0]) if delta]
+
+    def _value_batches(self, rel: str, columns: list[str], condition):
+        if "dh" not in self._dataset(rel).schema.names:
+            raise MissingValueSteps(f"the steps at {rel} were written without value steps")
+        return self._batches(rel, columns, condition)
+
+    def value_sums_below(self, rel: str, kind: str, cut) -> dict[int, int]:
+        """Each bucket's value fingerprint step below the cut (summed; modulo 2^64 by the caller)."""
+        import pyarrow.dataset as ds
+
+        sums: dict[int, int] = {}
+        condition = self._below(kind, cut) & ds.field("bucket").is_valid()
+        for batch in self._value_batches(rel, ["bucket", "dh"], condition):
+            for bucket, dh in zip(batch.column("bucket").to_pylist(), batch.column("dh").to_pylist()):
+                sums[bucket] = sums.get(bucket, 0) + int(dh)
+        return sums
+
+    def value_points(self, rel: str, kind: str, low, high) -> list[tuple[Any, int, int | None, int]]:
+        """The steps in ``[low, high)`` in order of their coordinate: (coordinate, count delta, bucket, value
+        delta)."""
+        import pyarrow.dataset as ds
+
+        name = self._column(kind)
+        found = []
+        for batch in self._value_batches(rel, [name, "delta", "bucket", "dh"],
+                                         ~self._below(kind, low) & (ds.field(name) < high)):
+            found += zip(*(batch.column(c).to_pylist() for c in (name, "delta", "bucket", "dh")))
+        return [(c, d, b, int(dh or 0)) for c, d, b, dh in sorted(found, key=lambda f: f[0])]
+
+    def value_keys_from(self, rel: str, kind: str, cut) -> list[tuple[str | None, int]]:
+        """Each value step at or after the cut: (key, value delta); a key of None is a TRUNCATE's."""
+        found = []
+        for batch in self._value_batches(rel, ["key", "dh"], ~self._below(kind, cut)):
+            found += zip(batch.column("key").to_pylist(), batch.column("dh").to_pylist())
+        return [(key, int(dh or 0)) for key, dh in found if key is None or dh]

@@ -284,6 +284,26 @@ class KeyDiff(Record):
 
 
 @dataclass(frozen=True)
+class ValueKeys(Record):
+    """The keys whose rows differ, are missing or extra at a moment (small tables whose snapshot kept them)."""
+
+    differ: tuple[str, ...] = ()
+    missing_in_lake: tuple[str, ...] = ()
+    extra_in_lake: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ValueDiff(Record):
+    """The buckets of keys whose value fingerprints differ at a checkpoint's moment (jobs.reconcile.checkpoints)."""
+
+    buckets: int = 0  # of the table
+    differing: int = 0
+    source: Mapping[str, str] | None = None  # bucket -> fingerprint (16 hex digits), the first few
+    lake: Mapping[str, str] | None = None
+    keys: ValueKeys | None = None
+
+
+@dataclass(frozen=True)
 class CheckpointVerdict(Record):
     """A source count with its moment, judged against the lake's count at that moment."""
 
@@ -303,6 +323,7 @@ class CheckpointVerdict(Record):
     judged_run: str | None = None
     lag: Lag | None = None
     key_diff: KeyDiff | None = None
+    value_diff: ValueDiff | None = None
 
 
 @dataclass(frozen=True)

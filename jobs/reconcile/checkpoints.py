@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from jobs.fold import fingerprints as rule
 from jobs.formats.registry import bound
-from jobs.lake.ledger import RunCounts
+from jobs.lake.ledger import MissingValueSteps, RunCounts
 from jobs.model.positions import JUST_AFTER, PositionError
 
 MATCH, MISMATCH, BEHIND, UNKNOWN = "match", "mismatch", "behind", "unknown"
@@ -179,6 +180,9 @@ class Checkpoint:
     # source reads its clock with the bracket's high end), so a lake holding every change up to it in
     # time (a landing's evidence) has reached the position
     committed_by: int | None = None
+    # each bucket's value fingerprint at the moment (16 hex digits each: jobs.reconcile.fingerprint)
+    fingerprints: tuple[str, ...] | None = None
+    row_hashes: dict[str, str] | None = None  # key -> its row's hash, small tables only
 
     @property
     def same_count(self) -> tuple:
@@ -193,6 +197,7 @@ class Checkpoint:
         d = asdict(self)
         d["moment"] = self.moment.as_dict() if self.moment else None
         d["keys"] = list(self.keys) if self.keys is not None else None
+        d["fingerprints"] = list(self.fingerprints) if self.fingerprints is not None else None
         return d
 
     @classmethod
@@ -201,7 +206,8 @@ class Checkpoint:
                    d["source"], d["taken_in"], d.get("table_id"), d.get("taken_at"),
                    tuple(d["keys"]) if d.get("keys") is not None else None,
                    Tolerance(**d["tolerance"]) if d.get("tolerance") else None, d.get("judged_in"), d.get("verdict"),
-                   d.get("committed_by"))
+                   d.get("committed_by"), tuple(d["fingerprints"]) if d.get("fingerprints") else None,
+                   d.get("row_hashes"))
 
 
 # ---- counts files --------------------------------------------------------------------------------
@@ -283,6 +289,10 @@ class StepSource(Protocol):
     def within(self, rel: str, kind: str, low: str | int, high: str | int) -> list[tuple[str | int, int]]: ...
     def group_below(self, rel: str, cut: str) -> str | None: ...
     def keys_from(self, rel: str, kind: str, cut: str | int) -> list[tuple[str, int]]: ...
+    def value_sums_below(self, rel: str, kind: str, cut: str | int) -> dict[int, int]: ...
+    def value_keys_from(self, rel: str, kind: str, cut: str | int) -> list[tuple[str | None, int]]: ...
+    def value_points(self, rel: str, kind: str, low: str | int,
+                     high: str | int) -> list[tuple[str | int, int, int | None, int]]: ...
 
 
 def _first_reaching(kind: str, cut: str | int, runs: Sequence[RunCounts], moment: Moment,
@@ -314,10 +324,12 @@ class Judgement:
     judged_run: str | None = None
     lag: dict[str, Any] | None = None
     key_diff: dict[str, list[str]] | None = None
+    value_diff: dict[str, Any] | None = None
 
 
 def judge(cp: Checkpoint, ledger: Sequence[RunCounts], steps: StepSource, max_lag_s: float | None = None,
-          judged_at: int | None = None, keys_now: Callable[[str], list[str] | None] | None = None) -> Judgement:
+          judged_at: int | None = None, keys_now: Callable[[str], list[str] | None] | None = None,
+          hashes_now: Callable[[str], dict[str, int] | None] | None = None) -> Judgement:
     """The verdict on a checkpoint with a moment, from the ledger up to this run (in run order).
     ``keys_now``: the lake's keys of a table now (None: too large), for the keys of a mismatch."""
     m, table = cp.moment, cp.table_id or cp.table
@@ -325,6 +337,10 @@ def judge(cp: Checkpoint, ledger: Sequence[RunCounts], steps: StepSource, max_la
     i = _first_reaching(m.kind, m.high, ledger, m, cp.committed_by)
     if i is not None:
         verdict = _counted(cp, table, ledger[: i + 1], steps)
+        if verdict.verdict == MATCH and cp.fingerprints is not None:
+            verdict = judge_values(cp, table, ledger[: i + 1], steps, verdict)
+            if verdict.value_diff is not None and cp.row_hashes is not None and hashes_now is not None:
+                verdict.value_diff["keys"] = _value_keys(cp, table, ledger, steps, hashes_now)
         if verdict.verdict == MISMATCH and cp.keys is not None and keys_now is not None:
             verdict.key_diff = _key_diff(cp, table, ledger, steps, keys_now)
     else:
@@ -463,6 +479,133 @@ def _key_diff(cp: Checkpoint, table: str, ledger: Sequence[RunCounts], steps: St
     source = set(cp.keys or ())
     return {"missing_in_lake": sorted(source - lake)[:KEY_DIFF_LIMIT],
             "extra_in_lake": sorted(lake - source)[:KEY_DIFF_LIMIT]}
+
+
+# ---- values: the lake's fingerprints at the moment against the source's ------------------------------
+# Like its count, a table's fingerprint per bucket of keys at a cut is the one before the run that holds the
+# cut (what the previous run published) plus that run's value steps below it (jobs.fold.stage writes them
+# beside the count steps). A checkpoint whose count matched is judged again by its values: ``match`` where,
+# at a cut of its bracket where the count holds, every bucket's fingerprint is the source's; else
+# ``mismatch`` naming the buckets that differ (docs/design/fingerprints.md).
+
+class NotCompared(Exception):
+    """The lake's fingerprints at the moment are not known (why: the message)."""
+
+
+BUCKETS_SHOWN = 20  # differing buckets a verdict names
+
+
+def judge_values(cp: Checkpoint, table: str, runs: Sequence[RunCounts], steps: StepSource,
+                 counted: Judgement) -> Judgement:
+    """``counted`` (a count ``match``) judged again by the values at the same moment."""
+    if cp.moment.assumed:
+        return replace(counted, reason=_joined(counted.reason, "values not compared: a count without a moment"))
+    try:
+        states = states_across(table, runs, steps, cp)
+    except (NotCompared, MissingValueSteps) as exc:
+        return replace(counted, reason=_joined(counted.reason, f"values not compared: {exc}"))
+    source = [int(h, 16) for h in cp.fingerprints]
+    held = [fps for rows, fps in states if rows == cp.rows]
+    if any(fps == source for fps in held):
+        return counted
+    closest = min(held or [fps for _rows, fps in states], key=lambda fps: _differing(fps, source))
+    differing = [b for b in range(len(source)) if closest[b] != source[b]]
+    diff = {"buckets": len(source), "differing": len(differing),
+            "source": {str(b): rule.hex_of(source[b]) for b in differing[:BUCKETS_SHOWN]},
+            "lake": {str(b): rule.hex_of(closest[b]) for b in differing[:BUCKETS_SHOWN]}}
+    reason = (f"the counts agree, the values do not: {len(differing)} of {len(source)} buckets of keys differ "
+              f"at the moment ({', '.join(map(str, differing[:BUCKETS_SHOWN]))})")
+    return replace(counted, verdict=MISMATCH, reason=_joined(counted.reason, reason), value_diff=diff)
+
+
+def _value_keys(cp: Checkpoint, table: str, ledger: Sequence[RunCounts], steps: StepSource,
+                hashes_now: Callable[[str], dict[str, int] | None]) -> dict[str, list[str]] | None:
+    """The keys whose rows differ at the moment: the lake's row hash of each key then is its hash now less
+    its value steps at or after the cut (0: no row), against the hashes the source's snapshot kept. None
+    when a step without a key (a TRUNCATE) follows the cut, or the lake's rows are not at hand."""
+    now = hashes_now(table)
+    if now is None:
+        return None
+    lake = dict(now)
+    try:
+        for run in ledger:
+            entry = run.tables.get(table)
+            if entry and entry.get("steps"):
+                for key, dh in steps.value_keys_from(entry["steps"], cp.moment.kind, cp.moment.low):
+                    if key is None:
+                        return None
+                    lake[key] = rule.add(lake.get(key, 0), -dh)
+    except MissingValueSteps:
+        return None
+    lake = {k: h for k, h in lake.items() if h}
+    source = {k: int(h, 16) for k, h in (cp.row_hashes or {}).items()}
+    return {"differ": sorted(k for k in source.keys() & lake.keys() if source[k] != lake[k])[:KEY_DIFF_LIMIT],
+            "missing_in_lake": sorted(source.keys() - lake.keys())[:KEY_DIFF_LIMIT],
+            "extra_in_lake": sorted(lake.keys() - source.keys())[:KEY_DIFF_LIMIT]}
+
+
+def _differing(fps: list[int], source: list[int]) -> int:
+    return sum(a != b for a, b in zip(fps, source))
+
+
+def _joined(*reasons: str | None) -> str:
+    return "; ".join(r for r in reasons if r)
+
+
+def states_across(table: str, runs: Sequence[RunCounts], steps: StepSource,
+                  cp: Checkpoint) -> list[tuple[int, list[int]]]:
+    """(rows, fingerprint per bucket) at each cut inside the moment's bracket, in order: at its low end, then
+    after each coordinate below its high end (a transaction group's, where positions start with the previous
+    commit), through the runs up to the one that reaches it."""
+    m = cp.moment
+    low = _group_start(runs, steps, m) if m.previous_commit else m.low
+    first = _first_reaching(m.kind, low, runs, m, cp.committed_by)
+    states: list[tuple[int, list[int]]] = []
+    current: tuple[int, list[int]] | None = None
+    for k in range(first, len(runs)):
+        entry = runs[k].tables.get(table)
+        if entry is None:
+            if current is None:
+                current = (_table_before(table, runs, k), _fingerprints_before(table, runs, k))
+                states.append(current)
+            continue
+        current = _run_states(table, runs[k].run_id, entry, steps, m, low, states)
+    return states
+
+
+def _run_states(table: str, run_id: str, entry: dict[str, Any], steps: StepSource, m, low,
+                states: list[tuple[int, list[int]]]) -> tuple[int, list[int]]:
+    kept = entry.get("fingerprints") or {}
+    if not kept.get("before") or not entry.get("steps"):
+        raise NotCompared(f"run {run_id} kept no value steps of {table}")
+    rel = entry["steps"]
+    fps = [int(h, 16) for h in kept["before"]]
+    for bucket, dh in steps.value_sums_below(rel, m.kind, low).items():
+        fps[bucket] = rule.add(fps[bucket], dh)
+    rows = int(entry["rows_before"]) + steps.sum_below(rel, m.kind, low)
+    states.append((rows, list(fps)))
+    group = None
+    for coordinate, delta, bucket, dh in steps.value_points(rel, m.kind, low, m.high):
+        key = coordinate.split(".", 1)[0] if m.previous_commit and isinstance(coordinate, str) else coordinate
+        if key != group and group is not None:
+            states.append((rows, list(fps)))
+        group = key
+        rows += delta
+        if bucket is not None:
+            fps[bucket] = rule.add(fps[bucket], dh)
+    if group is not None:
+        states.append((rows, list(fps)))
+    return rows, fps
+
+
+def _fingerprints_before(table: str, runs: Sequence[RunCounts], index: int) -> list[int]:
+    for run in reversed(runs[:index]):
+        if table in run.tables:
+            after = (run.tables[table].get("fingerprints") or {}).get("after")
+            if not after:
+                raise NotCompared(f"run {run.run_id} kept no value fingerprints of {table}")
+            return [int(h, 16) for h in after]
+    return [0] * rule.BUCKETS
 
 
 # ---- the persisted checkpoints -------------------------------------------------------------------

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.model.keys import key_text
+from jobs.reconcile import fingerprint
 from jobs.reconcile.checkpoints import (
     SOURCE_QUERIED,
     CheckpointError,
@@ -48,6 +49,10 @@ class SourceSnapshot:
     dialect: str
     rows: dict[str, int] = field(default_factory=dict)
     keys: dict[str, list[str]] = field(default_factory=dict)
+    # each bucket's value fingerprint (jobs.reconcile.fingerprint), for tables read as the lake's columns
+    fingerprints: dict[str, list[int]] = field(default_factory=dict)
+    # each key's row hash, for small fingerprinted tables (what a value mismatch's keys are found by)
+    row_hashes: dict[str, dict[str, str]] = field(default_factory=dict)
     moment: Moment | None = None
     taken_at: int | None = None  # the source clock at the snapshot (epoch microseconds)
     how: str = ""  # what the database offered for the moment, for the report
@@ -62,14 +67,19 @@ class Table:
     name: str
     key_columns: tuple[str, ...] = ()
     key_rows_limit: int | None = None  # None: the capture's
+    # the lake's columns (name -> type) the source has all of: its rows' values are fingerprinted as them
+    columns: dict[str, str] | None = None
 
 
 class _Snapshot:
-    """Counting inside an open snapshot: rows, and keys where the table is small. Statements are built by
-    SQLAlchemy (identifiers quoted, no name read as a parameter)."""
+    """Counting inside an open snapshot: rows, and keys where the table is small; a table read as the lake's
+    columns also gets its value fingerprints, from the same scan as its count. Statements are built by
+    SQLAlchemy (identifiers quoted, no name read as a parameter), the fingerprints' by jobs.reconcile.fingerprint
+    over names quoted by the dialect."""
 
     def __init__(self, conn, key_rows_limit: int, suffix: str = "") -> None:
         self._conn, self._limit, self._suffix = conn, key_rows_limit, suffix
+        self._values = None if suffix else fingerprint.DIALECTS.get(conn.dialect.name)
 
     def _select(self, t: Table, *columns):
         import sqlalchemy as sa
@@ -80,11 +90,46 @@ class _Snapshot:
     def count(self, t: Table, out: SourceSnapshot) -> None:
         import sqlalchemy as sa
 
-        rows = int(self._conn.execute(self._select(t, sa.func.count())).scalar_one())
-        out.rows[t.table_id] = rows
-        if t.key_columns and rows <= (self._limit if t.key_rows_limit is None else t.key_rows_limit):
+        if t.columns and t.key_columns and self._values is not None:
+            out.rows[t.table_id], out.fingerprints[t.table_id] = self._fingerprints(t)
+        else:
+            out.rows[t.table_id] = int(self._conn.execute(self._select(t, sa.func.count())).scalar_one())
+        rows = out.rows[t.table_id]
+        if not t.key_columns or rows > (self._limit if t.key_rows_limit is None else t.key_rows_limit):
+            return
+        if t.table_id in out.fingerprints:
+            hashes = {key_text(t.key_columns, row[:-2]): fingerprint.hex_of(int(row[-1]))
+                      for row in fingerprint.fetch_all(self._conn, self._statement(t, also=t.key_columns))}
+            out.keys[t.table_id], out.row_hashes[t.table_id] = list(hashes), hashes
+        else:
             result = self._conn.execute(self._select(t, *(sa.column(c) for c in t.key_columns)))
             out.keys[t.table_id] = [key_text(t.key_columns, row) for row in result]
+
+    def _statement(self, t: Table, also: tuple[str, ...] | None = None) -> str:
+        """The table's fingerprints per bucket; with ``also``, each row's hash beside those columns."""
+        preparer = self._conn.dialect.identifier_preparer
+        name = preparer.quote(t.name)
+        if t.schema is not None:
+            name = f"{preparer.quote_schema(t.schema)}.{name}"
+        if also is None:
+            return fingerprint.source_fingerprint_sql(self._values, preparer.quote, name, t.columns, t.key_columns)
+        return fingerprint.source_hashes_sql(self._values, preparer.quote, name, t.columns, t.key_columns,
+                                             also=also)
+
+    def _fingerprints(self, t: Table) -> tuple[int, list[int]]:
+        sums, rows = [0] * fingerprint.BUCKETS, 0
+        for bucket, count, total in fingerprint.fetch_all(self._conn, self._statement(t)):
+            sums[int(bucket)], rows = fingerprint.add(int(total)), rows + int(count)
+        return rows, sums
+
+    def prepare(self) -> None:
+        """What the dialect's fingerprints need of the session (times read in UTC; SQLite's functions)."""
+        if self._values is None:
+            return
+        for statement in self._values.session_setup:
+            fingerprint.fetch_all(self._conn, statement)
+        if self._conn.dialect.name == "sqlite":
+            fingerprint.register_sqlite(self._conn.connection.driver_connection)
 
 
 def _time_of(value) -> int:
@@ -117,6 +162,7 @@ def _postgresql(conn, tables: list[Table], fmt: str | None, limit: int) -> Sourc
     snap = conn.execution_options(isolation_level="REPEATABLE READ")
     now = snap.exec_driver_sql("SELECT statement_timestamp()").scalar_one()  # the snapshot is taken here
     counting = _Snapshot(snap, limit)
+    counting.prepare()
     for t in tables:
         counting.count(t, out)
     after = snap.exec_driver_sql(_PG_LSN).one()
@@ -130,6 +176,8 @@ def _postgresql(conn, tables: list[Table], fmt: str | None, limit: int) -> Sourc
 
 def _mysql(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSnapshot:
     out = SourceSnapshot(conn.dialect.name)
+    counting = _Snapshot(conn, limit)
+    counting.prepare()  # session settings, before the snapshot
     before = _binlog_status(conn)
     clock_before = conn.exec_driver_sql("SELECT UTC_TIMESTAMP(6)").scalar_one()
     conn.commit()
@@ -138,7 +186,6 @@ def _mysql(conn, tables: list[Table], fmt: str | None, limit: int) -> SourceSnap
     status = {name.lower(): value for name, value in conn.exec_driver_sql(  # no '%': pyformat drivers' parameter
         "SHOW STATUS WHERE Variable_name IN ('binlog_snapshot_file', 'binlog_snapshot_position')").all()}
     now = conn.exec_driver_sql("SELECT UTC_TIMESTAMP(6)").scalar_one()
-    counting = _Snapshot(conn, limit)
     for t in tables:
         counting.count(t, out)
     conn.commit()
@@ -217,6 +264,7 @@ def _no_moment(conn, tables: list[Table], fmt: str | None, limit: int) -> Source
                          "time they were queried (this machine's clock)")
     before = time.time_ns() // 1000
     counting = _Snapshot(conn, limit)
+    counting.prepare()
     for t in tables:
         counting.count(t, out)
     conn.rollback()

@@ -209,7 +209,8 @@ def _sql_checkpoints(url_text: str, state: dict[str, dict], run_id: str,
                 found = finder.find(table_id)
                 if found is not None:
                     keys = tuple(state[table_id].get("key_columns") or ())
-                    tables.append(Table(table_id, found[0], found[1], keys, options.key_rows_limit_of(table_id)))
+                    tables.append(Table(table_id, found[0], found[1], keys, options.key_rows_limit_of(table_id),
+                                        finder.fingerprinted(found, state[table_id].get("columns"))))
             conn.rollback()
             snap = capture(conn, tables, options.fmt, options.key_rows_limit)
     except sa.exc.SQLAlchemyError as exc:
@@ -220,9 +221,17 @@ def _sql_checkpoints(url_text: str, state: dict[str, dict], run_id: str,
     found_cps = [Checkpoint(t.table_id, snap.rows[t.table_id], snap.moment, source, run_id, table_id=t.table_id,
                             taken_at=snap.taken_at, keys=tuple(snap.keys[t.table_id]) if t.table_id in snap.keys
                             else None, tolerance=options.tolerance_of(t.table_id) if snap.moment.assumed else None,
-                            committed_by=snap.committed_by)
+                            committed_by=snap.committed_by,
+                            fingerprints=_hexes(snap.fingerprints.get(t.table_id)),
+                            row_hashes=snap.row_hashes.get(t.table_id))
                  for t in tables]
     return found_cps, snap.how
+
+
+def _hexes(values: list[int] | None) -> tuple[str, ...] | None:
+    from jobs.reconcile.fingerprint import hex_of
+
+    return None if values is None else tuple(hex_of(v) for v in values)
 
 
 def _url(url_text: str):
@@ -271,6 +280,19 @@ class _SourceTables:
         name = _pick(name_part, self._table_names(schema), f"table {table_id}")
         return None if name is None else (schema, name)
 
+    def fingerprinted(self, found: tuple[str | None, str], columns: dict[str, str] | None) -> dict[str, str] | None:
+        """The lake's ``columns`` when the source table has every one of them (its values are then read as
+        the lake holds them), else None: its values are not compared."""
+        if not columns:
+            return None
+        have = {c["name"] for c in self._inspector.get_columns(found[1], schema=found[0])}
+        missing = sorted(set(columns) - have)
+        if missing:
+            log.warning("source table %s lacks the lake's columns %s: its values are not compared", found[1],
+                        ", ".join(missing[:5]))
+            return None
+        return dict(columns)
+
     def _schema_names(self) -> list[str]:
         if self._schemas is None:
             self._schemas = list(self._inspector.get_schema_names())
@@ -308,10 +330,12 @@ def _pick(id_part: str, names: list[str], what: str) -> str | None:
 # ---- judging -------------------------------------------------------------------------------------
 def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state: dict[str, dict],
                   options: ReconcileOptions, keys_now: Callable[[str], list[str] | None] | None = None,
-                  landing: LandedReach | None = None) -> tuple[TableReconciliation, ...]:
+                  landing: LandedReach | None = None,
+                  hashes_now: Callable[[str], dict[str, int] | None] | None = None) -> tuple[TableReconciliation, ...]:
     """Judge this run's checkpoints and those earlier runs left pending; keep the still pending (and the
     judged, for re-runs) in the lake; one row per table (state tables and source-only tables).
-    ``landing``: the run's landing's evidence of reach (jobs.reconcile.landed_reach)."""
+    ``landing``: the run's landing's evidence of reach (jobs.reconcile.landed_reach); ``hashes_now``: the row hash
+    of each key a (small) table holds now, for the keys of a value mismatch."""
     from jobs.lake.ledger import CHECKPOINTS, ArrowSteps, read_ledger
 
     stored_rel = f"{lake.counts_dir(pipeline)}/{CHECKPOINTS}"
@@ -326,7 +350,7 @@ def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state
         if cp.moment is None:  # no moment, and no time it was read at
             verdict = Judgement(UNKNOWN, reason="a count without a moment or a time it was read at")
         else:
-            verdict = cps.judge(cp, ledger, steps, options.max_lag_s, as_of, keys_now)
+            verdict = cps.judge(cp, ledger, steps, options.max_lag_s, as_of, keys_now, hashes_now)
         judged.append((cp, verdict))
     _store(lake, stored_rel, stored, judged, run_id)
     return _table_rows(state, judged, _latest_judged(stored, run_id))
@@ -368,7 +392,7 @@ def _verdict_dict(cp: Checkpoint, v: Judgement) -> dict[str, Any]:
            "taken_at": cps.format_time(cp.taken_at)}
     if isinstance(lake_rows, int):
         out["difference"] = lake_rows - cp.rows
-    for name in ("reason", "judged_run", "lag", "key_diff"):
+    for name in ("reason", "judged_run", "lag", "key_diff", "value_diff"):
         if getattr(v, name) is not None:
             out[name] = getattr(v, name)
     return out

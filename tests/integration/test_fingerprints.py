@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jobs.fold import fingerprints as rule
 from jobs.reconcile import fingerprint as fp
 from tests.support.databases import mariadb_server, postgres_server
 
@@ -81,9 +82,9 @@ def _source_rows(conn, sql: fp.SourceSql, quote, rows: list[dict], placeholder: 
     for statement in sql.session_setup:
         run(statement)
     per_row = fp.source_hashes_sql(sql, quote, "values_t", LAKE, KEYS, also=["id"])
-    hashes = {int(r[0]): (int(r[1]), int(r[2]) % fp.MODULUS) for r in run(per_row)}
+    hashes = {int(r[0]): (int(r[1]), int(r[2]) % rule.MODULUS) for r in run(per_row)}
     buckets = run(fp.source_fingerprint_sql(sql, quote, "values_t", LAKE, KEYS))
-    return hashes, sorted((int(b), int(n), int(f) % fp.MODULUS) for b, n, f in buckets)
+    return hashes, sorted((int(b), int(n), int(f) % rule.MODULUS) for b, n, f in buckets)
 
 
 def _sqlite_value(v):
@@ -95,12 +96,12 @@ def _sqlite_value(v):
 
 
 def _python(rows: list[dict]) -> tuple[dict, list]:
-    hashes = {r["id"]: (fp.text_bucket(fp.row_text(r, {"id": "bigint"})), fp.text_hash(fp.row_text(r, LAKE)))
+    hashes = {r["id"]: (rule.text_bucket(rule.row_text(r, {"id": "bigint"})), rule.text_hash(rule.row_text(r, LAKE)))
               for r in rows}
     sums: dict[int, list[int]] = {}
     for b, h in hashes.values():
         sums.setdefault(b, []).append(h)
-    return hashes, sorted((b, len(hs), fp.add(*hs)) for b, hs in sums.items())
+    return hashes, sorted((b, len(hs), rule.add(*hs)) for b, hs in sums.items())
 
 
 def _spark(spark, rows: list[dict]) -> tuple[dict, list]:
@@ -109,10 +110,10 @@ def _spark(spark, rows: list[dict]) -> tuple[dict, list]:
     schema = ", ".join(f"{c} {t}" for c, t in LAKE.items())
     frame = spark.createDataFrame([{**r, "ts": r["ts"].replace(tzinfo=dt.UTC) if r["ts"] else None}
                                    for r in rows], schema)
-    got = frame.select("id", fp.key_bucket({"id": "bigint"}).alias("b"), fp.row_hash(LAKE).alias("h")).collect()
-    buckets = fp.bucket_fingerprints(frame, LAKE, KEYS).orderBy(F.col("bucket")).collect()
+    got = frame.select("id", rule.key_bucket({"id": "bigint"}).alias("b"), rule.row_hash(LAKE).alias("h")).collect()
+    buckets = rule.bucket_fingerprints(frame, LAKE, KEYS).orderBy(F.col("bucket")).collect()
     return ({r["id"]: (r["b"], int(r["h"])) for r in got},
-            [(r["bucket"], r["rows"], int(r["fingerprint"]) % fp.MODULUS) for r in buckets])
+            [(r["bucket"], r["rows"], int(r["fingerprint"]) % rule.MODULUS) for r in buckets])
 
 
 def _every_engine(spark, engines, rows: list[dict]) -> dict[str, tuple[dict, list]]:
@@ -144,7 +145,7 @@ def test_edge_values_hash_alike_everywhere(spark, engines):
     found = _every_engine(spark, engines, EDGE_ROWS)
     _assert_agree(found)
     # the rule's text of a few of them, as docs/design/fingerprints.md writes it
-    assert fp.row_text(EDGE_ROWS[3], {"f": "double", "r": "float", "d": "decimal(12,3)", "bin": "binary"}) == \
+    assert rule.row_text(EDGE_ROWS[3], {"f": "double", "r": "float", "d": "decimal(12,3)", "bin": "binary"}) == \
         "bin=4:00ff;d=4:12.5;f=4:2e23;r=19:100000001490116e-15;"
 
 
@@ -179,16 +180,16 @@ def test_a_changed_value_changes_its_bucket_fingerprint_only():
     rows[17] = {"id": 17, "s": "changed"}
     after = _bucket_sums(rows, types)
     changed = {b for b in before if before[b] != after[b]}
-    assert changed == {fp.text_bucket(fp.row_text({"id": 17}, {"id": "bigint"}))}
+    assert changed == {rule.text_bucket(rule.row_text({"id": 17}, {"id": "bigint"}))}
     # a row's fingerprint steps: + h(after) - h(before) brings the old sum to the new one
     bucket = changed.pop()
-    step = fp.text_hash(fp.row_text(rows[17], types)) - fp.text_hash(fp.row_text({"id": 17, "s": "v17"}, types))
-    assert fp.add(before[bucket], step) == after[bucket]
+    step = rule.text_hash(rule.row_text(rows[17], types)) - rule.text_hash(rule.row_text({"id": 17, "s": "v17"}, types))
+    assert rule.add(before[bucket], step) == after[bucket]
 
 
 def _bucket_sums(rows, types) -> dict[int, int]:
     out: dict[int, int] = {}
     for r in rows:
-        b = fp.text_bucket(fp.row_text(r, {"id": "bigint"}))
-        out[b] = fp.add(out.get(b, 0), fp.text_hash(fp.row_text(r, types)))
+        b = rule.text_bucket(rule.row_text(r, {"id": "bigint"}))
+        out[b] = rule.add(out.get(b, 0), rule.text_hash(rule.row_text(r, types)))
     return out

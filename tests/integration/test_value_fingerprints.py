@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import pytest
 
+from jobs.fold import fingerprints as rule
 from jobs.iceberg.catalog import key_columns_of, open_catalog, published_fingerprints, table_columns
 from jobs.iceberg.read import read_state
 from jobs.lake.layout import Lake
-from jobs.reconcile import fingerprint as fp
 from tests.support.replay import make_workload, run_parts
 
 
 def _source_fingerprints(rows: list[dict], columns: dict[str, str], keys: list[str]) -> list[int]:
-    sums = [0] * fp.BUCKETS
+    sums = [0] * rule.BUCKETS
     for row in rows:
-        b = fp.text_bucket(fp.row_text(row, {k: columns[k] for k in keys}))
-        sums[b] = fp.add(sums[b], fp.text_hash(fp.row_text(row, columns)))
+        b = rule.text_bucket(rule.row_text(row, {k: columns[k] for k in keys}))
+        sums[b] = rule.add(sums[b], rule.text_hash(rule.row_text(row, columns)))
     return sums
 
 
@@ -37,8 +37,8 @@ def test_fingerprints_after_each_run_are_the_sources(spark, tmp_path, runs):
         columns = {c: t for c, t in table_columns(table).items() if not c.startswith("_cdc_")}
         assert stored["key_columns"] == keys
         lake_after = [int(h, 16) for h in stored["after"]]
-        scanned = {r["bucket"]: fp.add(int(r["fingerprint"]))
-                   for r in fp.bucket_fingerprints(read_state(spark, table), columns, keys).collect()}
-        assert lake_after == [scanned.get(b, 0) for b in range(fp.BUCKETS)], f"{name}: steps and state differ"
+        scanned = {r["bucket"]: rule.add(int(r["fingerprint"]))
+                   for r in rule.bucket_fingerprints(read_state(spark, table), columns, keys).collect()}
+        assert lake_after == [scanned.get(b, 0) for b in range(rule.BUCKETS)], f"{name}: steps and state differ"
         assert lake_after == _source_fingerprints(sim.expected_state(name), columns, keys), \
             f"{name}: the lake's fingerprints are not the source's"

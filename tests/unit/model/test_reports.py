@@ -18,7 +18,7 @@ WRITTEN = sorted(RESOURCES.glob("*/*.json"))
 # a table's error, history and earlier key; a verdict's difference, note, judging run, lag and keys; a
 # lag's wait (with a maximum lag only)
 WRITTEN_WHEN_THEY_APPLY = {"error", "history", "rekeyed_from", "difference", "reason", "judged_run", "lag", "key_diff",
-                           "waiting_seconds"}
+                           "value_diff", "waiting_seconds"}
 
 
 def _written(report: R.Report) -> str:
@@ -172,7 +172,10 @@ _EVERY_FIELD = [
             checkpoints=(R.CheckpointVerdict(
                 table="t", verdict="mismatch", moment="1", moment_kind="position", exact=True, source_rows=3,
                 lake_rows=[2, 3], source="file", taken_in="r", taken_at="2026-11-01T00:00:00Z", difference=-1,
-                reason="why", judged_run="r", key_diff=R.KeyDiff(missing_in_lake=("a",), extra_in_lake=("b",))),),
+                reason="why", judged_run="r", key_diff=R.KeyDiff(missing_in_lake=("a",), extra_in_lake=("b",)),
+                value_diff=R.ValueDiff(buckets=64, differing=1, source={"3": "00000000000000ff"},
+                                       lake={"3": "00000000000000fe"},
+                                       keys=R.ValueKeys(differ=("k",), missing_in_lake=("m",), extra_in_lake=("x",)))),),
             pending=(R.CheckpointVerdict(verdict="behind", moment_assumed="when read", lag=R.Lag(
                 checkpoint="9", lake_position="8", lake_time="t", landed_through="u", seconds=1.5, overdue=True,
                 waiting_seconds=4000.0)),),

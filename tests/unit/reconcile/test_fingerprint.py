@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import pytest
 
+from jobs.fold import fingerprints as rule
 from jobs.reconcile import fingerprint as fp
 
 KEY = {"id": "bigint"}
@@ -20,12 +21,12 @@ KEY = {"id": "bigint"}
     (math.nan, "NaN"),
 ])
 def test_a_float_is_its_fifteen_significant_digits(value, text):
-    assert fp.float_text(value) == text
+    assert rule.float_text(value) == text
 
 
 def test_a_float_column_holds_its_32_bit_value():
-    assert fp.value_text(0.1, "float") == "100000001490116e-15"
-    assert fp.value_text(0.1, "double") == "1e-1"
+    assert rule.value_text(0.1, "float") == "100000001490116e-15"
+    assert rule.value_text(0.1, "double") == "1e-1"
 
 
 @pytest.mark.parametrize(("value", "scale", "text"), [
@@ -33,28 +34,28 @@ def test_a_float_column_holds_its_32_bit_value():
     ("-0.0004", 3, "0"), ("1.0005", 3, "1.001"), ("-1.0005", 3, "-1.001"), (7, 2, "7"),
 ])
 def test_a_decimal_is_rounded_to_its_scale_without_trailing_zeros(value, scale, text):
-    assert fp.decimal_text(value, scale) == text
+    assert rule.decimal_text(value, scale) == text
 
 
 def test_other_types_text():
-    assert fp.value_text(True, "boolean") == "true"
-    assert fp.value_text(0, "boolean") == "false"
-    assert fp.value_text(dt.date(999, 1, 2), "date") == "0999-01-02"
-    assert fp.value_text(dt.datetime(2024, 1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=2))), "timestamp") == \
+    assert rule.value_text(True, "boolean") == "true"
+    assert rule.value_text(0, "boolean") == "false"
+    assert rule.value_text(dt.date(999, 1, 2), "date") == "0999-01-02"
+    assert rule.value_text(dt.datetime(2024, 1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=2))), "timestamp") == \
         "2023-12-31 23:00:00.000000"
-    assert fp.value_text("2024-01-01 00:00:00.5", "timestamp") == "2024-01-01 00:00:00.500000"
-    assert fp.value_text(b"\x00\xab", "binary") == "00ab"
-    assert fp.value_text("{\"a\": 1}", "string") == "{\"a\": 1}"
+    assert rule.value_text("2024-01-01 00:00:00.5", "timestamp") == "2024-01-01 00:00:00.500000"
+    assert rule.value_text(b"\x00\xab", "binary") == "00ab"
+    assert rule.value_text("{\"a\": 1}", "string") == "{\"a\": 1}"
 
 
 def test_a_null_column_is_left_out_so_an_added_column_changes_no_older_row():
     row = {"id": 1, "name": "ann"}
-    before = fp.row_text(row, {"id": "bigint", "name": "string"})
+    before = rule.row_text(row, {"id": "bigint", "name": "string"})
     assert before == "id=1:1;name=3:ann;"
-    assert fp.row_text(row, {"id": "bigint", "name": "string", "added": "int"}) == before
+    assert rule.row_text(row, {"id": "bigint", "name": "string", "added": "int"}) == before
     # lengths keep values apart that their concatenation would not
-    assert fp.row_text({"a": "x;b=1:y", "b": None}, {"a": "string", "b": "string"}) != \
-        fp.row_text({"a": "x", "b": "y"}, {"a": "string", "b": "string"})
+    assert rule.row_text({"a": "x;b=1:y", "b": None}, {"a": "string", "b": "string"}) != \
+        rule.row_text({"a": "x", "b": "y"}, {"a": "string", "b": "string"})
 
 
 def test_a_changed_value_changes_its_bucket_fingerprint_only_by_its_step():
@@ -63,26 +64,26 @@ def test_a_changed_value_changes_its_bucket_fingerprint_only_by_its_step():
     before = _bucket_sums(rows, types)
     rows[17] = {"id": 17, "s": "changed"}
     after = _bucket_sums(rows, types)
-    bucket = fp.text_bucket(fp.row_text({"id": 17}, KEY))
+    bucket = rule.text_bucket(rule.row_text({"id": 17}, KEY))
     assert {b for b in before if before[b] != after[b]} == {bucket}
-    step = fp.text_hash(fp.row_text(rows[17], types)) - fp.text_hash(fp.row_text({"id": 17, "s": "v17"}, types))
-    assert fp.add(before[bucket], step) == after[bucket]
+    step = rule.text_hash(rule.row_text(rows[17], types)) - rule.text_hash(rule.row_text({"id": 17, "s": "v17"}, types))
+    assert rule.add(before[bucket], step) == after[bucket]
 
 
 def _bucket_sums(rows, types) -> dict[int, int]:
     out: dict[int, int] = {}
     for r in rows:
-        b = fp.text_bucket(fp.row_text(r, KEY))
-        out[b] = fp.add(out.get(b, 0), fp.text_hash(fp.row_text(r, types)))
+        b = rule.text_bucket(rule.row_text(r, KEY))
+        out[b] = rule.add(out.get(b, 0), rule.text_hash(rule.row_text(r, types)))
     return out
 
 
 def test_spark_hashes_what_no_database_column_holds_as_the_rule_does(spark):
     values = [math.nan, math.inf, -math.inf, 0.0, 5e-324, 1e-300, 9.999999999999999e22]
     frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "id bigint, f double")
-    got = {r["id"]: int(r["h"]) for r in frame.select("id", fp.row_hash({"id": "bigint", "f": "double"})
+    got = {r["id"]: int(r["h"]) for r in frame.select("id", rule.row_hash({"id": "bigint", "f": "double"})
                                                           .alias("h")).collect()}
-    assert got == {i: fp.text_hash(fp.row_text({"id": i, "f": v}, {"id": "bigint", "f": "double"}))
+    assert got == {i: rule.text_hash(rule.row_text({"id": i, "f": v}, {"id": "bigint", "f": "double"}))
                    for i, v in enumerate(values)}
 
 
