@@ -38,7 +38,7 @@ from jobs.fold.events import (
     key_join,
     op_rank,
 )
-from jobs.fold.fingerprints import hashed_steps_sql, key_bucket, map_hash_sql, row_hash, step_deltas_sql
+from jobs.fold.fingerprints import HALF, key_bucket, map_hash_sql, row_hash, step_deltas_sql
 from jobs.fold.history import Removal, history_versions, versions_sql
 from jobs.fold.key_moves import stays_under_key, with_moved_rows, without_paired_deletes
 from jobs.fold.plan import TableChanges, TablePlan
@@ -256,14 +256,14 @@ def fold_keys(joined: DataFrame, key_columns: list[str], run_id: str, history: b
     versions) and its steps (``_cdc_steps``: count and value fingerprint, the hash of each row made and of
     the prior row, ``_cdc_prior_h``), cached: the publish and the reports read it."""
     sql = fold_aggregate_sql(applies=APPLIES_SQL, row_after=ROW_AFTER_SQL, run_id=sql_str(run_id),
-                             steps=count_steps_sql(ROW_AFTER_SQL),
+                             steps=count_steps_sql(ROW_AFTER_SQL, lambda row: map_hash_sql(row, types)),
                              versions=versions_sql(ROW_AFTER_SQL) if history else None)
     return joined.select(*key_columns, F.expr(sql).alias("_cdc_a"),
                          F.expr(map_hash_sql("_prior_row", types)).alias("_cdc_prior_h")).select(
         # the steps as a column of their own, their rows hashed: reading them from the cache leaves the row
         # images be
         *key_columns, F.col("_cdc_a").dropFields("steps").alias("_cdc_s"),
-        F.expr(hashed_steps_sql("_cdc_a.steps", types)).alias("_cdc_steps"), "_cdc_prior_h",
+        F.col("_cdc_a.steps").alias("_cdc_steps"), "_cdc_prior_h",
     ).persist(StorageLevel.MEMORY_AND_DISK)
 
 
@@ -337,24 +337,28 @@ def removal_steps(removal: Removal, key_columns: list[str], rows_before: int, ty
     a key, bucket nor value step (no value before it is known within the run: jobs.reconcile.checkpoints)."""
     if removal.keys is None:
         keys, key, delta = removal.records.sparkSession.range(1), F.lit(None).cast("string"), -rows_before
-        bucket, dh = F.lit(None).cast("int"), F.lit(None).cast("decimal(21,0)")
+        bucket, hi, lo = F.lit(None).cast("int"), F.lit(None).cast("bigint"), F.lit(None).cast("bigint")
     else:
         keys, key, delta = removal.keys, key_json(key_columns), -1
-        bucket, dh = key_bucket({k: types[k] for k in key_columns}), (-F.col("_cdc_h")).cast("decimal(21,0)")
+        bucket = key_bucket({k: types[k] for k in key_columns})
+        hi, lo = (-F.floor(F.col("_cdc_h") / HALF)).cast("bigint"), (-(F.col("_cdc_h") % HALF)).cast("bigint")
     return keys.select(key.alias("key"), F.lit(removal.position).alias("position"),
                        F.unix_micros(F.lit(removal.time).cast("timestamp")).alias("event_time_us"),
-                       F.lit(delta).alias("delta"), bucket.alias("bucket"), dh.alias("dh"))
+                       F.lit(delta).alias("delta"), bucket.alias("bucket"), hi.alias("dh_hi"), lo.alias("dh_lo"))
 
 
 def count_steps(folded: DataFrame, key_columns: list[str], types: dict[str, str]) -> DataFrame:
     """Every applied event that changed the table's row count (a key's row appearing: +1, going: -1) or its
-    row's values (its value fingerprint step ``dh``: the hash of the row after less the one before), with
+    row's values (its value fingerprint step ``dh_hi``/``dh_lo``: the hash of the row after less the one before,
+    by halves: jobs.fold.fingerprints), with
     the key as JSON text and its ``bucket`` (jobs.reconcile.fingerprint), its position and source time: the
     lake's row count and fingerprints at any moment of the run are the prior ones plus the steps up to it
     (jobs.reconcile.checkpoints)."""
-    bucket = key_bucket({k: types[k] for k in key_columns})
-    return folded.select(*key_columns, F.explode(F.expr(step_deltas_sql("_cdc_steps", "_cdc_prior_h"))).alias(
-        "_s")).where((F.col("_s.d") != 0) | (F.col("_s.dh") != 0)).select(
-        key_json(key_columns).alias("key"), F.col("_s.pos").alias("position"),
-        F.unix_micros("_s.ts").alias("event_time_us"), F.col("_s.d").alias("delta"), bucket.alias("bucket"),
-        F.col("_s.dh").alias("dh"))
+    # the key's text and bucket once per key, not once per step
+    keyed = folded.select(key_json(key_columns).alias("_cdc_k"), key_bucket({k: types[k] for k in key_columns})
+                          .alias("_cdc_b"), F.expr(step_deltas_sql("_cdc_steps", "_cdc_prior_h")).alias("_cdc_d"))
+    return keyed.select("_cdc_k", "_cdc_b", F.explode("_cdc_d").alias("_s")).where(
+        (F.col("_s.d") != 0) | (F.col("_s.dh_hi") != 0) | (F.col("_s.dh_lo") != 0)).select(
+        F.col("_cdc_k").alias("key"), F.col("_s.pos").alias("position"),
+        F.unix_micros("_s.ts").alias("event_time_us"), F.col("_s.d").alias("delta"), F.col("_cdc_b").alias("bucket"),
+        F.col("_s.dh_hi").alias("dh_hi"), F.col("_s.dh_lo").alias("dh_lo"))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from functools import reduce
 from typing import NamedTuple
 
@@ -78,13 +79,13 @@ ROW_AFTER_SQL = """CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRIN
                      ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END"""
 
 
-def count_steps_sql(row_after: str) -> Accumulated:
-    """The steps of a key's events: every applied event, with the row after it (``row_after``; the value
-    fingerprint's step, jobs.fold.fingerprints) and its change of the row count ``d``: +1 where the key now
-    holds a row it held none, -1 the reverse, else 0 (the arrival of a moved row counts: its old key's delete
-    is a step of that key)."""
+def count_steps_sql(row_after: str, row_hash: Callable[[str], str]) -> Accumulated:
+    """The steps of a key's events: every applied event, with the hash of the row after it (``row_after``;
+    ``row_hash``: the SQL of a row image's hash, jobs.fold.fingerprints) and its change of the row count ``d``:
+    +1 where the key now holds a row it held none, -1 the reverse, else 0 (the arrival of a moved row counts:
+    its old key's delete is a step of that key)."""
     return Accumulated(
-        "CAST(array() AS ARRAY<STRUCT<pos: STRING, ts: TIMESTAMP, d: INT, row: MAP<STRING, STRING>>>)",
+        "CAST(array() AS ARRAY<STRUCT<pos: STRING, ts: TIMESTAMP, d: INT, h: STRUCT<hi: BIGINT, lo: BIGINT>>>)",
         f"""concat(acc.steps, array(named_struct('pos', e.position, 'ts', e.event_time,
     'd', CASE WHEN (acc.row IS NULL) = (({row_after}) IS NULL) THEN 0 WHEN acc.row IS NULL THEN 1 ELSE -1 END,
-    'row', {row_after})))""")
+    'h', {row_hash(f"({row_after})")})))""")

@@ -156,9 +156,8 @@ def spark_value_text(v: str, lake_type: str) -> str:
         return f"CASE WHEN {v} THEN 'true' WHEN NOT {v} THEN 'false' END"
     if t in ("float", "double"):
         return _bind(f"CAST({v} AS DOUBLE)", "_fx", _SPARK_FLOAT)
-    if DECIMAL.fullmatch(t):
-        trimmed = f"regexp_replace(regexp_replace(CAST({v} AS STRING), '([.][0-9]*?)0+$', '$1'), '[.]$', '')"
-        return _bind(trimmed, "_fd", "CASE WHEN _fd = '-0' THEN '0' ELSE _fd END")
+    if DECIMAL.fullmatch(t):  # Spark's decimals have no negative zero to write as 0
+        return f"regexp_replace(regexp_replace(CAST({v} AS STRING), '([.][0-9]*?)0+$', '$1'), '[.]$', '')"
     if t == "date":
         return f"date_format({v}, 'yyyy-MM-dd')"
     if t == "timestamp":
@@ -174,8 +173,11 @@ def _spark_float() -> str:
     finite = "NOT isnan(_fx) AND abs(_fx) != double('Infinity') AND _fx != 0"
     exponent = f"CASE WHEN {finite} THEN CAST(floor(log10(abs(_fx))) AS BIGINT) - {FLOAT_DIGITS - 1} ELSE 0 END"
     factor = f"power(10D, least(greatest(abs(_fq) - {_EXACT_POWER} * _fi, 0), {_EXACT_POWER}))"
-    scaled = (f"aggregate(sequence(0, {_FACTORS - 1}), _fx, "
-              f"(_fa, _fi) -> CASE WHEN _fq > 0 THEN _fa / {factor} ELSE _fa * {factor} END)")
+    # one exact power where it is enough (the chain's other factors are 1): the same result, without the fold
+    scaled = (f"CASE WHEN abs(_fq) <= {_EXACT_POWER} THEN "
+              f"CASE WHEN _fq > 0 THEN _fx / power(10D, _fq) ELSE _fx * power(10D, -_fq) END "
+              f"ELSE aggregate(sequence(0, {_FACTORS - 1}), _fx, "
+              f"(_fa, _fi) -> CASE WHEN _fq > 0 THEN _fa / {factor} ELSE _fa * {factor} END) END")
     digits = f"CAST(CAST(bround({scaled}, 0) AS DECIMAL(20,0)) AS STRING)"
     text = _bind(digits, "_fm", "concat(regexp_replace(_fm, '0+$', ''), 'e', "
                                 "CAST(_fq + length(_fm) - length(regexp_replace(_fm, '0+$', '')) AS STRING))")
@@ -233,21 +235,28 @@ def bucket_fingerprints(rows, columns: Mapping[str, str], key_columns: Sequence[
 
 
 # ---- inside the fold: the rows it makes, as images ----------------------------------------------------
+# A hash goes through the fold as its two 32-bit halves (``hi``, ``lo``) in 64-bit integers: their differences
+# and sums never overflow, where the whole hash would need decimals (slow) or wrap (an error under ANSI SQL).
+HALF = 2 ** 32
+
+
+def halves(h: int) -> tuple[int, int]:
+    return h // HALF, h % HALF
+
 
 def map_hash_sql(row_map: str, types: Mapping[str, str]) -> str:
-    """Spark SQL of the hash of the row whose image is the map ``row_map`` (0 for no row): each column of
-    ``types`` as the state types it."""
+    """Spark SQL of the hash of the row whose image is the map ``row_map``, as a struct of its halves (0 for
+    no row): each column of ``types`` as the state types it."""
     values = {c: from_canonical_sql(f"try_element_at({row_map}, {sql_str(c)})", t) for c, t in types.items()}
-    return f"CASE WHEN {row_map} IS NULL THEN 0BD ELSE {spark_md5_number(spark_row_text(values, types), 16)} END"
-
-
-def hashed_steps_sql(steps: str, types: Mapping[str, str]) -> str:
-    """The fold's steps (``steps``: an array of (pos, ts, d, row)) with the hash of each one's row instead."""
-    return (f"transform({steps}, _st -> named_struct('pos', _st.pos, 'ts', _st.ts, 'd', _st.d, "
-            f"'h', {map_hash_sql('_st.row', types)}))")
+    digest = f"md5({spark_row_text(values, types)})"
+    parts = ("named_struct('hi', CAST(conv(substr(_fh, 1, 8), 16, 10) AS BIGINT), "
+             "'lo', CAST(conv(substr(_fh, 9, 8), 16, 10) AS BIGINT))")
+    return f"CASE WHEN {row_map} IS NULL THEN named_struct('hi', 0L, 'lo', 0L) ELSE {_bind(digest, '_fh', parts)} END"
 
 
 def step_deltas_sql(steps: str, prior_hash: str) -> str:
-    """Each step's change of the key's hash: its row's hash less the one before (the prior row's first)."""
+    """Each step's change of the key's hash (``dh_hi``, ``dh_lo``): its row's hash less the one before (the
+    prior row's first)."""
+    before = f"CASE WHEN _si = 0 THEN {prior_hash} ELSE {steps}[_si - 1].h END"
     return (f"transform({steps}, (_st, _si) -> named_struct('pos', _st.pos, 'ts', _st.ts, 'd', _st.d, "
-            f"'dh', CAST(_st.h - CASE WHEN _si = 0 THEN {prior_hash} ELSE {steps}[_si - 1].h END AS DECIMAL(21,0))))")
+            f"'dh_hi', _st.h.hi - ({before}).hi, 'dh_lo', _st.h.lo - ({before}).lo))")

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from functools import partial
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import failpoints
@@ -260,19 +260,24 @@ def _write_steps(run: _Run, table, p: TablePlan, result: FoldResult) -> dict:
     exact_from = p.changes.truncate_position if p.changes.has_truncate else None
     # the attempt's own folder below the table's (which jobs.lake.ledger.drop_steps deletes whole)
     rel = f"{count_ledger.steps_dir(run.pipeline, run.run_id, p.table_id)}/{attempt_folder(run.attempt.id)}"
-    # each bucket's fingerprint step, observed as the steps are written (no pass of its own)
-    observed = Observation("fingerprint_steps")
-    steps = steps.observe(observed, *[F.sum(F.when(F.col("bucket") == b, F.col("dh"))).alias(f"b{b}")
-                                      for b in range(fingerprint.BUCKETS)])
     # as many files as the fold has partitions: a coalesce would run the fold in one task, when this write
     # is the job that fills the fold's cache (a table of strings checks no conversions first)
     steps.write.parquet(run.lake.spark_path(rel))
     before = None if exact_from else _fingerprints_before(run, table, p, rows_before)
-    sums = observed.get
-    after = None if before is None else [fingerprint.add(f, int(sums[f"b{b}"] or 0)) for b, f in enumerate(before)]
+    after = None if before is None else _added(before, run.spark.read.parquet(run.lake.spark_path(rel)))
     return {"rows_before": rows_before, "steps": rel, "exact_from": exact_from,
             "fingerprints": {"buckets": fingerprint.BUCKETS, "key_columns": list(p.key_columns),
                              "before": _hexes(before), "after": _hexes(after)}}
+
+
+def _added(before: list[int], steps: DataFrame) -> list[int]:
+    """Each bucket's fingerprint before, plus its value steps (read back: two small columns of what was just
+    written, rather than an aggregate per bucket over every step as it is written)."""
+    after = list(before)
+    for r in steps.where(F.col("bucket").isNotNull()).groupBy("bucket").agg(
+            F.sum("dh_hi").alias("hi"), F.sum("dh_lo").alias("lo")).collect():
+        after[r["bucket"]] = fingerprint.add(after[r["bucket"]], r["hi"] * fingerprint.HALF + r["lo"])
+    return after
 
 
 def _hexes(values: list[int] | None) -> list[str] | None:

@@ -4,8 +4,9 @@ Per run, ``ledger.json`` records how far the run's applied changes reach (the hi
 source time, and the first of a transaction it holds back) and, per table it published, its count
 before the run, after it, and where its *steps* are: the applied changes that moved the count (a key's
 row appearing +1, going -1), written by the fold under ``run=<run_id>/table=<table_id>/`` as Parquet
-(``key``, ``position``, ``event_time_us``, ``delta``), with the value fingerprint steps (``bucket``,
-``dh``: jobs.reconcile.checkpoints; a step that changes values only has ``delta`` 0).
+(``key``, ``position``, ``event_time_us``, ``delta``), with the value fingerprint steps (``bucket``, and the
+change of the row's hash by halves ``dh_hi``, ``dh_lo``: jobs.fold.fingerprints; a step that changes values
+only has ``delta`` 0).
 jobs.reconcile.checkpoints computes the count at any moment from them; ``ArrowSteps`` reads them in batches
 with pyarrow (no Spark), never whole.
 """
@@ -164,7 +165,7 @@ class ArrowSteps:
         return [(key, delta) for _coordinate, key, delta in sorted(found, key=lambda f: f[0]) if delta]
 
     def _value_batches(self, rel: str, columns: list[str], condition):
-        if "dh" not in self._dataset(rel).schema.names:
+        if "dh_hi" not in self._dataset(rel).schema.names:
             raise MissingValueSteps(f"the steps at {rel} were written without value steps")
         return self._batches(rel, columns, condition)
 
@@ -174,9 +175,9 @@ class ArrowSteps:
 
         sums: dict[int, int] = {}
         condition = self._below(kind, cut) & ds.field("bucket").is_valid()
-        for batch in self._value_batches(rel, ["bucket", "dh"], condition):
-            for bucket, dh in zip(batch.column("bucket").to_pylist(), batch.column("dh").to_pylist()):
-                sums[bucket] = sums.get(bucket, 0) + int(dh)
+        for batch in self._value_batches(rel, ["bucket", "dh_hi", "dh_lo"], condition):
+            for bucket, dh in zip(batch.column("bucket").to_pylist(), _hashes(batch)):
+                sums[bucket] = sums.get(bucket, 0) + dh
         return sums
 
     def value_points(self, rel: str, kind: str, low, high) -> list[tuple[Any, int, int | None, int]]:
@@ -186,14 +187,20 @@ class ArrowSteps:
 
         name = self._column(kind)
         found = []
-        for batch in self._value_batches(rel, [name, "delta", "bucket", "dh"],
+        for batch in self._value_batches(rel, [name, "delta", "bucket", "dh_hi", "dh_lo"],
                                          ~self._below(kind, low) & (ds.field(name) < high)):
-            found += zip(*(batch.column(c).to_pylist() for c in (name, "delta", "bucket", "dh")))
-        return [(c, d, b, int(dh or 0)) for c, d, b, dh in sorted(found, key=lambda f: f[0])]
+            found += zip(*(batch.column(c).to_pylist() for c in (name, "delta", "bucket")), _hashes(batch))
+        return [(c, d, b, dh) for c, d, b, dh in sorted(found, key=lambda f: f[0])]
 
     def value_keys_from(self, rel: str, kind: str, cut) -> list[tuple[str | None, int]]:
         """Each value step at or after the cut: (key, value delta); a key of None is a TRUNCATE's."""
         found = []
-        for batch in self._value_batches(rel, ["key", "dh"], ~self._below(kind, cut)):
-            found += zip(batch.column("key").to_pylist(), batch.column("dh").to_pylist())
-        return [(key, int(dh or 0)) for key, dh in found if key is None or dh]
+        for batch in self._value_batches(rel, ["key", "dh_hi", "dh_lo"], ~self._below(kind, cut)):
+            found += zip(batch.column("key").to_pylist(), _hashes(batch))
+        return [(key, dh) for key, dh in found if key is None or dh]
+
+
+def _hashes(batch) -> list[int]:
+    """A batch's value steps, each its two halves made one (0 where a TRUNCATE's has none)."""
+    return [(hi or 0) * 2 ** 32 + (lo or 0)
+            for hi, lo in zip(batch.column("dh_hi").to_pylist(), batch.column("dh_lo").to_pylist())]
