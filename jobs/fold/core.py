@@ -20,6 +20,7 @@ row's current version comes from, and what makes replays across runs harmless.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
@@ -32,11 +33,12 @@ from jobs.fold.events import (
     Accumulated,
     aggregate_sql,
     aliased_keys_match,
-    count_steps_sql,
     event_struct,
+    full_image_steps_sql,
     in_order,
     key_join,
     op_rank,
+    steps_sql,
 )
 from jobs.fold.fingerprints import HALF, key_bucket, map_hash_sql, row_hash, step_deltas_sql
 from jobs.fold.history import Removal, history_versions, versions_sql
@@ -253,17 +255,23 @@ def fold_aggregate_sql(*, applies: str, row_after: str, run_id: str, steps: Accu
 def fold_keys(joined: DataFrame, key_columns: list[str], run_id: str, history: bool,
               types: dict[str, str]) -> DataFrame:
     """Each key's fold (``_cdc_s``: its row after the run and where that comes from, with history its
-    versions) and its steps (``_cdc_steps``: count and value fingerprint, the hash of each row made and of
-    the prior row, ``_cdc_prior_h``), cached: the publish and the reports read it."""
+    versions) and its steps (``_cdc_steps``: each applied event, whether a row stays after it and its hash;
+    the prior row's, ``_cdc_prior_x``/``_cdc_prior_h``), cached: the publish and the reports read it."""
+    row_hash = partial(map_hash_sql, types=types)
     sql = fold_aggregate_sql(applies=APPLIES_SQL, row_after=ROW_AFTER_SQL, run_id=sql_str(run_id),
-                             steps=count_steps_sql(ROW_AFTER_SQL, lambda row: map_hash_sql(row, types)),
+                             steps=steps_sql(ROW_AFTER_SQL, row_hash),
                              versions=versions_sql(ROW_AFTER_SQL) if history else None)
-    return joined.select(*key_columns, F.expr(sql).alias("_cdc_a"),
-                         F.expr(map_hash_sql("_prior_row", types)).alias("_cdc_prior_h")).select(
-        # the steps as a column of their own, their rows hashed: reading them from the cache leaves the row
-        # images be
+    full = joined.withColumn("_cdc_full", F.expr("forall(_cdc_events, e -> e.present IS NULL)"))
+    return full.select(
+        *key_columns, F.expr(sql).alias("_cdc_a"), "_cdc_full",
+        F.when(F.col("_cdc_full"), F.expr(full_image_steps_sql("_cdc_events", APPLIES_SQL, row_hash)))
+        .alias("_cdc_full_steps"),
+        F.col("_prior_row").isNotNull().alias("_cdc_prior_x"), F.expr(row_hash("_prior_row")).alias("_cdc_prior_h"),
+    ).select(
+        # the steps as a column of their own: reading them from the cache leaves the row images be
         *key_columns, F.col("_cdc_a").dropFields("steps").alias("_cdc_s"),
-        F.col("_cdc_a.steps").alias("_cdc_steps"), "_cdc_prior_h",
+        F.when(F.col("_cdc_full"), F.col("_cdc_full_steps")).otherwise(F.col("_cdc_a.steps")).alias("_cdc_steps"),
+        "_cdc_prior_x", "_cdc_prior_h",
     ).persist(StorageLevel.MEMORY_AND_DISK)
 
 
@@ -356,7 +364,8 @@ def count_steps(folded: DataFrame, key_columns: list[str], types: dict[str, str]
     (jobs.reconcile.checkpoints)."""
     # the key's text and bucket once per key, not once per step
     keyed = folded.select(key_json(key_columns).alias("_cdc_k"), key_bucket({k: types[k] for k in key_columns})
-                          .alias("_cdc_b"), F.expr(step_deltas_sql("_cdc_steps", "_cdc_prior_h")).alias("_cdc_d"))
+                          .alias("_cdc_b"), F.expr(step_deltas_sql("_cdc_steps", "_cdc_prior_x", "_cdc_prior_h"))
+                          .alias("_cdc_d"))
     return keyed.select("_cdc_k", "_cdc_b", F.explode("_cdc_d").alias("_s")).where(
         (F.col("_s.d") != 0) | (F.col("_s.dh_hi") != 0) | (F.col("_s.dh_lo") != 0)).select(
         F.col("_cdc_k").alias("key"), F.col("_s.pos").alias("position"),

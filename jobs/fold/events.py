@@ -79,13 +79,25 @@ ROW_AFTER_SQL = """CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRIN
                      ELSE map_concat(coalesce(acc.row, CAST(map() AS MAP<STRING, STRING>)), e.after) END"""
 
 
-def count_steps_sql(row_after: str, row_hash: Callable[[str], str]) -> Accumulated:
-    """The steps of a key's events: every applied event, with the hash of the row after it (``row_after``;
-    ``row_hash``: the SQL of a row image's hash, jobs.fold.fingerprints) and its change of the row count ``d``:
-    +1 where the key now holds a row it held none, -1 the reverse, else 0 (the arrival of a moved row counts:
-    its old key's delete is a step of that key)."""
+# the type of a key's steps: each applied event's position and time, whether the key holds a row after it
+# (``x``) and that row's hash (jobs.fold.fingerprints)
+STEPS_TYPE = "ARRAY<STRUCT<pos: STRING, ts: TIMESTAMP, x: BOOLEAN, h: STRUCT<hi: BIGINT, lo: BIGINT>>>"
+
+
+def steps_sql(row_after: str, row_hash: Callable[[str], str]) -> Accumulated:
+    """The steps of a key whose events merge partial images (``_cdc_full`` false): each applied event with
+    the row after it (``row_after``) hashed (``row_hash``: the SQL of a row image's hash). A key of whole
+    images needs no fold for them (full_image_steps_sql): its accumulator stays empty, and a key with many
+    events is not copied once per event."""
     return Accumulated(
-        "CAST(array() AS ARRAY<STRUCT<pos: STRING, ts: TIMESTAMP, d: INT, h: STRUCT<hi: BIGINT, lo: BIGINT>>>)",
-        f"""concat(acc.steps, array(named_struct('pos', e.position, 'ts', e.event_time,
-    'd', CASE WHEN (acc.row IS NULL) = (({row_after}) IS NULL) THEN 0 WHEN acc.row IS NULL THEN 1 ELSE -1 END,
-    'h', {row_hash(f"({row_after})")})))""")
+        f"CAST(array() AS {STEPS_TYPE})",
+        f"""CASE WHEN _cdc_full THEN acc.steps ELSE concat(acc.steps, array(named_struct(
+    'pos', e.position, 'ts', e.event_time, 'x', ({row_after}) IS NOT NULL, 'h', {row_hash(f"({row_after})")}))) END""")
+
+
+def full_image_steps_sql(events: str, applies: str, row_hash: Callable[[str], str]) -> str:
+    """The steps of a key whose every event carries its whole row: the row after an applied event is its
+    image (none after a delete), so each step is the event's own, without the fold."""
+    after = "CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>) ELSE e.after END"
+    return (f"transform(filter({events}, e -> {applies}), e -> named_struct('pos', e.position, 'ts', e.event_time, "
+            f"'x', ({after}) IS NOT NULL, 'h', {row_hash(f'({after})')}))")

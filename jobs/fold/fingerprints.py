@@ -254,9 +254,11 @@ def map_hash_sql(row_map: str, types: Mapping[str, str]) -> str:
     return f"CASE WHEN {row_map} IS NULL THEN named_struct('hi', 0L, 'lo', 0L) ELSE {_bind(digest, '_fh', parts)} END"
 
 
-def step_deltas_sql(steps: str, prior_hash: str) -> str:
-    """Each step's change of the key's hash (``dh_hi``, ``dh_lo``): its row's hash less the one before (the
-    prior row's first)."""
-    before = f"CASE WHEN _si = 0 THEN {prior_hash} ELSE {steps}[_si - 1].h END"
-    return (f"transform({steps}, (_st, _si) -> named_struct('pos', _st.pos, 'ts', _st.ts, 'd', _st.d, "
-            f"'dh_hi', _st.h.hi - ({before}).hi, 'dh_lo', _st.h.lo - ({before}).lo))")
+def step_deltas_sql(steps: str, prior_exists: str, prior_hash: str) -> str:
+    """Each step's change of the key's row count ``d`` (+1 where a row now is and was not, -1 the reverse)
+    and of its hash (``dh_hi``, ``dh_lo``): its own less the step's before (the prior row's first)."""
+    def before(field: str, prior: str) -> str:
+        return f"CASE WHEN _si = 0 THEN {prior} ELSE {steps}[_si - 1].{field} END"
+    return (f"transform({steps}, (_st, _si) -> named_struct('pos', _st.pos, 'ts', _st.ts, "
+            f"'d', CAST(_st.x AS INT) - CAST({before('x', prior_exists)} AS INT), "
+            f"'dh_hi', _st.h.hi - ({before('h', prior_hash)}).hi, 'dh_lo', _st.h.lo - ({before('h', prior_hash)}).lo))")
