@@ -77,9 +77,9 @@ class _Snapshot:
     SQLAlchemy (identifiers quoted, no name read as a parameter), the fingerprints' by jobs.reconcile.fingerprint
     over names quoted by the dialect."""
 
-    def __init__(self, conn, key_rows_limit: int, suffix: str = "") -> None:
+    def __init__(self, conn, key_rows_limit: int, suffix: str = "", values: bool = True) -> None:
         self._conn, self._limit, self._suffix = conn, key_rows_limit, suffix
-        self._values = None if suffix else fingerprint.DIALECTS.get(conn.dialect.name)
+        self._values = fingerprint.DIALECTS.get(conn.dialect.name) if values and not suffix else None
 
     def _select(self, t: Table, *columns):
         import sqlalchemy as sa
@@ -263,8 +263,8 @@ def _no_moment(conn, tables: list[Table], fmt: str | None, limit: int) -> Source
     out = SourceSnapshot(conn.dialect.name, how="no log position or commit clock: the counts are judged as of the "
                          "time they were queried (this machine's clock)")
     before = time.time_ns() // 1000
-    counting = _Snapshot(conn, limit)
-    counting.prepare()
+    # values at a moment the database cannot name are never compared: counted only
+    counting = _Snapshot(conn, limit, values=False)
     for t in tables:
         counting.count(t, out)
     conn.rollback()
