@@ -23,6 +23,7 @@ from jobs.model.reports import (
     RunReports,
     TableReconciliation,
     ValidationReport,
+    ValueDiff,
 )
 
 EXAMPLES_PER_REASON = 3
@@ -83,7 +84,7 @@ def _checkpoint_rows(tables: Sequence[TableReconciliation]) -> list[list[str]]:
             rows.append([
                 _e(t.table), _badge(c.verdict), _e(c.moment) + assumed, _e(c.source_rows),
                 _e(c.lake_rows), _e(c.difference), _e(_lag_text(c.lag)), _e(c.reason),
-                _keys_text(c.key_diff) if c.key_diff else "&ndash;",
+                _keys_text(c.key_diff) if c.key_diff else _value_keys_text(c.value_diff) if c.value_diff else "&ndash;",
             ])
     return rows
 
@@ -91,6 +92,16 @@ def _checkpoint_rows(tables: Sequence[TableReconciliation]) -> list[list[str]]:
 def _keys_text(keys: KeyDiff) -> str:
     sides = ((keys.missing_in_lake, "missing"), (keys.extra_in_lake, "only in the lake"))
     return "<br>".join(f"{label}: <code>{_e(', '.join(names or []) or None)}</code>" for names, label in sides)
+
+
+def _value_keys_text(diff: ValueDiff) -> str:
+    """A value mismatch: how many buckets of keys differ, and the keys where the snapshot kept them."""
+    lines = [f"values differ in {_e(diff.differing)} of {_e(diff.buckets)} buckets of keys"]
+    if diff.keys is not None:
+        sides = ((diff.keys.differ, "rows differ"), (diff.keys.missing_in_lake, "missing"),
+                 (diff.keys.extra_in_lake, "only in the lake"))
+        lines += [f"{label}: <code>{_e(', '.join(names))}</code>" for names, label in sides if names]
+    return "<br>".join(lines)
 
 
 def _lag_text(lag: Lag | None) -> str | None:

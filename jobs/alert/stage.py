@@ -24,6 +24,7 @@ from jobs.model.reports import (
     QUARANTINE,
     UNBALANCED,
     UNCONVERTED,
+    VALUE_MISMATCH,
     AlertReport,
     CheckpointVerdict,
     CountMismatch,
@@ -39,6 +40,7 @@ from jobs.model.reports import (
     TableReconciliation,
     Unbalanced,
     UnconvertedValues,
+    ValueMismatch,
 )
 from jobs.reconcile.stage import MISMATCH, balance_problems
 
@@ -88,11 +90,19 @@ def _count_reasons(row: TableReconciliation) -> list[Reason]:
         CountMismatch(table=row.table, moment=cp.moment, source_rows=cp.source_rows, lake_rows=cp.lake_rows,
                       difference=cp.difference, missing_in_lake=cp.key_diff.missing_in_lake if cp.key_diff else None,
                       extra_in_lake=cp.key_diff.extra_in_lake if cp.key_diff else None, snapshot_id=row.snapshot_id)
-        for cp in mismatched]
+        if cp.value_diff is None else _value_reason(row, cp) for cp in mismatched]
     reasons += [OverdueCheckpoint(table=row.table, moment=cp.moment, lake_time=cp.lag.lake_time,
                                   lag_seconds=cp.lag.seconds, waiting_seconds=cp.lag.waiting_seconds)
                 for cp in row.pending if cp.lag is not None and cp.lag.overdue]
     return reasons
+
+
+def _value_reason(row: TableReconciliation, cp: CheckpointVerdict) -> ValueMismatch:
+    keys = cp.value_diff.keys
+    return ValueMismatch(table=row.table, moment=cp.moment, source_rows=cp.source_rows,
+                         differing_buckets=cp.value_diff.differing, keys_differ=keys.differ if keys else None,
+                         missing_in_lake=keys.missing_in_lake if keys else None,
+                         extra_in_lake=keys.extra_in_lake if keys else None, snapshot_id=row.snapshot_id)
 
 
 def _quarantine_reasons(decode: DecodeReport | None, threshold: float) -> list[Reason]:
@@ -148,6 +158,10 @@ _SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
     (COUNT_MISMATCH, "Row counts that do not match the source at the moment it was counted",
      [("table", "Table"), ("moment", "Moment"), ("source_rows", "Source rows"), ("lake_rows", "Lake rows"),
       ("difference", "Lake - source"), ("missing_in_lake", "Keys missing in the lake"),
+      ("extra_in_lake", "Keys only in the lake"), ("snapshot_id", "Snapshot")]),
+    (VALUE_MISMATCH, "Rows whose values do not match the source at the moment it was counted (the counts do)",
+     [("table", "Table"), ("moment", "Moment"), ("source_rows", "Rows"), ("differing_buckets", "Buckets of keys "
+      "that differ"), ("keys_differ", "Keys whose rows differ"), ("missing_in_lake", "Keys missing in the lake"),
       ("extra_in_lake", "Keys only in the lake"), ("snapshot_id", "Snapshot")]),
     (LAG, "Source counts the lake has not reached for longer than the maximum lag",
      [("table", "Table"), ("moment", "Moment"), ("lake_time", "Lake reaches"), ("lag_seconds", "Lag (s)"),

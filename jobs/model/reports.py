@@ -365,7 +365,7 @@ class ReconciliationReport(Report):
 # ---- alert.json ----------------------------------------------------------------------------------
 # kinds of reason, in the order the email shows them
 EXPECTATION, COUNT_MISMATCH, QUARANTINE, UNBALANCED = "expectation", "count_mismatch", "quarantine", "unbalanced"
-UNCONVERTED, LAG = "unconverted", "lag"
+UNCONVERTED, LAG, VALUE_MISMATCH = "unconverted", "lag", "value_mismatch"
 
 
 @dataclass(frozen=True)
@@ -398,6 +398,21 @@ class CountMismatch(Reason):
     source_rows: int | None = None
     lake_rows: int | list[int] | None = None
     difference: int | None = None
+    missing_in_lake: tuple[str, ...] | None = None
+    extra_in_lake: tuple[str, ...] | None = None
+    snapshot_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ValueMismatch(Reason):
+    """A checkpoint whose counts agree and whose values do not (jobs.reconcile.checkpoints.judge_values)."""
+
+    kind: str = field(default=VALUE_MISMATCH, init=False)
+    table: str | None = None
+    moment: str | None = None
+    source_rows: int | None = None
+    differing_buckets: int | None = None
+    keys_differ: tuple[str, ...] | None = None
     missing_in_lake: tuple[str, ...] | None = None
     extra_in_lake: tuple[str, ...] | None = None
     snapshot_id: int | None = None
@@ -440,7 +455,8 @@ class UnconvertedValues(Reason):
 
 
 _REASONS: dict[str, type[Reason]] = {kind.kind: kind for kind in (
-    FailedExpectation, CountMismatch, OverdueCheckpoint, QuarantineOverThreshold, Unbalanced, UnconvertedValues)}
+    FailedExpectation, CountMismatch, ValueMismatch, OverdueCheckpoint, QuarantineOverThreshold, Unbalanced,
+    UnconvertedValues)}
 
 
 @dataclass(frozen=True)

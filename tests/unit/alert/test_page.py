@@ -38,6 +38,16 @@ def test_an_assumed_moment_says_so():
     assert "2026-11-03T00:00:00Z<br><small>assumed: the counts file&#x27;s modification time</small>" in page
 
 
+def test_a_value_mismatch_shows_its_buckets_and_the_keys_escaped():
+    judged = {"verdict": "mismatch", "moment": "m1", "source_rows": 5, "lake_rows": 5, "difference": 0,
+              "value_diff": {"buckets": 64, "differing": 1, "keys": {"differ": ['{"id":"<7>"}']}}}
+    reconciliation = ReconciliationReport.from_json({"tables": [{"table": "t", "status": "mismatch", "state_rows": 5,
+                                                                 "source_rows": 5, "checkpoints": [judged]}]})
+    page = render_report("shop", "r1", RunReports(reconciliation=reconciliation), {})
+    assert "values differ in 1 of 64 buckets of keys<br>rows differ: <code>{&quot;id&quot;:&quot;&lt;7&gt;&quot;}</code>" \
+        in page
+
+
 def test_the_landings_evidence_of_reach_is_shown():
     landed = {"landed_through": "2026-11-02T23:44:59.999999Z", "interval_end": "2026-11-03T00:00:00Z",
               "capture_delay_s": 900, "why_not": None}

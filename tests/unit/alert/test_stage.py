@@ -82,6 +82,22 @@ def test_a_mismatch_names_its_checkpoints_and_keys_and_a_lag_only_when_overdue()
     assert (old.source_rows, old.lake_rows, old.moment, old.missing_in_lake) == (5, 4, None, None)
 
 
+def test_a_value_mismatch_says_the_counts_agree_and_names_the_keys_whose_rows_differ():
+    row = {"table": "t", "state_rows": 5, "source_rows": 5, "status": "mismatch", "snapshot_id": 9,
+           "checkpoints": [{"verdict": "mismatch", "moment": "m1", "source_rows": 5, "lake_rows": 5, "difference": 0,
+                            "value_diff": {"buckets": 64, "differing": 1, "source": {"3": "00000000000000ff"},
+                                           "lake": {"3": "00000000000000fe"},
+                                           "keys": {"differ": ['{"id":"7"}'], "missing_in_lake": [],
+                                                    "extra_in_lake": []}}}]}
+    [reason] = alert_reasons(_reconciliation(row), 0.0)
+    assert reason.to_json() == {
+        "kind": "value_mismatch", "table": "t", "moment": "m1", "source_rows": 5, "differing_buckets": 1,
+        "keys_differ": ['{"id":"7"}'], "missing_in_lake": [], "extra_in_lake": [], "snapshot_id": 9}
+    _subject, html = render_alert_html("shop", "r1", (reason,), "/lake")
+    assert "Rows whose values do not match the source" in html and "{&quot;id&quot;:&quot;7&quot;}" in html
+    assert "Row counts that do not match" not in html
+
+
 def test_the_alert_of_a_real_rerun_from_the_reports_it_wrote():
     """The demo's re-run (tests/resources/reports/README.md): its reasons and their digest, from the reports
     it read, are those its alert.json holds."""

@@ -187,6 +187,8 @@ _EVERY_FIELD = [
                                      observed=1),
                  R.CountMismatch(table="t", moment="m", source_rows=3, lake_rows=2, difference=-1,
                                  missing_in_lake=("k",), extra_in_lake=(), snapshot_id=7),
+                 R.ValueMismatch(table="t", moment="m", source_rows=3, differing_buckets=1, keys_differ=("k",),
+                                 missing_in_lake=("a",), extra_in_lake=("b",), snapshot_id=7),
                  R.OverdueCheckpoint(table="t", moment="m", lake_time="l", lag_seconds=1.0, waiting_seconds=2.0),
                  R.QuarantineOverThreshold(quarantined=1, landed=5, ratio=0.2, threshold=0.1, by_reason={"bad": 1}),
                  R.Unbalanced(problem="p"),
