@@ -36,7 +36,8 @@ from jobs.model.positions import JUST_AFTER, PositionError
 MATCH, MISMATCH, BEHIND, UNKNOWN = "match", "mismatch", "behind", "unknown"
 KEY_DIFF_LIMIT = 100  # keys named per side in a report
 POSITION, TIME = "position", "time"
-ENTRY_FIELDS = ("rows", "as_of", "position", "tolerance")
+ENTRY_FIELDS = ("rows", "as_of", "position", "tolerance", "fingerprints")
+_HEX16 = re.compile(r"[0-9a-fA-F]{1,16}")
 
 
 class CheckpointError(ValueError):
@@ -264,7 +265,20 @@ def _entry(entry: Any, table: str, where: str, fmt: Any, run_id: str,
             moment = None
     except CheckpointError as exc:
         raise CheckpointError(f"{where}: {exc}") from None
-    return Checkpoint(table, rows, moment, source, run_id, tolerance=tolerance)
+    return Checkpoint(table, rows, moment, source, run_id, tolerance=tolerance,
+                      fingerprints=_file_fingerprints(entry.get("fingerprints"), where))
+
+
+def _file_fingerprints(value: Any, where: str) -> tuple[str, ...] | None:
+    """A counts file's value fingerprints: one per bucket of keys, in bucket order, as hex (the statement of
+    docs/design/fingerprints.md, run in the same snapshot as the count)."""
+    if value is None:
+        return None
+    if (not isinstance(value, list) or len(value) != rule.BUCKETS
+            or not all(isinstance(v, str) and _HEX16.fullmatch(v) for v in value)):
+        raise CheckpointError(f"{where}: \"fingerprints\" must be a list of {rule.BUCKETS} fingerprints, one per "
+                              "bucket of keys in bucket order, each up to 16 hex digits (docs/design/fingerprints.md)")
+    return tuple(rule.hex_of(int(v, 16)) for v in value)
 
 
 def _is_count(value: Any) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from jobs.fold import fingerprints as rule
 from jobs.model import positions
 from jobs.reconcile.checkpoints import (
     BEHIND,
@@ -293,3 +294,100 @@ def test_the_landing_reaches_a_position_through_the_time_its_count_was_read():
     assert (judge(cp, landed, STEPS).verdict, judge(cp, landed, STEPS).lake_rows) == (MATCH, brute_count(91))
     assert judge(replace(cp, committed_by=None), landed, STEPS).verdict == BEHIND
     assert judge(cp, [LEDGER[0], replace(LEDGER[1], landed_time=96)], STEPS).verdict == BEHIND
+
+
+# ---- values: fingerprints through time, against a brute-force sum of the same value steps ------------
+class ValueSteps(ListSteps):
+    """ListSteps with value steps: rel -> [(key, position, time_us, delta, bucket, dh)]."""
+
+    def value_sums_below(self, rel, kind, cut):
+        out: dict = {}
+        for s in self.steps[rel]:
+            if self._below(s, kind, cut) and s[4] is not None:
+                out[s[4]] = out.get(s[4], 0) + s[5]
+        return out
+
+    def value_points(self, rel, kind, low, high):
+        return sorted(((self._coord(s, kind), s[3], s[4], s[5]) for s in self.steps[rel]
+                       if not self._below(s, kind, low) and self._coord(s, kind) < high), key=lambda v: v[0])
+
+    def value_keys_from(self, rel, kind, cut):
+        return [(s[0], s[5]) for s in self.steps[rel] if not self._below(s, kind, cut) and s[5]]
+
+
+VALUE_STEPS = ValueSteps({
+    "a": [("k1", p(10), 10, 1, 1, 100), ("k2", p(20), 20, 1, 2, 200), ("k1", p(30), 30, 0, 1, 5),
+          ("k2", p(40), 40, -1, 2, -200)],
+    "b": [("k3", p(60), 60, 1, 3, 300), ("k1", p(70), 70, 0, 1, -7)],
+})
+
+
+def _fingerprints(before: list[int]) -> dict:
+    return {"buckets": rule.BUCKETS, "key_columns": ["id"], "before": [rule.hex_of(v) for v in before]}
+
+
+VALUE_LEDGER = [
+    RunCounts("ra", reach_position=p(55), tables={"t": {"rows_before": 0, "rows_after": 1, "steps": "a",
+                                                        "fingerprints": _fingerprints([0] * rule.BUCKETS)}}),
+    RunCounts("rb", reach_position=p(90), tables={"t": {"rows_before": 1, "rows_after": 2, "steps": "b",
+                                                        "fingerprints": _fingerprints(
+                                                            [0, 105, 0] + [0] * (rule.BUCKETS - 3))}}),
+]
+
+
+def brute_fingerprints(cut: int) -> tuple[str, ...]:
+    sums = [0] * rule.BUCKETS
+    for rel in ("a", "b"):
+        for s in VALUE_STEPS.steps[rel]:
+            if s[2] < cut:
+                sums[s[4]] = rule.add(sums[s[4]], s[5])
+    return tuple(rule.hex_of(v) for v in sums)
+
+
+def valued(position: int, fingerprints: tuple[str, ...], rows: int | None = None) -> Checkpoint:
+    rows = sum(s[3] for rel in ("a", "b") for s in VALUE_STEPS.steps[rel] if s[2] < position + 1) \
+        if rows is None else rows
+    return replace(at(rows, position), fingerprints=fingerprints)
+
+
+@pytest.mark.parametrize("position", [5, 15, 35, 45, 65, 75])
+def test_values_at_exact_positions_agree_with_a_brute_sum_and_one_wrong_bucket_is_a_value_mismatch(position):
+    truth = brute_fingerprints(position + 1)
+    assert judge(valued(position, truth), VALUE_LEDGER, VALUE_STEPS).verdict == MATCH
+    wrong = list(truth)
+    wrong[1] = rule.hex_of(int(wrong[1], 16) + 1)
+    verdict = judge(valued(position, tuple(wrong)), VALUE_LEDGER, VALUE_STEPS)
+    assert verdict.verdict == MISMATCH and verdict.lake_rows == valued(position, truth).rows  # the counts agree
+    assert verdict.value_diff["differing"] == 1 and list(verdict.value_diff["source"]) == ["1"]
+    assert "the values do not" in verdict.reason
+
+
+def test_values_in_a_bracket_match_at_a_cut_where_the_count_also_holds():
+    # between 25 and 45: after k1's update (rows 2) and after k2 went (rows 1)
+    assert judge(replace(at(2, 25, 45), fingerprints=brute_fingerprints(31)), VALUE_LEDGER, VALUE_STEPS).verdict \
+        == MATCH
+    assert judge(replace(at(1, 25, 45), fingerprints=brute_fingerprints(41)), VALUE_LEDGER, VALUE_STEPS).verdict \
+        == MATCH
+    # the values of one cut with the count of another: no cut holds both
+    assert judge(replace(at(1, 25, 45), fingerprints=brute_fingerprints(31)), VALUE_LEDGER, VALUE_STEPS).verdict \
+        == MISMATCH
+
+
+def test_values_are_not_compared_without_a_moment_nor_without_value_steps():
+    assumed = replace(valued(35, ("0" * 16,) * rule.BUCKETS),
+                      moment=replace(at(2, 35).moment, assumed="the counts file's modification time"))
+    verdict = judge(assumed, VALUE_LEDGER, VALUE_STEPS)
+    assert "values not compared: a count without a moment" in verdict.reason
+    old = [replace(r, tables={"t": {k: v for k, v in r.tables["t"].items() if k != "fingerprints"}})
+           for r in VALUE_LEDGER]
+    verdict = judge(valued(35, ("0" * 16,) * rule.BUCKETS), old, VALUE_STEPS)
+    assert verdict.verdict == MATCH and "values not compared: run ra kept no value steps" in verdict.reason
+
+
+def test_a_counts_file_may_carry_fingerprints_and_a_bad_list_is_refused():
+    listed = {"t": {"rows": 2, "position": "canonical:" + p(35), "fingerprints": list(brute_fingerprints(36))}}
+    [cp] = read_counts_file(listed, "counts.json", None, "r")
+    assert cp.fingerprints == brute_fingerprints(36)
+    assert judge(replace(cp, table_id="t"), VALUE_LEDGER, VALUE_STEPS).verdict == MATCH
+    with pytest.raises(CheckpointError, match=r"\"fingerprints\" must be a list of 64 fingerprints"):
+        read_counts_file({"t": {"rows": 2, "fingerprints": ["zz"]}}, "counts.json", None, "r")
