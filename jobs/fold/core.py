@@ -357,11 +357,10 @@ def removal_steps(removal: Removal, key_columns: list[str], rows_before: int, ty
 
 def count_steps(folded: DataFrame, key_columns: list[str], types: dict[str, str]) -> DataFrame:
     """Every applied event that changed the table's row count (a key's row appearing: +1, going: -1) or its
-    row's values (its value fingerprint step ``dh_hi``/``dh_lo``: the hash of the row after less the one before,
-    by halves: jobs.fold.fingerprints), with
-    the key as JSON text and its ``bucket`` (jobs.reconcile.fingerprint), its position and source time: the
-    lake's row count and fingerprints at any moment of the run are the prior ones plus the steps up to it
-    (jobs.reconcile.checkpoints)."""
+    row's values (its value fingerprint step ``dh_hi``/``dh_lo``: the hash of the row after less the one
+    before, by halves), with the key as JSON text and its ``bucket`` (jobs.fold.fingerprints), its position
+    and source time: the lake's row count and fingerprints at any moment of the run are the prior ones plus
+    the steps up to it (jobs.reconcile.checkpoints)."""
     # the key's text and bucket once per key, not once per step
     keyed = folded.select(key_json(key_columns).alias("_cdc_k"), key_bucket({k: types[k] for k in key_columns})
                           .alias("_cdc_b"), F.expr(step_deltas_sql("_cdc_steps", "_cdc_prior_x", "_cdc_prior_h"))
