@@ -197,7 +197,8 @@ class Checkpoint:
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["moment"] = self.moment.as_dict() if self.moment else None
-        d["keys"] = list(self.keys) if self.keys is not None else None
+        # the keys are those of the row hashes where the snapshot kept these: kept once
+        d["keys"] = list(self.keys) if self.keys is not None and self.row_hashes is None else None
         d["fingerprints"] = list(self.fingerprints) if self.fingerprints is not None else None
         return d
 
@@ -205,7 +206,8 @@ class Checkpoint:
     def from_dict(cls, d: dict[str, Any]) -> Checkpoint:
         return cls(d["table"], int(d["rows"]), Moment.from_dict(d["moment"]) if d.get("moment") else None,
                    d["source"], d["taken_in"], d.get("table_id"), d.get("taken_at"),
-                   tuple(d["keys"]) if d.get("keys") is not None else None,
+                   tuple(d["keys"]) if d.get("keys") is not None else
+                   tuple(d["row_hashes"]) if d.get("row_hashes") is not None else None,
                    Tolerance(**d["tolerance"]) if d.get("tolerance") else None, d.get("judged_in"), d.get("verdict"),
                    d.get("committed_by"), tuple(d["fingerprints"]) if d.get("fingerprints") else None,
                    d.get("row_hashes"))

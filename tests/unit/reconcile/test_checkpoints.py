@@ -391,3 +391,12 @@ def test_a_counts_file_may_carry_fingerprints_and_a_bad_list_is_refused():
     assert judge(replace(cp, table_id="t"), VALUE_LEDGER, VALUE_STEPS).verdict == MATCH
     with pytest.raises(CheckpointError, match=r"\"fingerprints\" must be a list of 64 fingerprints"):
         read_counts_file({"t": {"rows": 2, "fingerprints": ["zz"]}}, "counts.json", None, "r")
+
+
+def test_a_checkpoint_with_row_hashes_keeps_its_keys_once_and_reads_back_the_same():
+    cp = replace(at(2, 35), keys=('{"id":"1"}', '{"id":"2"}'), fingerprints=("0" * 16,) * rule.BUCKETS,
+                 row_hashes={'{"id":"1"}': "00000000000000aa", '{"id":"2"}': "00000000000000bb"})
+    assert cp.as_dict()["keys"] is None
+    assert Checkpoint.from_dict(cp.as_dict()) == cp
+    plain = replace(at(2, 35), keys=('{"id":"1"}',))
+    assert Checkpoint.from_dict(plain.as_dict()) == plain
