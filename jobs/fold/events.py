@@ -91,13 +91,17 @@ def steps_sql(row_after: str, row_hash: Callable[[str], str]) -> Accumulated:
     events is not copied once per event."""
     return Accumulated(
         f"CAST(array() AS {STEPS_TYPE})",
-        f"""CASE WHEN _cdc_full THEN acc.steps ELSE concat(acc.steps, array(named_struct(
-    'pos', e.position, 'ts', e.event_time, 'x', ({row_after}) IS NOT NULL, 'h', {row_hash(f"({row_after})")}))) END""")
+        f"CASE WHEN _cdc_full THEN acc.steps ELSE concat(acc.steps, array({_step_sql(row_after, row_hash)})) END")
 
 
 def full_image_steps_sql(events: str, applies: str, row_hash: Callable[[str], str]) -> str:
     """The steps of a key whose every event carries its whole row: the row after an applied event is its
     image (none after a delete), so each step is the event's own, without the fold."""
     after = "CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>) ELSE e.after END"
-    return (f"transform(filter({events}, e -> {applies}), e -> named_struct('pos', e.position, 'ts', e.event_time, "
-            f"'x', ({after}) IS NOT NULL, 'h', {row_hash(f'({after})')}))")
+    return f"transform(filter({events}, e -> {applies}), e -> {_step_sql(after, row_hash)})"
+
+
+def _step_sql(row_after: str, row_hash: Callable[[str], str]) -> str:
+    """One step (STEPS_TYPE) of the event ``e``, the key holding ``row_after`` after it."""
+    return (f"named_struct('pos', e.position, 'ts', e.event_time, 'x', ({row_after}) IS NOT NULL, "
+            f"'h', {row_hash(f'({row_after})')})")

@@ -120,13 +120,17 @@ def row_text(row: Mapping[str, Any], columns: Mapping[str, str]) -> str:
     return "".join(parts)
 
 
+def md5_prefix(text: str, size: int) -> int:
+    """The first ``size`` bytes of the text's UTF-8 MD5, big-endian, as an unsigned integer."""
+    return int.from_bytes(hashlib.md5(text.encode("utf-8")).digest()[:size], "big")
+
+
 def text_hash(text: str) -> int:
-    """The first eight bytes of the text's UTF-8 MD5, as an unsigned integer."""
-    return int.from_bytes(hashlib.md5(text.encode("utf-8")).digest()[:8], "big")
+    return md5_prefix(text, 8)
 
 
 def text_bucket(text: str, buckets: int = BUCKETS) -> int:
-    return int.from_bytes(hashlib.md5(text.encode("utf-8")).digest()[:4], "big") % buckets
+    return md5_prefix(text, 4) % buckets
 
 
 def add(*fingerprints: int) -> int:
@@ -136,6 +140,11 @@ def add(*fingerprints: int) -> int:
 def hex_of(fingerprint: int) -> str:
     """How reports write a fingerprint: 16 hex digits."""
     return f"{fingerprint % MODULUS:016x}"
+
+
+def hexes(fingerprints: Sequence[int] | None) -> list[str] | None:
+    """Each bucket's fingerprint as reports write it (None: not known)."""
+    return None if fingerprints is None else [hex_of(f) for f in fingerprints]
 
 
 # ---- Spark: the lake's rows -------------------------------------------------------------------------
@@ -238,10 +247,6 @@ def bucket_fingerprints(rows, columns: Mapping[str, str], key_columns: Sequence[
 # A hash goes through the fold as its two 32-bit halves (``hi``, ``lo``) in 64-bit integers: their differences
 # and sums never overflow, where the whole hash would need decimals (slow) or wrap (an error under ANSI SQL).
 HALF = 2 ** 32
-
-
-def halves(h: int) -> tuple[int, int]:
-    return h // HALF, h % HALF
 
 
 def map_hash_sql(row_map: str, types: Mapping[str, str]) -> str:

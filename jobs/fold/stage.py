@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import failpoints
-from jobs.fold import fingerprints as fingerprint
+from jobs.fold import fingerprints as rule
 from jobs.fold import held as held_log
 from jobs.fold.buckets import new_layout, touched_buckets
 from jobs.fold.core import FoldResult, Prior, removal_steps
@@ -37,6 +37,7 @@ from jobs.fold.table import TableFold, fold_one_table
 from jobs.fold.types import META_COLUMNS
 from jobs.fold.values import unconverted_values
 from jobs.iceberg.catalog import (
+    data_columns,
     ensure_namespace,
     history_table_id,
     key_columns_of,
@@ -266,8 +267,8 @@ def _write_steps(run: _Run, table, p: TablePlan, result: FoldResult) -> dict:
     before = None if exact_from else _fingerprints_before(run, table, p, rows_before)
     after = None if before is None else _added(before, run.spark.read.parquet(run.lake.spark_path(rel)))
     return {"rows_before": rows_before, "steps": rel, "exact_from": exact_from,
-            "fingerprints": {"buckets": fingerprint.BUCKETS, "key_columns": list(p.key_columns),
-                             "before": _hexes(before), "after": _hexes(after)}}
+            "fingerprints": {"buckets": rule.BUCKETS, "key_columns": list(p.key_columns),
+                             "before": rule.hexes(before), "after": rule.hexes(after)}}
 
 
 def _added(before: list[int], steps: DataFrame) -> list[int]:
@@ -276,12 +277,8 @@ def _added(before: list[int], steps: DataFrame) -> list[int]:
     after = list(before)
     for r in steps.where(F.col("bucket").isNotNull()).groupBy("bucket").agg(
             F.sum("dh_hi").alias("hi"), F.sum("dh_lo").alias("lo")).collect():
-        after[r["bucket"]] = fingerprint.add(after[r["bucket"]], r["hi"] * fingerprint.HALF + r["lo"])
+        after[r["bucket"]] = rule.add(after[r["bucket"]], r["hi"] * rule.HALF + r["lo"])
     return after
-
-
-def _hexes(values: list[int] | None) -> list[str] | None:
-    return None if values is None else [fingerprint.hex_of(v) for v in values]
 
 
 def _fingerprints_before(run: _Run, table, p: TablePlan, rows_before: int) -> list[int] | None:
@@ -289,17 +286,17 @@ def _fingerprints_before(run: _Run, table, p: TablePlan, rows_before: int) -> li
     reported, else (a table published before fingerprints, or keyed otherwise) one aggregate over it; None
     where its rows lack a key column of the plan."""
     if table is None or rows_before == 0:
-        return [0] * fingerprint.BUCKETS
+        return [0] * rule.BUCKETS
     stored = published_fingerprints(table)
     if stored and stored.get("after") and stored.get("key_columns") == list(p.key_columns) \
-            and stored.get("buckets") == fingerprint.BUCKETS:
+            and stored.get("buckets") == rule.BUCKETS:
         return [int(h, 16) for h in stored["after"]]
-    columns = {c: t for c, t in table_columns(table).items() if c not in META_COLUMNS}
+    columns = data_columns(table)
     if not set(p.key_columns) <= set(columns):
         return None
-    found = {r["bucket"]: int(r["fingerprint"]) for r in fingerprint.bucket_fingerprints(
+    found = {r["bucket"]: int(r["fingerprint"]) for r in rule.bucket_fingerprints(
         read_state(run.spark, table), columns, list(p.key_columns)).collect()}
-    return [fingerprint.add(found.get(b, 0)) for b in range(fingerprint.BUCKETS)]
+    return [rule.add(found.get(b, 0)) for b in range(rule.BUCKETS)]
 
 
 def _stage_history(run: _Run, p: TablePlan, result: FoldResult) -> tuple[dict, StagedState | None]:

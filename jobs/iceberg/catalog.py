@@ -160,6 +160,11 @@ def table_columns(table, layout: bool = False) -> dict[str, str]:
             if layout or f.name != BUCKET_COLUMN}
 
 
+def data_columns(table) -> dict[str, str]:
+    """The table's columns (name -> Spark type) without the fold's own (``_cdc_*``)."""
+    return {c: t for c, t in table_columns(table).items() if not c.startswith("_cdc_")}
+
+
 def key_columns_of(table) -> list[str] | None:
     if table is None:
         return None
@@ -228,6 +233,6 @@ def state_summary(lake: Lake, pipeline: str) -> dict[str, dict]:
             "iceberg_table": ".".join(ident),
             "key_columns": key_columns_of(table),
             # the data columns (name -> type) a value fingerprint reads (jobs.reconcile.fingerprint)
-            "columns": {c: t for c, t in table_columns(table).items() if not c.startswith("_cdc_")},
+            "columns": data_columns(table),
         }
     return out

@@ -479,16 +479,12 @@ def _key_diff(cp: Checkpoint, table: str, ledger: Sequence[RunCounts], steps: St
     the cut undone (a key that appeared after it was not there; one that went was). None when a step
     without a key (a TRUNCATE) follows the cut, or the keys are not at hand."""
     now = keys_now(table)
-    if now is None:
+    after = None if now is None else _keyed_steps_after(cp, table, ledger, steps.keys_from)
+    if after is None:
         return None
     first_after: dict[str, int] = {}
-    for run in ledger:
-        entry = run.tables.get(table)
-        if entry and entry.get("steps"):
-            for key, delta in steps.keys_from(entry["steps"], cp.moment.kind, cp.moment.low):
-                if key is None:
-                    return None
-                first_after.setdefault(key, delta)
+    for key, delta in after:
+        first_after.setdefault(key, delta)
     lake = set(now)
     for key, delta in first_after.items():
         (lake.discard if delta > 0 else lake.add)(key)
@@ -540,19 +536,15 @@ def _value_keys(cp: Checkpoint, table: str, ledger: Sequence[RunCounts], steps: 
     its value steps at or after the cut (0: no row), against the hashes the source's snapshot kept. None
     when a step without a key (a TRUNCATE) follows the cut, or the lake's rows are not at hand."""
     now = hashes_now(table)
-    if now is None:
-        return None
-    lake = dict(now)
     try:
-        for run in ledger:
-            entry = run.tables.get(table)
-            if entry and entry.get("steps"):
-                for key, dh in steps.value_keys_from(entry["steps"], cp.moment.kind, cp.moment.low):
-                    if key is None:
-                        return None
-                    lake[key] = rule.add(lake.get(key, 0), -dh)
+        after = None if now is None else _keyed_steps_after(cp, table, ledger, steps.value_keys_from)
     except MissingValueSteps:
         return None
+    if after is None:
+        return None
+    lake = dict(now)
+    for key, dh in after:
+        lake[key] = rule.add(lake.get(key, 0), -dh)
     lake = {k: h for k, h in lake.items() if h}
     source = {k: int(h, 16) for k, h in (cp.row_hashes or {}).items()}
     return {"differ": sorted(k for k in source.keys() & lake.keys() if source[k] != lake[k])[:KEY_DIFF_LIMIT],
@@ -622,6 +614,24 @@ def _fingerprints_before(table: str, runs: Sequence[RunCounts], index: int) -> l
                 raise NotCompared(f"run {run.run_id} kept no value fingerprints of {table}")
             return [int(h, 16) for h in after]
     return [0] * rule.BUCKETS
+
+
+KeyedSteps = Callable[[str, str, str | int], list[tuple[str | None, int]]]  # StepSource.keys_from's shape
+
+
+def _keyed_steps_after(cp: Checkpoint, table: str, ledger: Sequence[RunCounts],
+                       read: KeyedSteps) -> list[tuple[str, int]] | None:
+    """The table's steps at or after the checkpoint's cut (``read``: the StepSource's count or value form),
+    (key, change) in run order; None where one has no key (a TRUNCATE: the keys before it are not known)."""
+    found = []
+    for run in ledger:
+        entry = run.tables.get(table)
+        if entry and entry.get("steps"):
+            for key, change in read(entry["steps"], cp.moment.kind, cp.moment.low):
+                if key is None:
+                    return None
+                found.append((key, change))
+    return found
 
 
 # ---- the persisted checkpoints -------------------------------------------------------------------

@@ -5,19 +5,9 @@ property test (tests/integration/test_fingerprints.py) holds them to the rule's 
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 
-from jobs.fold.fingerprints import (  # noqa: F401 - the rule, as the source side and its callers use it
-    _EXACT_POWER,
-    _FACTORS,
-    BUCKETS,
-    FLOAT_DIGITS,
-    MODULUS,
-    add,
-    hex_of,
-    value_text,
-)
+from jobs.fold.fingerprints import _EXACT_POWER, _FACTORS, BUCKETS, FLOAT_DIGITS, MODULUS, md5_prefix, value_text
 from jobs.fold.types import DECIMAL
 
 # ---- SQL: a source table, in one scan ------------------------------------------------------------------
@@ -275,18 +265,14 @@ class _Sum:
 
 def register_sqlite(connection) -> None:
     """The functions ``Sqlite``'s SQL calls, on a sqlite3 connection."""
-    connection.create_function("cdc_value_text", 2, _sqlite_value_text, deterministic=True)
+    connection.create_function("cdc_value_text", 2, value_text, deterministic=True)
     connection.create_function("cdc_md5_prefix", 2, _md5_prefix_text, deterministic=True)
     connection.create_aggregate("cdc_sum", 1, _Sum)
 
 
-def _sqlite_value_text(value, lake_type: str) -> str | None:
-    return value_text(value, lake_type)
-
-
 def _md5_prefix_text(text: str, hex_digits: int) -> str:
     # as text: the first 16 hex digits do not fit SQLite's signed integers
-    return str(int(hashlib.md5(text.encode("utf-8")).hexdigest()[:hex_digits], 16))
+    return str(md5_prefix(text, hex_digits // 2))
 
 
 def fetch_all(conn, statement: str) -> list[tuple]:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.fold import fingerprints as rule
 from jobs.model.keys import key_text
 from jobs.reconcile import fingerprint
 from jobs.reconcile.checkpoints import (
@@ -98,7 +99,7 @@ class _Snapshot:
         if not t.key_columns or rows > (self._limit if t.key_rows_limit is None else t.key_rows_limit):
             return
         if t.table_id in out.fingerprints:
-            hashes = {key_text(t.key_columns, row[:-2]): fingerprint.hex_of(int(row[-1]))
+            hashes = {key_text(t.key_columns, row[:-2]): rule.hex_of(int(row[-1]))
                       for row in fingerprint.fetch_all(self._conn, self._statement(t, also=t.key_columns))}
             out.keys[t.table_id], out.row_hashes[t.table_id] = list(hashes), hashes
         else:
@@ -117,9 +118,9 @@ class _Snapshot:
                                              also=also)
 
     def _fingerprints(self, t: Table) -> tuple[int, list[int]]:
-        sums, rows = [0] * fingerprint.BUCKETS, 0
+        sums, rows = [0] * rule.BUCKETS, 0
         for bucket, count, total in fingerprint.fetch_all(self._conn, self._statement(t)):
-            sums[int(bucket)], rows = fingerprint.add(int(total)), rows + int(count)
+            sums[int(bucket)], rows = rule.add(int(total)), rows + int(count)
         return rows, sums
 
     def prepare(self) -> None:

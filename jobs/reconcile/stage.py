@@ -222,16 +222,17 @@ def _sql_checkpoints(url_text: str, state: dict[str, dict], run_id: str,
                             taken_at=snap.taken_at, keys=tuple(snap.keys[t.table_id]) if t.table_id in snap.keys
                             else None, tolerance=options.tolerance_of(t.table_id) if snap.moment.assumed else None,
                             committed_by=snap.committed_by,
-                            fingerprints=_hexes(snap.fingerprints.get(t.table_id)),
+                            fingerprints=_fingerprints(snap.fingerprints.get(t.table_id)),
                             row_hashes=snap.row_hashes.get(t.table_id))
                  for t in tables]
     return found_cps, snap.how
 
 
-def _hexes(values: list[int] | None) -> tuple[str, ...] | None:
-    from jobs.reconcile.fingerprint import hex_of
+def _fingerprints(values: list[int] | None) -> tuple[str, ...] | None:
+    from jobs.fold.fingerprints import hexes
 
-    return None if values is None else tuple(hex_of(v) for v in values)
+    found = hexes(values)
+    return None if found is None else tuple(found)
 
 
 def _url(url_text: str):
