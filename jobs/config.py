@@ -275,11 +275,24 @@ class TableBlock(_Block):
     history: bool | None = None
     count_tolerance: str | None = None
     key_rows_limit: int | None = Field(None, ge=0)
+    # the comparison of values (docs/operations/reconciliation.md, "Values"): columns whose values no report
+    # shows, and the largest absolute difference of a number column that is no mismatch
+    sensitive_columns: list[str] | None = None
+    value_tolerances: dict[str, float] | None = None
 
     @field_validator("count_tolerance")
     @classmethod
     def _tolerance(cls, value: str | None) -> str | None:
         return None if value is None else _checked_tolerance(value)
+
+    @field_validator("value_tolerances")
+    @classmethod
+    def _value_tolerances(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        bad = [c for c, t in (value or {}).items() if not t >= 0 or t == float("inf")]
+        if bad:
+            raise ValueError(f"a tolerance is a finite number of at least 0 (column {', '.join(bad)}); "
+                             "fix: e.g. value_tolerances: {price: 0.005}")
+        return value
 
 
 class PipelineConfig(_Block):

@@ -69,6 +69,8 @@ class ReconcileSettings:
     capture_delay_s: float | None = None
     table_tolerances: tuple[tuple[str, str], ...] = ()  # (table pattern, tolerance), in order
     table_key_rows_limits: tuple[tuple[str, int], ...] = ()
+    table_sensitive_columns: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    table_value_tolerances: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
 
     def options(self, fmt: str | None):
         """The reconcile stage's options for a pipeline of format ``fmt``."""
@@ -80,7 +82,8 @@ class ReconcileSettings:
             fmt=fmt, tolerance=parse_tolerance(self.count_tolerance) if self.count_tolerance else None,
             max_lag_s=self.max_lag_s, as_of=parse_time(self.checked_at.isoformat()) if self.checked_at else None,
             table_tolerances=tuple((p, parse_tolerance(t)) for p, t in self.table_tolerances),
-            table_key_rows_limits=self.table_key_rows_limits, **{k: v for k, v in given.items() if v is not None})
+            table_key_rows_limits=self.table_key_rows_limits, table_sensitive_columns=self.table_sensitive_columns,
+            table_value_tolerances=self.table_value_tolerances, **{k: v for k, v in given.items() if v is not None})
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,9 @@ class RunSettings:
                 source_counts=counts, count_tolerance=r.count_tolerance,
                 max_lag_s=parse_duration(r.max_lag).total_seconds() if r.max_lag else None, checked_at=end,
                 key_rows_limit=r.key_rows_limit, capture_delay_s=parse_duration(r.capture_delay).total_seconds(),
-                table_tolerances=tables("count_tolerance"), table_key_rows_limits=tables("key_rows_limit")),
+                table_tolerances=tables("count_tolerance"), table_key_rows_limits=tables("key_rows_limit"),
+                table_sensitive_columns=tuple((p, tuple(c)) for p, c in tables("sensitive_columns")),
+                table_value_tolerances=tuple((p, tuple(sorted(t.items()))) for p, t in tables("value_tolerances"))),
             alert=AlertSettings(to=tuple(cfg.alert.to), quarantine_threshold=cfg.alert.quarantine_threshold,
                                 smtp_connection=cfg.alert.smtp_connection, from_email=cfg.alert.from_email),
             expire=ExpireSettings(as_of=end, retain_days=cfg.sink.retain_days, retain_last=cfg.sink.retain_last))

@@ -9,7 +9,7 @@ here, at the edges; the transformations they call are pure.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -309,7 +309,7 @@ def run_reconcile(ctx: RunContext, source_counts: str | None,
     the lake's counts through time (jobs.reconcile.stage); reconciliation.json says what each table got."""
     from jobs.iceberg.catalog import state_summary
     from jobs.reconcile.landed_reach import run_landing_reach
-    from jobs.reconcile.stage import reconcile_run, source_checkpoints
+    from jobs.reconcile.stage import JudgedRows, drill_buckets, reconcile_run, source_checkpoints
 
     with ctx.timed("reconcile"):
         options = options or ReconcileOptions()
@@ -317,12 +317,14 @@ def run_reconcile(ctx: RunContext, source_counts: str | None,
             decode = ctx.read_report(DecodeReport)
             options = replace(options, fmt=decode.format if decode else None)
         state = state_summary(ctx.lake, ctx.pipeline)
+        options = replace(options, drill_buckets=drill_buckets(ctx.lake, ctx.pipeline))
         new, how = source_checkpoints(source_counts, state, ctx.run_id, options) if source_counts else ([], None)
         landing = run_landing_reach(ctx.lake, ctx.pipeline, ctx.run_id, options.capture_delay_s)
+        lake_rows = LakeRowsNow(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of)
         rows = reconcile_run(ctx.lake, ctx.pipeline, ctx.run_id, new, state, options,
                              keys_now=lake_keys(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of),
-                             landing=landing,
-                             hashes_now=lake_row_hashes(ctx.lake, ctx.pipeline, state, options.key_rows_limit_of))
+                             landing=landing, hashes_now=lake_rows.hashes,
+                             rows_now=JudgedRows(source_counts, state, lake_rows.texts, options))
         ctx.write_report(ReconciliationReport(
             pipeline=ctx.pipeline, run_id=ctx.run_id, source=how, max_lag_s=options.max_lag_s,
             landing=LandingReach.from_json(landing.as_dict()), tables=rows))
@@ -340,21 +342,62 @@ def lake_keys(lake: Lake, pipeline: str, state: dict[str, dict], limit: Callable
     return keys_now
 
 
-def lake_row_hashes(lake: Lake, pipeline: str, state: dict[str, dict], limit: Callable[[str], int]):
-    """Each key's row hash in a state table now (jobs.fold.fingerprints), for the keys of a value mismatch
-    (None past the table's ``limit`` of rows; none for a table the lake never published)."""
-    from jobs.fold import fingerprints as rule
-    from jobs.iceberg.read import state_rows
-    from jobs.model.keys import key_text
+class LakeRowsNow:
+    """Each key's row in a state table now, as the rule's canonical texts (jobs.fold.fingerprints): the row
+    hashes a value mismatch's keys are found by, and the columns its rows are shown with. Of every key of a
+    table within its ``limit`` of rows; of a larger one, only of the keys in the buckets asked for (one
+    streamed scan); None otherwise, and none for a table the lake never published. Read once per table."""
 
-    def hashes_now(table_id: str) -> dict[str, int] | None:
-        info = state.get(table_id)
-        if not info or not info.get("key_columns") or not info.get("columns") or info["state_rows"] > limit(table_id):
+    def __init__(self, lake: Lake, pipeline: str, state: dict[str, dict], limit: Callable[[str], int]) -> None:
+        self._lake, self._pipeline, self._state, self._limit = lake, pipeline, state, limit
+        self._read: dict[tuple[str, frozenset[int] | None], dict[str, dict[str, str | None]] | None] = {}
+
+    def hashes(self, table_id: str, buckets: frozenset[int] | None = None) -> dict[str, int] | None:
+        from jobs.fold import fingerprints as rule
+
+        rows = self._rows(table_id, buckets)
+        return None if rows is None else {k: rule.text_hash(rule.joined_text(t)) for k, t in rows.items()}
+
+    def texts(self, table_id: str, keys: Sequence[str]) -> dict[str, dict[str, str | None]] | None:
+        """Some keys' rows: from what ``hashes`` read of the table, else (a small table) read now."""
+        read = [rows for (table, _b), rows in self._read.items() if table == table_id and rows is not None]
+        rows = next((r for r in read if all(k in r for k in keys)), None) or self._rows(table_id, None)
+        return None if rows is None else {k: rows[k] for k in keys if k in rows}
+
+    def _rows(self, table_id: str, buckets: frozenset[int] | None) -> dict[str, dict[str, str | None]] | None:
+        info = self._state.get(table_id)
+        if not info or not info.get("key_columns") or not info.get("columns"):
             return None if info else {}
-        keys, columns = tuple(info["key_columns"]), info["columns"]
-        return {key_text(keys, [row[k] for k in keys]): rule.text_hash(rule.row_text(row, columns))
-                for row in state_rows(open_catalog(lake), pipeline, table_id, list(columns))}
-    return hashes_now
+        small = info["state_rows"] <= self._limit(table_id)
+        if not small and buckets is None:
+            return None
+        wanted = None if small else buckets
+        if (table_id, wanted) not in self._read:
+            self._read[table_id, wanted] = self._scan(table_id, tuple(info["key_columns"]), info["columns"], wanted)
+        rows = self._read[table_id, wanted]
+        return rows if buckets is None or wanted is not None else _in_buckets(rows, info, buckets)
+
+    def _scan(self, table_id: str, keys: tuple[str, ...], columns: dict[str, str],
+              buckets: frozenset[int] | None) -> dict[str, dict[str, str | None]]:
+        from jobs.fold import fingerprints as rule
+        from jobs.iceberg.read import state_batches
+        from jobs.model.keys import key_text
+
+        out = {}
+        for batch in state_batches(open_catalog(self._lake), self._pipeline, table_id, list(columns)):
+            if buckets is not None:  # the keys' buckets first: the rows' texts only of those kept
+                key_rows = batch.select(list(keys)).to_pylist()
+                batch = batch.filter([rule.bucket_of(rule.value_texts(r, {k: columns[k] for k in keys}), keys)
+                                      in buckets for r in key_rows])
+            for row in batch.to_pylist():
+                out[key_text(keys, [row[k] for k in keys])] = rule.value_texts(row, columns)
+        return out
+
+
+def _in_buckets(rows: dict[str, dict[str, str | None]], info: dict, buckets: frozenset[int]) -> dict:
+    from jobs.fold import fingerprints as rule
+
+    return {k: t for k, t in rows.items() if rule.bucket_of(t, info["key_columns"]) in buckets}
 
 
 def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,

@@ -104,6 +104,26 @@ def _value_keys_text(diff: ValueDiff) -> str:
     return "<br>".join(lines)
 
 
+def _value_rows(tables: Sequence[TableReconciliation]) -> str:
+    """The columns of the rows a value verdict names, source and lake side by side (nothing without any)."""
+    rows = []
+    for t in tables:
+        for c in t.checkpoints:
+            for r in (c.value_diff.rows if c.value_diff else ()):
+                if not r.columns:
+                    rows.append([_e(t.table), _e(c.moment), f"<code>{_e(r.key)}</code>", "&ndash;",
+                                 f'<i>{_e(r.not_compared)}</i>', "", ""])
+                for v in r.columns or ():
+                    rows.append([_e(t.table), _e(c.moment), f"<code>{_e(r.key)}</code>", _e(v.column),
+                                 f"<code>{_e(v.source)}</code>", f"<code>{_e(v.lake)}</code>",
+                                 "within tolerance" if v.within_tolerance else ""])
+    if not rows:
+        return ""
+    return ("<h2>Values that differ</h2><p>Each column of a differing row whose value differs at the moment, as "
+            "the fingerprints' canonical texts; a sensitive column's values are masked.</p>"
+            + _table(["Table", "Moment", "Key", "Column", "Source value", "Lake value", "Note"], rows))
+
+
 def _lag_text(lag: Lag | None) -> str | None:
     if lag is None or lag.seconds is None:
         return None
@@ -139,6 +159,7 @@ def render_report(pipeline: str, run_id: str, reports: RunReports, quarantine_ex
         _table(["Table", "Verdict", "Moment", "Source rows", "Lake rows", "Lake &minus; source", "Lag", "Note",
                 "Keys that differ"], _checkpoint_rows(tables)) if any(
             (t.checkpoints or t.pending) for t in tables) else "<p>No source count.</p>",
+        _value_rows(tables),
         "<h2>Failed expectations</h2>",
         _expectations(reports.validation),
         "<h2>Quarantine</h2>",

@@ -99,10 +99,13 @@ def _count_reasons(row: TableReconciliation) -> list[Reason]:
 
 def _value_reason(row: TableReconciliation, cp: CheckpointVerdict) -> ValueMismatch:
     keys = cp.value_diff.keys
-    return ValueMismatch(table=row.table, moment=cp.moment, source_rows=cp.source_rows,
-                         differing_buckets=cp.value_diff.differing, keys_differ=keys.differ if keys else None,
-                         missing_in_lake=keys.missing_in_lake if keys else None,
-                         extra_in_lake=keys.extra_in_lake if keys else None, snapshot_id=row.snapshot_id)
+    values = dict(table=row.table, moment=cp.moment, source_rows=cp.source_rows,
+                  differing_buckets=cp.value_diff.differing, keys_differ=keys.differ if keys else None,
+                  missing_in_lake=keys.missing_in_lake if keys else None,
+                  extra_in_lake=keys.extra_in_lake if keys else None, snapshot_id=row.snapshot_id)
+    columns = {r.key: ", ".join(c.column for c in r.columns) for r in cp.value_diff.rows if r.columns}
+    # (a verdict without columns keeps the reason, and so the digest, it always had)
+    return ValueMismatch.of(**values, **({"columns_differ": columns} if columns else {}))
 
 
 def _quarantine_reasons(decode: DecodeReport | None, threshold: float) -> list[Reason]:
@@ -161,7 +164,8 @@ _SECTIONS: list[tuple[str, str, list[tuple[str, str]]]] = [
       ("extra_in_lake", "Keys only in the lake"), ("snapshot_id", "Snapshot")]),
     (VALUE_MISMATCH, "Rows whose values do not match the source at the moment it was counted (the counts do)",
      [("table", "Table"), ("moment", "Moment"), ("source_rows", "Rows"), ("differing_buckets", "Buckets of keys "
-      "that differ"), ("keys_differ", "Keys whose rows differ"), ("missing_in_lake", "Keys missing in the lake"),
+      "that differ"), ("keys_differ", "Keys whose rows differ"), ("columns_differ", "Columns that differ "
+      "(values on the report)"), ("missing_in_lake", "Keys missing in the lake"),
       ("extra_in_lake", "Keys only in the lake"), ("snapshot_id", "Snapshot")]),
     (LAG, "Source counts the lake has not reached for longer than the maximum lag",
      [("table", "Table"), ("moment", "Moment"), ("lake_time", "Lake reaches"), ("lag_seconds", "Lag (s)"),

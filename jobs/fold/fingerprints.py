@@ -112,12 +112,22 @@ def _timestamp_text(value: Any) -> str:
 
 def row_text(row: Mapping[str, Any], columns: Mapping[str, str]) -> str:
     """The canonical text of a row: ``name=<length>:<text>;`` for each non-null column, by name."""
-    parts = []
-    for name in sorted(columns):
-        text = value_text(row.get(name), columns[name])
-        if text is not None:
-            parts.append(f"{name}={len(text)}:{text};")
-    return "".join(parts)
+    return joined_text(value_texts(row, columns))
+
+
+def value_texts(row: Mapping[str, Any], columns: Mapping[str, str]) -> dict[str, str | None]:
+    """Each column's canonical text (None: NULL)."""
+    return {name: value_text(row.get(name), lake_type) for name, lake_type in columns.items()}
+
+
+def joined_text(texts: Mapping[str, str | None]) -> str:
+    """A row's canonical text from its columns' texts."""
+    return "".join(f"{name}={len(texts[name])}:{texts[name]};" for name in sorted(texts) if texts[name] is not None)
+
+
+def bucket_of(texts: Mapping[str, str | None], key_columns: Sequence[str], buckets: int = BUCKETS) -> int:
+    """The bucket of a row's key, from its columns' texts."""
+    return text_bucket(joined_text({k: texts[k] for k in key_columns}), buckets)
 
 
 def md5_prefix(text: str, size: int) -> int:

@@ -2,6 +2,8 @@
 position deletes delete, optionally with where each row is; its tombstones; the keys of a small table."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -112,12 +114,12 @@ def state_keys(catalog, pipeline: str, table_id: str, key_columns: list[str]) ->
     return [key_text(tuple(key_columns), values) for values in zip(*columns)]
 
 
-def state_rows(catalog, pipeline: str, table_id: str, columns: list[str]) -> list[dict]:
-    """Every row of a (small) state table, of ``columns``, as Python values."""
+def state_batches(catalog, pipeline: str, table_id: str, columns: list[str]) -> Iterator:
+    """The rows of a state table, of ``columns``, as a stream of Arrow record batches (none unpublished)."""
     table = load_table(catalog, pipeline, table_id)
     if table is None or table.current_snapshot() is None:
-        return []
-    return table.scan(selected_fields=tuple(columns)).to_arrow().to_pylist()
+        return iter(())
+    return iter(table.scan(selected_fields=tuple(columns)).to_arrow_batch_reader())
 
 
 def _spark_uri(uri: str) -> str:

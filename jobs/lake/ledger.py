@@ -192,12 +192,12 @@ class ArrowSteps:
             found += zip(*(batch.column(c).to_pylist() for c in (name, "delta", "bucket")), _hashes(batch))
         return [(c, d, b, dh) for c, d, b, dh in sorted(found, key=lambda f: f[0])]
 
-    def value_keys_from(self, rel: str, kind: str, cut) -> list[tuple[str | None, int]]:
-        """Each value step at or after the cut: (key, value delta); a key of None is a TRUNCATE's."""
+    def value_keys_from(self, rel: str, kind: str, cut) -> list[tuple[str | None, int, int | None]]:
+        """Each value step at or after the cut: (key, value delta, its bucket); a key of None is a TRUNCATE's."""
         found = []
-        for batch in self._value_batches(rel, ["key", "dh_hi", "dh_lo"], ~self._below(kind, cut)):
-            found += zip(batch.column("key").to_pylist(), _hashes(batch))
-        return [(key, dh) for key, dh in found if key is None or dh]
+        for batch in self._value_batches(rel, ["key", "dh_hi", "dh_lo", "bucket"], ~self._below(kind, cut)):
+            found += zip(batch.column("key").to_pylist(), _hashes(batch), batch.column("bucket").to_pylist())
+        return [(key, dh, bucket) for key, dh, bucket in found if key is None or dh]
 
 
 def _hashes(batch) -> list[int]:

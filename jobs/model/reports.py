@@ -293,6 +293,26 @@ class ValueKeys(Record):
 
 
 @dataclass(frozen=True)
+class ValueColumn(Record):
+    """A column whose values differ in one row, with both values as canonical texts (masked when sensitive)."""
+
+    column: str | None = None
+    source: str | None = None
+    lake: str | None = None
+    within_tolerance: bool = False
+
+
+@dataclass(frozen=True)
+class ValueRow(Record):
+    """A key whose row differs at a moment: its differing columns, or why they are not shown
+    (jobs.reconcile.columns)."""
+
+    key: str | None = None
+    columns: tuple[ValueColumn, ...] | None = None
+    not_compared: str | None = None
+
+
+@dataclass(frozen=True)
 class ValueDiff(Record):
     """The buckets of keys whose value fingerprints differ at a checkpoint's moment (jobs.reconcile.checkpoints)."""
 
@@ -301,6 +321,8 @@ class ValueDiff(Record):
     source: Mapping[str, str] | None = None  # bucket -> fingerprint (16 hex digits), the first few
     lake: Mapping[str, str] | None = None
     keys: ValueKeys | None = None
+    rows: tuple[ValueRow, ...] = ()  # the first differing keys' columns, with both values
+    columns_not_compared: str | None = None  # why no row's columns are shown
 
 
 @dataclass(frozen=True)
@@ -415,6 +437,8 @@ class ValueMismatch(Reason):
     keys_differ: tuple[str, ...] | None = None
     missing_in_lake: tuple[str, ...] | None = None
     extra_in_lake: tuple[str, ...] | None = None
+    # key -> its differing columns (names only: the values, maybe personal data, are on report.html)
+    columns_differ: Mapping[str, str] | None = None
     snapshot_id: int | None = None
 
 

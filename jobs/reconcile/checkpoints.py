@@ -32,6 +32,8 @@ from jobs.fold import fingerprints as rule
 from jobs.formats.registry import bound
 from jobs.lake.ledger import MissingValueSteps, RunCounts
 from jobs.model.positions import JUST_AFTER, PositionError
+from jobs.reconcile import columns
+from jobs.reconcile.columns import RowReader
 
 MATCH, MISMATCH, BEHIND, UNKNOWN = "match", "mismatch", "behind", "unknown"
 KEY_DIFF_LIMIT = 100  # keys named per side in a report
@@ -184,6 +186,8 @@ class Checkpoint:
     # each bucket's value fingerprint at the moment (16 hex digits each: jobs.reconcile.fingerprint)
     fingerprints: tuple[str, ...] | None = None
     row_hashes: dict[str, str] | None = None  # key -> its row's hash, small tables only
+    # the buckets row_hashes holds every key of (a large table's, drilled into after a value mismatch); None: all
+    row_hash_buckets: tuple[int, ...] | None = None
 
     @property
     def same_count(self) -> tuple:
@@ -199,6 +203,7 @@ class Checkpoint:
         d["moment"] = self.moment.as_dict() if self.moment else None
         # the keys are those of the row hashes where the snapshot kept these: kept once
         d["keys"] = list(self.keys) if self.keys is not None and self.row_hashes is None else None
+        d["row_hash_buckets"] = list(self.row_hash_buckets) if self.row_hash_buckets is not None else None
         d["fingerprints"] = list(self.fingerprints) if self.fingerprints is not None else None
         return d
 
@@ -207,10 +212,11 @@ class Checkpoint:
         return cls(d["table"], int(d["rows"]), Moment.from_dict(d["moment"]) if d.get("moment") else None,
                    d["source"], d["taken_in"], d.get("table_id"), d.get("taken_at"),
                    tuple(d["keys"]) if d.get("keys") is not None else
-                   tuple(d["row_hashes"]) if d.get("row_hashes") is not None else None,
+                   tuple(d["row_hashes"]) if d.get("row_hashes") is not None and d.get("row_hash_buckets") is None
+                   else None,
                    Tolerance(**d["tolerance"]) if d.get("tolerance") else None, d.get("judged_in"), d.get("verdict"),
                    d.get("committed_by"), tuple(d["fingerprints"]) if d.get("fingerprints") else None,
-                   d.get("row_hashes"))
+                   d.get("row_hashes"), tuple(d["row_hash_buckets"]) if d.get("row_hash_buckets") is not None else None)
 
 
 # ---- counts files --------------------------------------------------------------------------------
@@ -306,7 +312,7 @@ class StepSource(Protocol):
     def group_below(self, rel: str, cut: str) -> str | None: ...
     def keys_from(self, rel: str, kind: str, cut: str | int) -> list[tuple[str, int]]: ...
     def value_sums_below(self, rel: str, kind: str, cut: str | int) -> dict[int, int]: ...
-    def value_keys_from(self, rel: str, kind: str, cut: str | int) -> list[tuple[str | None, int]]: ...
+    def value_keys_from(self, rel: str, kind: str, cut: str | int) -> list[tuple[str | None, int, int | None]]: ...
     def value_points(self, rel: str, kind: str, low: str | int,
                      high: str | int) -> list[tuple[str | int, int, int | None, int]]: ...
 
@@ -332,6 +338,10 @@ def _first_reaching(kind: str, cut: str | int, runs: Sequence[RunCounts], moment
     return None
 
 
+# a table's row hash of each key now (of the keys in some buckets; None: all), or None where not at hand
+HashesNow = Callable[[str, frozenset[int] | None], dict[str, int] | None]
+
+
 @dataclass
 class Judgement:
     verdict: str
@@ -345,9 +355,11 @@ class Judgement:
 
 def judge(cp: Checkpoint, ledger: Sequence[RunCounts], steps: StepSource, max_lag_s: float | None = None,
           judged_at: int | None = None, keys_now: Callable[[str], list[str] | None] | None = None,
-          hashes_now: Callable[[str], dict[str, int] | None] | None = None) -> Judgement:
+          hashes_now: HashesNow | None = None,
+          rows_now: RowReader | None = None) -> Judgement:
     """The verdict on a checkpoint with a moment, from the ledger up to this run (in run order).
-    ``keys_now``: the lake's keys of a table now (None: too large), for the keys of a mismatch."""
+    ``keys_now``: the lake's keys of a table now (None: too large), for the keys of a mismatch; ``hashes_now``
+    and ``rows_now``: each key's row hash, and some keys' rows, for the keys and columns of a value mismatch."""
     m, table = cp.moment, cp.table_id or cp.table
     assert m is not None
     i = _first_reaching(m.kind, m.high, ledger, m, cp.committed_by)
@@ -356,7 +368,10 @@ def judge(cp: Checkpoint, ledger: Sequence[RunCounts], steps: StepSource, max_la
         if verdict.verdict == MATCH and cp.fingerprints is not None:
             verdict = judge_values(cp, table, ledger[: i + 1], steps, verdict)
             if verdict.value_diff is not None and cp.row_hashes is not None and hashes_now is not None:
-                verdict.value_diff["keys"] = _value_keys(cp, table, ledger, steps, hashes_now)
+                found = _value_keys(cp, table, ledger, steps, hashes_now)
+                verdict.value_diff["keys"] = found and found.named()
+                if found is not None and rows_now is not None:
+                    verdict = _value_columns(cp, table, verdict, found, rows_now)
         if verdict.verdict == MISMATCH and cp.keys is not None and keys_now is not None:
             verdict.key_diff = _key_diff(cp, table, ledger, steps, keys_now)
     else:
@@ -530,26 +545,67 @@ def judge_values(cp: Checkpoint, table: str, runs: Sequence[RunCounts], steps: S
     return replace(counted, verdict=MISMATCH, reason=_joined(counted.reason, reason), value_diff=diff)
 
 
+@dataclass(frozen=True)
+class _KeysAtMoment:
+    """The keys whose rows differ, are missing or extra in the lake at a moment; and the keys the lake changed
+    after it (whose rows now are not their rows then)."""
+
+    differ: list[str]
+    missing_in_lake: list[str]
+    extra_in_lake: list[str]
+    changed_after: frozenset[str]
+
+    def named(self) -> dict[str, list[str]]:
+        return {"differ": self.differ[:KEY_DIFF_LIMIT], "missing_in_lake": self.missing_in_lake[:KEY_DIFF_LIMIT],
+                "extra_in_lake": self.extra_in_lake[:KEY_DIFF_LIMIT]}
+
+
 def _value_keys(cp: Checkpoint, table: str, ledger: Sequence[RunCounts], steps: StepSource,
-                hashes_now: Callable[[str], dict[str, int] | None]) -> dict[str, list[str]] | None:
+                hashes_now: HashesNow) -> _KeysAtMoment | None:
     """The keys whose rows differ at the moment: the lake's row hash of each key then is its hash now less
-    its value steps at or after the cut (0: no row), against the hashes the source's snapshot kept. None
-    when a step without a key (a TRUNCATE) follows the cut, or the lake's rows are not at hand."""
-    now = hashes_now(table)
+    its value steps at or after the cut (0: no row), against the hashes the source's snapshot kept (of
+    every key, or of the keys of some buckets). None when a step without a key (a TRUNCATE) follows the cut,
+    or the lake's rows are not at hand."""
+    buckets = frozenset(cp.row_hash_buckets) if cp.row_hash_buckets is not None else None
+    now = hashes_now(table, buckets)
     try:
         after = None if now is None else _keyed_steps_after(cp, table, ledger, steps.value_keys_from)
     except MissingValueSteps:
         return None
     if after is None:
         return None
+    after = [(key, dh) for key, dh, bucket in after if buckets is None or bucket in buckets]
     lake = dict(now)
     for key, dh in after:
         lake[key] = rule.add(lake.get(key, 0), -dh)
     lake = {k: h for k, h in lake.items() if h}
     source = {k: int(h, 16) for k, h in (cp.row_hashes or {}).items()}
-    return {"differ": sorted(k for k in source.keys() & lake.keys() if source[k] != lake[k])[:KEY_DIFF_LIMIT],
-            "missing_in_lake": sorted(source.keys() - lake.keys())[:KEY_DIFF_LIMIT],
-            "extra_in_lake": sorted(lake.keys() - source.keys())[:KEY_DIFF_LIMIT]}
+    return _KeysAtMoment(sorted(k for k in source.keys() & lake.keys() if source[k] != lake[k]),
+                         sorted(source.keys() - lake.keys()), sorted(lake.keys() - source.keys()),
+                         frozenset(key for key, _dh in after))
+
+
+def _value_columns(cp: Checkpoint, table: str, verdict: Judgement, found: _KeysAtMoment,
+                   rows_now: RowReader) -> Judgement:
+    """The differing keys' columns with both values (jobs.reconcile.columns); a mismatch whose every difference
+    is within its column's declared tolerance is a match."""
+    if not found.differ:
+        return verdict
+    lake = rows_now.lake(table, found.differ)
+    source = None if lake is None else rows_now.source(table, found.differ)
+    if source is None:
+        verdict.value_diff["columns_not_compared"] = ("the lake's rows are not at hand" if lake is None
+                                                      else "the source's rows cannot be read")
+        return verdict
+    rows = columns.compare_rows(found.differ, cp.row_hashes or {}, found.changed_after, source, lake,
+                                rows_now.rules(table))
+    verdict.value_diff["rows"] = rows[:columns.ROWS_SHOWN]
+    if found.missing_in_lake or found.extra_in_lake or not columns.all_tolerated(rows):
+        return verdict
+    named = sorted({c["column"] for r in rows for c in r["columns"]})
+    reason = (f"the values agree within the declared tolerance: {len(rows)} rows differ in "
+              f"{', '.join(named)} by no more than it allows")
+    return replace(verdict, verdict=MATCH, reason=reason)
 
 
 def _differing(fps: list[int], source: list[int]) -> int:
@@ -616,21 +672,21 @@ def _fingerprints_before(table: str, runs: Sequence[RunCounts], index: int) -> l
     return [0] * rule.BUCKETS
 
 
-KeyedSteps = Callable[[str, str, str | int], list[tuple[str | None, int]]]  # StepSource.keys_from's shape
+KeyedSteps = Callable[[str, str, str | int], list[tuple]]  # StepSource.keys_from's shape: (key, change, ...)
 
 
 def _keyed_steps_after(cp: Checkpoint, table: str, ledger: Sequence[RunCounts],
-                       read: KeyedSteps) -> list[tuple[str, int]] | None:
+                       read: KeyedSteps) -> list[tuple] | None:
     """The table's steps at or after the checkpoint's cut (``read``: the StepSource's count or value form),
     (key, change) in run order; None where one has no key (a TRUNCATE: the keys before it are not known)."""
     found = []
     for run in ledger:
         entry = run.tables.get(table)
         if entry and entry.get("steps"):
-            for key, change in read(entry["steps"], cp.moment.kind, cp.moment.low):
-                if key is None:
+            for step in read(entry["steps"], cp.moment.kind, cp.moment.low):
+                if step[0] is None:
                     return None
-                found.append((key, change))
+                found.append(step)
     return found
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,8 +52,10 @@ class SourceSnapshot:
     keys: dict[str, list[str]] = field(default_factory=dict)
     # each bucket's value fingerprint (jobs.reconcile.fingerprint), for tables read as the lake's columns
     fingerprints: dict[str, list[int]] = field(default_factory=dict)
-    # each key's row hash, for small fingerprinted tables (what a value mismatch's keys are found by)
+    # each key's row hash, for small fingerprinted tables (what a value mismatch's keys are found by); for a
+    # large one, of the keys in some buckets (row_hash_buckets)
     row_hashes: dict[str, dict[str, str]] = field(default_factory=dict)
+    row_hash_buckets: dict[str, tuple[int, ...]] = field(default_factory=dict)
     moment: Moment | None = None
     taken_at: int | None = None  # the source clock at the snapshot (epoch microseconds)
     how: str = ""  # what the database offered for the moment, for the report
@@ -70,6 +72,9 @@ class Table:
     key_rows_limit: int | None = None  # None: the capture's
     # the lake's columns (name -> type) the source has all of: its rows' values are fingerprinted as them
     columns: dict[str, str] | None = None
+    # buckets of keys to keep the row hashes of, were the table too large to keep them all (where an
+    # earlier checkpoint's values differed: the drill-down's next step)
+    buckets: tuple[int, ...] = ()
 
 
 class _Snapshot:
@@ -91,37 +96,66 @@ class _Snapshot:
     def count(self, t: Table, out: SourceSnapshot) -> None:
         import sqlalchemy as sa
 
+        per_bucket: list[int] = []
         if t.columns and t.key_columns and self._values is not None:
-            out.rows[t.table_id], out.fingerprints[t.table_id] = self._fingerprints(t)
+            out.fingerprints[t.table_id], per_bucket = self._fingerprints(t)
+            out.rows[t.table_id] = sum(per_bucket)
         else:
             out.rows[t.table_id] = int(self._conn.execute(self._select(t, sa.func.count())).scalar_one())
-        rows = out.rows[t.table_id]
-        if not t.key_columns or rows > (self._limit if t.key_rows_limit is None else t.key_rows_limit):
+        rows, limit = out.rows[t.table_id], self._limit if t.key_rows_limit is None else t.key_rows_limit
+        if not t.key_columns or (rows > limit and not per_bucket):
             return
-        if t.table_id in out.fingerprints:
-            hashes = {key_text(t.key_columns, row[:-2]): rule.hex_of(int(row[-1]))
-                      for row in fingerprint.fetch_all(self._conn, self._statement(t, also=t.key_columns))}
-            out.keys[t.table_id], out.row_hashes[t.table_id] = list(hashes), hashes
+        if per_bucket:
+            buckets = None if rows <= limit else _within(t.buckets, per_bucket, limit)
+            if buckets == ():
+                return
+            hashes = {key_text(t.key_columns, row[:-2]): rule.hex_of(int(row[-1])) for row in fingerprint.fetch_all(
+                self._conn, self._statement(t, also=t.key_columns, buckets=buckets))}
+            out.row_hashes[t.table_id] = hashes
+            if buckets is None:
+                out.keys[t.table_id] = list(hashes)
+            else:
+                out.row_hash_buckets[t.table_id] = buckets
         else:
             result = self._conn.execute(self._select(t, *(sa.column(c) for c in t.key_columns)))
             out.keys[t.table_id] = [key_text(t.key_columns, row) for row in result]
 
-    def _statement(self, t: Table, also: tuple[str, ...] | None = None) -> str:
-        """The table's fingerprints per bucket; with ``also``, each row's hash beside those columns."""
+    def _statement(self, t: Table, also: tuple[str, ...] | None = None, texts: bool = False,
+                   buckets: tuple[int, ...] | None = None) -> str:
+        """The table's fingerprints per bucket; with ``also``, each row's hash beside those columns (and with
+        ``texts``, its columns' canonical texts; with ``buckets``, of the rows in those only)."""
         preparer = self._conn.dialect.identifier_preparer
         name = preparer.quote(t.name)
         if t.schema is not None:
             name = f"{preparer.quote_schema(t.schema)}.{name}"
         if also is None:
             return fingerprint.source_fingerprint_sql(self._values, preparer.quote, name, t.columns, t.key_columns)
-        return fingerprint.source_hashes_sql(self._values, preparer.quote, name, t.columns, t.key_columns,
-                                             also=also)
+        hashes = fingerprint.source_hashes_sql(self._values, preparer.quote, name, t.columns, t.key_columns,
+                                               also=also, texts=texts)
+        return hashes if buckets is None else \
+            f"SELECT * FROM ({hashes}) AS k WHERE b IN ({', '.join(str(int(b)) for b in buckets)})"
 
-    def _fingerprints(self, t: Table) -> tuple[int, list[int]]:
-        sums, rows = [0] * rule.BUCKETS, 0
+    def rows_of(self, t: Table, keys: Collection[str],
+                buckets: tuple[int, ...]) -> dict[str, tuple[str, dict[str, str | None]]]:
+        """Some keys' rows (key -> row hash, column -> canonical text), as the table holds them now; of the
+        rows in ``buckets`` (the keys')."""
+        if self._values is None or not t.columns or not t.key_columns:
+            return {}
+        self.prepare()
+        names, width, wanted, out = sorted(t.columns), len(t.key_columns), set(keys), {}
+        for row in fingerprint.fetch_all(self._conn, self._statement(t, also=t.key_columns, texts=True,
+                                                                     buckets=buckets)):
+            key = key_text(t.key_columns, row[:width])
+            if key in wanted:
+                out[key] = (rule.hex_of(int(row[-1])), dict(zip(names, row[width:width + len(names)])))
+        return out
+
+    def _fingerprints(self, t: Table) -> tuple[list[int], list[int]]:
+        """Each bucket's fingerprint and rows."""
+        sums, rows = [0] * rule.BUCKETS, [0] * rule.BUCKETS
         for bucket, count, total in fingerprint.fetch_all(self._conn, self._statement(t)):
-            sums[int(bucket)], rows = rule.add(int(total)), rows + int(count)
-        return rows, sums
+            sums[int(bucket)], rows[int(bucket)] = rule.add(int(total)), int(count)
+        return sums, rows
 
     def prepare(self) -> None:
         """What the dialect's fingerprints need of the session (times read in UTC; SQLite's functions)."""
@@ -131,6 +165,17 @@ class _Snapshot:
             fingerprint.fetch_all(self._conn, statement)
         if self._conn.dialect.name == "sqlite":
             fingerprint.register_sqlite(self._conn.connection.driver_connection)
+
+
+def _within(wanted: tuple[int, ...], per_bucket: list[int], limit: int) -> tuple[int, ...]:
+    """The buckets of ``wanted``, in order, whose rows together stay within ``limit``."""
+    chosen, total = [], 0
+    for b in wanted:
+        if total + per_bucket[b] > limit:
+            break
+        chosen.append(b)
+        total += per_bucket[b]
+    return tuple(chosen)
 
 
 def _time_of(value) -> int:
@@ -276,6 +321,16 @@ def _no_moment(conn, tables: list[Table], fmt: str | None, limit: int) -> Source
 CAPTURES: dict[str, Callable[..., SourceSnapshot]] = {
     "postgresql": _postgresql, "mysql": _mysql, "mariadb": _mysql, "mssql": _mssql, "oracle": _oracle,
 }
+
+
+def current_rows(conn, t: Table, keys: Collection[str],
+                 buckets: tuple[int, ...]) -> dict[str, tuple[str, dict[str, str | None]]]:
+    """Some keys' rows of a table as the source holds them now, each with its row hash: what the columns of a
+    value mismatch are shown from (jobs.reconcile.columns; one scan, the rows of the keys' ``buckets`` read)."""
+    try:
+        return _Snapshot(conn, 0).rows_of(t, keys, buckets)
+    finally:
+        conn.rollback()
 
 
 def capture(conn, tables: list[Table], fmt: str | None, key_rows_limit: int) -> SourceSnapshot:

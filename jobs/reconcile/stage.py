@@ -14,7 +14,8 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from jobs.reconcile.checkpoints import (
     Tolerance,
     parse_duration,
 )
+from jobs.reconcile.columns import ColumnRules, RowReader
 from jobs.reconcile.landed_reach import DEFAULT_CAPTURE_DELAY, LandedReach
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,15 @@ class ReconcileOptions:
     # per-table settings over the two above, (table pattern, value) in their order (jobs.model.table_rules)
     table_tolerances: tuple[tuple[str, Tolerance], ...] = ()
     table_key_rows_limits: tuple[tuple[str, int], ...] = ()
+    # what a pipeline file declares of tables' columns: never shown, and numbers' allowed differences
+    table_sensitive_columns: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    table_value_tolerances: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
+    # (table id, buckets): where a large table's values last differed, the keys a capture keeps the row hashes of
+    drill_buckets: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def column_rules_of(self, table_id: str) -> ColumnRules:
+        return ColumnRules(frozenset(setting_for(self.table_sensitive_columns, table_id, ())),
+                           dict(setting_for(self.table_value_tolerances, table_id, ())))
 
     def tolerance_of(self, table_id: str) -> Tolerance | None:
         return setting_for(self.table_tolerances, table_id, self.tolerance)
@@ -188,11 +199,10 @@ def _matches_any(key: str, table_ids: list[str]) -> bool:
     return any(_key_matches(key, tid, fold_case=True) for tid in table_ids)
 
 
-def _sql_checkpoints(url_text: str, state: dict[str, dict], run_id: str,
-                     options: ReconcileOptions) -> tuple[list[Checkpoint], str]:
+@contextmanager
+def _source_database(url_text: str):
+    """(a connection, the URL as shown) of a SQL source; its failures as SourceCountsError without the password."""
     import sqlalchemy as sa
-
-    from jobs.reconcile.sources import Table, capture
 
     url, shown = _url(url_text)
     try:
@@ -203,29 +213,87 @@ def _sql_checkpoints(url_text: str, state: dict[str, dict], run_id: str,
         raise SourceCountsError(f"source {shown}: {_driver_message(exc, url.password)}") from None
     try:
         with engine.connect() as conn:
-            finder = _SourceTables(sa.inspect(conn), conn.dialect.name)
-            tables = []
-            for table_id in sorted(state):
-                found = finder.find(table_id)
-                if found is not None:
-                    keys = tuple(state[table_id].get("key_columns") or ())
-                    tables.append(Table(table_id, found[0], found[1], keys, options.key_rows_limit_of(table_id),
-                                        finder.fingerprinted(found, state[table_id].get("columns"))))
-            conn.rollback()
-            snap = capture(conn, tables, options.fmt, options.key_rows_limit)
+            yield conn, shown
     except sa.exc.SQLAlchemyError as exc:
         raise SourceCountsError(f"source {shown}: {_driver_message(exc, url.password)}") from None
     finally:
         engine.dispose()
+
+
+def _source_table(finder: _SourceTables, table_id: str, state: dict[str, dict], options: ReconcileOptions):
+    """The source table of a state table (with its keys and the columns its values are read as), or None."""
+    from jobs.reconcile.sources import Table
+
+    found = finder.find(table_id)
+    if found is None:
+        return None
+    keys = tuple(state[table_id].get("key_columns") or ())
+    return Table(table_id, found[0], found[1], keys, options.key_rows_limit_of(table_id),
+                 finder.fingerprinted(found, state[table_id].get("columns")),
+                 dict(options.drill_buckets).get(table_id, ()))
+
+
+def _sql_checkpoints(url_text: str, state: dict[str, dict], run_id: str,
+                     options: ReconcileOptions) -> tuple[list[Checkpoint], str]:
+    import sqlalchemy as sa
+
+    from jobs.reconcile.sources import capture
+
+    with _source_database(url_text) as (conn, shown):
+        finder = _SourceTables(sa.inspect(conn), conn.dialect.name)
+        tables = [t for t in (_source_table(finder, table_id, state, options) for table_id in sorted(state)) if t]
+        conn.rollback()
+        snap = capture(conn, tables, options.fmt, options.key_rows_limit)
     source = f"{snap.dialect} {shown}"
     found_cps = [Checkpoint(t.table_id, snap.rows[t.table_id], snap.moment, source, run_id, table_id=t.table_id,
                             taken_at=snap.taken_at, keys=tuple(snap.keys[t.table_id]) if t.table_id in snap.keys
                             else None, tolerance=options.tolerance_of(t.table_id) if snap.moment.assumed else None,
                             committed_by=snap.committed_by,
                             fingerprints=_fingerprints(snap.fingerprints.get(t.table_id)),
-                            row_hashes=snap.row_hashes.get(t.table_id))
+                            row_hashes=snap.row_hashes.get(t.table_id),
+                            row_hash_buckets=snap.row_hash_buckets.get(t.table_id))
                  for t in tables]
     return found_cps, snap.how
+
+
+class JudgedRows:
+    """The rows of a value mismatch's keys (jobs.reconcile.columns.RowReader): the source's read again through
+    its URL when the mismatch is judged (a counts file has none), the lake's from ``lake_texts`` (some keys'
+    rows in a state table now, as canonical texts)."""
+
+    def __init__(self, spec: str | None, state: dict[str, dict],
+                 lake_texts: Callable[[str, Sequence[str]], dict[str, dict[str, str | None]] | None],
+                 options: ReconcileOptions) -> None:
+        self._spec, self._state, self._lake_texts, self._options = spec, state, lake_texts, options
+
+    def source(self, table: str, keys: Sequence[str]) -> dict[str, tuple[str, dict[str, str | None]]] | None:
+        import sqlalchemy as sa
+
+        from jobs.fold import fingerprints as rule
+        from jobs.reconcile.sources import current_rows
+
+        if not self._spec or not _looks_like_url(self._spec) or table not in self._state:
+            return None
+        # the source reads only the rows of the keys' buckets (known from the lake's texts of the same keys)
+        lake = self._lake_texts(table, keys) or {}
+        buckets = {rule.bucket_of(texts, self._state[table]["key_columns"]) for texts in lake.values()}
+        if not buckets:
+            return {}
+        try:
+            with _source_database(self._spec) as (conn, _shown):
+                found = _source_table(_SourceTables(sa.inspect(conn), conn.dialect.name), table, self._state,
+                                      self._options)
+                return None if found is None or not found.columns else current_rows(conn, found, keys,
+                                                                                  tuple(sorted(buckets)))
+        except SourceCountsError as exc:
+            log.warning("the columns of %s's differing rows are not shown: %s", table, exc)
+            return None
+
+    def lake(self, table: str, keys: Sequence[str]) -> dict[str, dict[str, str | None]] | None:
+        return self._lake_texts(table, keys)
+
+    def rules(self, table: str) -> ColumnRules:
+        return self._options.column_rules_of(table)
 
 
 def _fingerprints(values: list[int] | None) -> tuple[str, ...] | None:
@@ -332,15 +400,16 @@ def _pick(id_part: str, names: list[str], what: str) -> str | None:
 def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state: dict[str, dict],
                   options: ReconcileOptions, keys_now: Callable[[str], list[str] | None] | None = None,
                   landing: LandedReach | None = None,
-                  hashes_now: Callable[[str], dict[str, int] | None] | None = None) -> tuple[TableReconciliation, ...]:
+                  hashes_now: cps.HashesNow | None = None,
+                  rows_now: RowReader | None = None) -> tuple[TableReconciliation, ...]:
     """Judge this run's checkpoints and those earlier runs left pending; keep the still pending (and the
     judged, for re-runs) in the lake; one row per table (state tables and source-only tables).
     ``landing``: the run's landing's evidence of reach (jobs.reconcile.landed_reach); ``hashes_now``: the row hash
-    of each key a (small) table holds now, for the keys of a value mismatch."""
-    from jobs.lake.ledger import CHECKPOINTS, ArrowSteps, read_ledger
+    of each key a (small) table holds now, for the keys of a value mismatch; ``rows_now``: some keys' rows, for
+    their columns."""
+    from jobs.lake.ledger import ArrowSteps, read_ledger
 
-    stored_rel = f"{lake.counts_dir(pipeline)}/{CHECKPOINTS}"
-    stored = cps.loads(lake.read_text(stored_rel)) if lake.exists(stored_rel) else []
+    stored_rel, stored = _stored(lake, pipeline)
     todo = cps.merge_pending(stored, new, run_id)
     ledger, steps = read_ledger(lake, pipeline, through_run=run_id), ArrowSteps(lake)
     if landing is not None and landing.through is not None:
@@ -351,10 +420,30 @@ def reconcile_run(lake, pipeline: str, run_id: str, new: list[Checkpoint], state
         if cp.moment is None:  # no moment, and no time it was read at
             verdict = Judgement(UNKNOWN, reason="a count without a moment or a time it was read at")
         else:
-            verdict = cps.judge(cp, ledger, steps, options.max_lag_s, as_of, keys_now, hashes_now)
+            verdict = cps.judge(cp, ledger, steps, options.max_lag_s, as_of, keys_now, hashes_now, rows_now)
         judged.append((cp, verdict))
     _store(lake, stored_rel, stored, judged, run_id)
     return _table_rows(state, judged, _latest_judged(stored, run_id))
+
+
+def _stored(lake, pipeline: str) -> tuple[str, list[Checkpoint]]:
+    """Where the pipeline's checkpoints are kept, and those kept."""
+    from jobs.lake.ledger import CHECKPOINTS
+
+    rel = f"{lake.counts_dir(pipeline)}/{CHECKPOINTS}"
+    return rel, cps.loads(lake.read_text(rel)) if lake.exists(rel) else []
+
+
+def drill_buckets(lake, pipeline: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(table id, buckets) where a table's latest value verdict found buckets of keys that differ: the next
+    capture keeps the row hashes of their keys (a table too large to keep every key's), so that its verdict
+    names the keys and their columns (docs/design/fingerprints.md)."""
+    latest: dict[str, dict] = {}
+    for cp in _stored(lake, pipeline)[1]:
+        if cp.judged_in is not None and cp.fingerprints is not None and cp.verdict:
+            latest[cp.table_id or cp.table] = cp.verdict
+    return tuple((table, tuple(sorted(int(b) for b in v["value_diff"].get("source") or {})))
+                 for table, v in sorted(latest.items()) if v.get("value_diff") and v["verdict"] == MISMATCH)
 
 
 def _latest_judged(stored: list[Checkpoint], run_id: str) -> dict[str, CheckpointVerdict]:

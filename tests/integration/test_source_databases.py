@@ -10,9 +10,11 @@ binlog positions and reach the lake in two runs. Every checkpoint is ``match`` o
 """
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 import sqlalchemy as sa
@@ -22,8 +24,8 @@ from jobs.iceberg.catalog import state_summary
 from jobs.lake.layout import Lake
 from jobs.model.record import make_table_id
 from jobs.reconcile.checkpoints import BEHIND, MATCH, MISMATCH
-from jobs.reconcile.stage import ReconcileOptions, reconcile_run, source_checkpoints
-from jobs.stages import lake_keys, lake_row_hashes
+from jobs.reconcile.stage import JudgedRows, ReconcileOptions, drill_buckets, reconcile_run, source_checkpoints
+from jobs.stages import LakeRowsNow, lake_keys
 from tests.support.databases import (
     PASSWORD,
     binlog_changes,
@@ -195,7 +197,7 @@ def _values_run(url: str, table_id: str, read_changes, tmp_path) -> None:
             captured += [c for c in source_checkpoints(url, state, "run1", options)[0] if c.table_id == table_id]
         writer.join()
         assert writer.error is None
-        lost_id = conn.exec_driver_sql("SELECT min(id) FROM accounts").scalar_one()
+        lost_id, kept = conn.exec_driver_sql("SELECT id, balance FROM accounts ORDER BY id LIMIT 1").one()
         conn.exec_driver_sql(f"UPDATE accounts SET balance = 999999 WHERE id = {lost_id}")
         conn.commit()
         after_update = [c for c in source_checkpoints(url, state, "run1", options)[0] if c.table_id == table_id]
@@ -216,8 +218,9 @@ def _values_run(url: str, table_id: str, read_changes, tmp_path) -> None:
     lake_ = Lake.at(str(lake))
     now = state_summary(lake_, "src")
     assert now[table_id]["columns"] == columns
-    rows = reconcile_run(lake_, "src", "run1", captured + after_update, now, options,
-                         hashes_now=lake_row_hashes(lake_, "src", now, lambda _table: 10_000))
+    lake_rows = LakeRowsNow(lake_, "src", now, lambda _table: 10_000)
+    rows = reconcile_run(lake_, "src", "run1", captured + after_update, now, options, hashes_now=lake_rows.hashes,
+                         rows_now=JudgedRows(url, now, lake_rows.texts, options))
     verdicts = {v.moment: v for r in rows for v in r.checkpoints}
     assert len(verdicts) == len(captured) + 1
     for cp in captured:
@@ -230,6 +233,10 @@ def _values_run(url: str, table_id: str, read_changes, tmp_path) -> None:
     # the key the lost update was of: the only one whose row differs at the moment
     assert wrong.value_diff.keys.differ == (f'{{"id":"{lost_id}"}}',)
     assert wrong.value_diff.keys.missing_in_lake == () == wrong.value_diff.keys.extra_in_lake
+    # and its column, with the value the source had at the moment beside the lake's
+    [row] = wrong.value_diff.rows
+    assert row.key == f'{{"id":"{lost_id}"}}' and [c.to_json() for c in row.columns] == [
+        {"column": "balance", "source": "999999", "lake": str(kept), "within_tolerance": False}]
 
 
 def test_postgres_values_while_it_changes_and_a_lost_update(tmp_path):
@@ -253,3 +260,132 @@ def test_mariadb_values_while_it_changes_and_a_lost_update(tmp_path):
         engine.dispose()
         _values_run(server.url, make_table_id("shop", None, "accounts"),
                     lambda conn: binlog_changes(server.datadir, {"accounts": ["id", "balance"]}), tmp_path)
+
+
+def _edit_by_hand(lake: Lake, table_id: str, key_id: str, values: dict[str, str]) -> None:
+    """What an engineer's UPDATE of one row does to a state table: a commit of its own, outside the pipeline."""
+    import pyarrow as pa
+    from pyiceberg.expressions import EqualTo
+
+    from jobs.iceberg.catalog import load_table, open_catalog
+
+    table = load_table(open_catalog(lake), "src", table_id)
+    row = table.scan(row_filter=EqualTo("id", key_id)).to_arrow()
+    assert row.num_rows == 1
+    for name, value in values.items():
+        i = row.schema.get_field_index(name)
+        row = row.set_column(i, row.schema.field(i), pa.array([value], row.schema.field(i).type))
+    table.overwrite(row, overwrite_filter=EqualTo("id", key_id))
+
+
+def test_postgres_values_written_by_hand_into_the_lake_are_found_masked_or_tolerated(tmp_path):
+    """A value changed in the lake by hand is a value mismatch naming its key and column with both values
+    (masked for a sensitive column); a difference within a column's declared tolerance is no mismatch."""
+    with postgres_server() as url:
+        engine = sa.create_engine(url)
+        with engine.connect() as conn:
+            conn.exec_driver_sql("CREATE TABLE prices (id int PRIMARY KEY, price double precision)")
+            conn.exec_driver_sql("CREATE TABLE people (id int PRIMARY KEY, secret text)")
+            conn.commit()
+            conn.exec_driver_sql("SELECT pg_create_logical_replication_slot('cdc', 'test_decoding')")
+            conn.commit()
+            for table, value in (("prices", "{i} * 1.5"), ("people", "'s' || {i}")):
+                conn.exec_driver_sql(f"INSERT INTO {table} SELECT i, {value.format(i='i')} "
+                                     "FROM generate_series(1, 10) AS i")
+            conn.commit()
+            first = pg_changes(conn, "cdc")
+            ids = {t: make_table_id("shop", "public", t) for t in ("prices", "people")}
+            lake, keys = Lake.at(str(tmp_path / "lake")), {"prices": ["id"], "people": ["id"]}
+            write_parquet(tmp_path / "raw1" / "part-0.parquet", debezium_records(first, keys))
+            assert jobs_run("debezium", tmp_path / "raw1", tmp_path / "lake", "src", "run1") == 0
+            _edit_by_hand(lake, ids["prices"], "3", {"price": "4.5000000001"})  # the source has 4.5
+            _edit_by_hand(lake, ids["people"], "5", {"secret": "leaked"})  # the source has s5
+            # the next run brings changes of both tables: it starts from their edited states
+            conn.exec_driver_sql("INSERT INTO prices VALUES (11, 16.5)")
+            conn.exec_driver_sql("INSERT INTO people VALUES (11, 's11')")
+            conn.commit()
+            now = state_summary(lake, "src")
+            captured = source_checkpoints(url, now, "run2", ReconcileOptions(fmt="debezium"))[0]
+            for i in range(12, 15):  # later transactions: the lake's reach passes the capture
+                conn.exec_driver_sql(f"INSERT INTO prices VALUES ({i}, 18)")
+                conn.commit()
+            write_parquet(tmp_path / "raw2" / "part-0.parquet", debezium_records(pg_changes(conn, "cdc"), keys))
+        engine.dispose()
+        assert jobs_run("debezium", tmp_path / "raw2", tmp_path / "lake", "src", "run2") == 0
+
+        def judged(**rules) -> dict:
+            options = ReconcileOptions(fmt="debezium", **rules)
+            state = state_summary(lake, "src")
+            lake_rows = LakeRowsNow(lake, "src", state, lambda _table: 10_000)
+            rows = reconcile_run(lake, "src", "run2", captured, state, options, hashes_now=lake_rows.hashes,
+                                 rows_now=JudgedRows(url, state, lake_rows.texts, options))
+            return {r.table: r.checkpoints[0] for r in rows}
+
+        strict = judged()
+        price, person = strict[ids["prices"]], strict[ids["people"]]
+        assert price.verdict == MISMATCH == person.verdict
+        assert price.source_rows == price.lake_rows == 11  # the counts agree
+        assert price.value_diff.keys.differ == ('{"id":"3"}',)
+        assert [c.to_json() for c in price.value_diff.rows[0].columns] == [
+            {"column": "price", "source": "4.5", "lake": "4.5000000001", "within_tolerance": False}]
+        assert [c.to_json() for c in person.value_diff.rows[0].columns] == [
+            {"column": "secret", "source": "s5", "lake": "leaked", "within_tolerance": False}]
+
+        declared = judged(table_value_tolerances=(("prices", (("price", 1e-6),)),),
+                          table_sensitive_columns=(("people", ("secret",)),))
+        assert declared[ids["prices"]].verdict == MATCH
+        assert "within the declared tolerance" in declared[ids["prices"]].reason
+        masked = declared[ids["people"]]
+        assert masked.verdict == MISMATCH and masked.value_diff.keys.differ == ('{"id":"5"}',)
+        assert [c.to_json() for c in masked.value_diff.rows[0].columns] == [
+            {"column": "secret", "source": "(masked)", "lake": "(masked)", "within_tolerance": False}]
+        assert "leaked" not in json.dumps([v.to_json() for v in declared.values()])
+
+
+def test_postgres_a_large_tables_value_mismatch_is_drilled_into_at_the_next_capture(tmp_path):
+    """A table over its key limit keeps no row hashes: its value mismatch names buckets. The next capture keeps
+    the row hashes of those buckets' keys, and its verdict names the key and the column with both values."""
+    with postgres_server() as url:
+        engine = sa.create_engine(url)
+        table_id, lake, keys = make_table_id("shop", "public", "accounts"), Lake.at(str(tmp_path / "lake")), KEYS
+        options = ReconcileOptions(fmt="debezium", table_key_rows_limits=(("accounts", 5),))
+
+        def run(conn, n: int, captured) -> dict:
+            for i in range(3):  # later transactions: the lake's reach passes the capture
+                conn.exec_driver_sql(f"INSERT INTO accounts VALUES ({1000 * n + i}, 0)")
+                conn.commit()
+            records = [r for r in debezium_records(pg_changes(conn, "cdc"), keys) if b"999999" not in r["value"]]
+            write_parquet(tmp_path / f"raw{n}" / "part-0.parquet", records)
+            assert jobs_run("debezium", tmp_path / f"raw{n}", tmp_path / "lake", "src", f"run{n}") == 0
+            state = state_summary(lake, "src")
+            lake_rows = LakeRowsNow(lake, "src", state, options.key_rows_limit_of)
+            [row] = reconcile_run(lake, "src", f"run{n}", captured, state, options, hashes_now=lake_rows.hashes,
+                                  rows_now=JudgedRows(url, state, lake_rows.texts, options))
+            return {c.moment: c for c in row.checkpoints}
+
+        with engine.connect() as conn:
+            conn.exec_driver_sql("CREATE TABLE accounts (id int PRIMARY KEY, balance int)")
+            conn.commit()
+            conn.exec_driver_sql("SELECT pg_create_logical_replication_slot('cdc', 'test_decoding')")
+            conn.exec_driver_sql("INSERT INTO accounts SELECT i, i FROM generate_series(1, 40) AS i")
+            conn.commit()
+            conn.exec_driver_sql("UPDATE accounts SET balance = 999999 WHERE id = 17")  # lost on its way
+            conn.commit()
+            state = state_summary(lake, "src") or {table_id: {"state_rows": 0, "snapshot_id": None,
+                                                              "key_columns": ["id"],
+                                                              "columns": {"id": "string", "balance": "string"}}}
+            [first] = source_checkpoints(url, state, "run1", options)[0]
+            assert first.row_hashes is None and first.fingerprints is not None  # 40 rows: over the limit
+            [judged] = run(conn, 1, [first]).values()
+            assert judged.verdict == MISMATCH and judged.value_diff.differing == 1 and judged.value_diff.keys is None
+            drilled = replace(options, drill_buckets=drill_buckets(lake, "src"))
+            assert drilled.drill_buckets == ((table_id, tuple(int(b) for b in judged.value_diff.source)),)
+            [second] = source_checkpoints(url, state_summary(lake, "src"), "run2", drilled)[0]
+            assert second.row_hash_buckets == drilled.drill_buckets[0][1] and '{"id":"17"}' in second.row_hashes
+            assert len(second.row_hashes) <= 5
+            verdict = run(conn, 2, [second])[second.moment.text]
+        engine.dispose()
+    assert verdict.verdict == MISMATCH and verdict.value_diff.keys.differ == ('{"id":"17"}',)
+    assert verdict.value_diff.keys.missing_in_lake == () == verdict.value_diff.keys.extra_in_lake
+    assert [c.to_json() for c in verdict.value_diff.rows[0].columns] == [
+        {"column": "balance", "source": "999999", "lake": "17", "within_tolerance": False}]

@@ -88,6 +88,8 @@ def test_a_file_is_read_once_per_process_until_it_or_a_variable_it_reads_changes
     (lambda d: d["tables"].append({"match": "t", "primary_keys": []}),
      "tables.2.primary_keys: List should have at least 1 item after validation, not 0; fix: list at least one, or remove `primary_keys`"),
     (lambda d: d["tables"].append({"match": "t", "histroy": True}), "tables.2.histroy: unknown field; fix: did you mean `history`?"),
+    (lambda d: d["tables"].append({"match": "t", "value_tolerances": {"price": -0.1}}),
+     "tables.2.value_tolerances: a tolerance is a finite number of at least 0 (column price); fix: e.g."),
     (lambda d: d.update(spark_conf={}), "spark_conf: unknown field; fix: did you mean `spark`?"),
     (lambda d: d["pipeline"].update(end="2026-10-01"), "pipeline: end 2026-10-01 is before start 2026-11-01"),
     (lambda d: d["pipeline"].update(tags=["x" * 101]), "pipeline.tags.0: String should have at most 100 characters"),

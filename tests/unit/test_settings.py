@@ -15,7 +15,8 @@ RUN_ID = "20261101T000000Z_20261102T000000Z"
 WINDOW = ["--start", "2026-11-01T00:00:00Z", "--end", "2026-11-02T00:00:00Z"]
 TABLES = [{"match": "shop.public.*", "primary_keys": ["id"], "history": True, "count_tolerance": "10,1%"},
           {"match": "shop.public.order_lines", "primary_keys": ["order_id", "line_no"], "history": False},
-          {"match": "audit_*", "key_rows_limit": 5}]
+          {"match": "audit_*", "key_rows_limit": 5},
+          {"match": "customers", "sensitive_columns": ["email", "ssn"], "value_tolerances": {"score": 0.01}}]
 
 
 def _args(*argv: str) -> RunSettings:
@@ -38,6 +39,9 @@ def test_a_pipeline_file_gives_a_run_of_an_interval_every_setting(tmp_path):
     r = settings.reconcile
     assert (r.source_counts, r.max_lag_s, r.capture_delay_s, r.checked_at) == ("conn:erp", 5400, 300, DAY2)
     assert r.table_tolerances == (("shop.public.*", "10,1%"),) and r.table_key_rows_limits == (("audit_*", 5),)
+    rules = r.options("debezium").column_rules_of("shop.public.customers")
+    assert rules.sensitive == {"email", "ssn"} and rules.tolerances == {"score": 0.01}
+    assert r.options("debezium").column_rules_of("shop.public.orders").sensitive == frozenset()
     assert settings.alert.to == ("dq@x.org",) and settings.alert.smtp_connection == "smtp_dq"
     assert settings.expire.as_of == DAY2 and settings.expire.retention() == (3, 10)
 

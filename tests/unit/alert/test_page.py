@@ -46,6 +46,20 @@ def test_a_value_mismatch_shows_its_buckets_and_the_keys_escaped():
     page = render_report("shop", "r1", RunReports(reconciliation=reconciliation), {})
     assert "values differ in 1 of 64 buckets of keys<br>rows differ: <code>{&quot;id&quot;:&quot;&lt;7&gt;&quot;}</code>" \
         in page
+    assert "Values that differ" not in page  # no row's columns: no section
+
+    judged["value_diff"]["rows"] = [
+        {"key": '{"id":"<7>"}', "columns": [{"column": "st<a>tus", "source": "<paid>", "lake": "open"},
+                                          {"column": "price", "source": "1.5", "lake": "1.5000001",
+                                           "within_tolerance": True}]},
+        {"key": '{"id":"8"}', "not_compared": "the source changed the row after the moment"}]
+    reconciliation = ReconciliationReport.from_json({"tables": [{"table": "t", "status": "mismatch", "state_rows": 5,
+                                                                 "source_rows": 5, "checkpoints": [judged]}]})
+    page = render_report("shop", "r1", RunReports(reconciliation=reconciliation), {})
+    assert ("<tr><td>t</td><td>m1</td><td><code>{&quot;id&quot;:&quot;&lt;7&gt;&quot;}</code></td><td>st&lt;a&gt;tus"
+            "</td><td><code>&lt;paid&gt;</code></td><td><code>open</code></td><td></td></tr>") in page
+    assert "<td><code>1.5</code></td><td><code>1.5000001</code></td><td>within tolerance</td>" in page
+    assert "<i>the source changed the row after the moment</i>" in page
 
 
 def test_the_landings_evidence_of_reach_is_shown():

@@ -96,6 +96,14 @@ def test_a_value_mismatch_says_the_counts_agree_and_names_the_keys_whose_rows_di
     _subject, html = render_alert_html("shop", "r1", (reason,), "/lake")
     assert "Rows whose values do not match the source" in html and "{&quot;id&quot;:&quot;7&quot;}" in html
     assert "Row counts that do not match" not in html
+    # with the differing columns: their names, not their values (maybe personal data: on the report only)
+    diff = row["checkpoints"][0]["value_diff"]
+    diff["rows"] = [{"key": '{"id":"7"}', "columns": [{"column": "status", "source": "paid", "lake": "open"},
+                                                      {"column": "<b>", "source": "1", "lake": "2"}]}]
+    [reason] = alert_reasons(_reconciliation(row), 0.0)
+    assert reason.columns_differ == {'{"id":"7"}': "status, <b>"}
+    _subject, html = render_alert_html("shop", "r1", (reason,), "/lake")
+    assert "status, &lt;b&gt;" in html and "paid" not in html and "open" not in html
 
 
 def test_the_alert_of_a_real_rerun_from_the_reports_it_wrote():

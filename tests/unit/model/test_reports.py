@@ -175,7 +175,11 @@ _EVERY_FIELD = [
                 reason="why", judged_run="r", key_diff=R.KeyDiff(missing_in_lake=("a",), extra_in_lake=("b",)),
                 value_diff=R.ValueDiff(buckets=64, differing=1, source={"3": "00000000000000ff"},
                                        lake={"3": "00000000000000fe"},
-                                       keys=R.ValueKeys(differ=("k",), missing_in_lake=("m",), extra_in_lake=("x",)))),),
+                                       keys=R.ValueKeys(differ=("k",), missing_in_lake=("m",), extra_in_lake=("x",)),
+                                       rows=(R.ValueRow(key="k", columns=(R.ValueColumn(
+                                           column="c", source="1", lake="2", within_tolerance=True),),
+                                           not_compared="n"),),
+                                       columns_not_compared="why")),),
             pending=(R.CheckpointVerdict(verdict="behind", moment_assumed="when read", lag=R.Lag(
                 checkpoint="9", lake_position="8", lake_time="t", landed_through="u", seconds=1.5, overdue=True,
                 waiting_seconds=4000.0)),),
@@ -188,7 +192,7 @@ _EVERY_FIELD = [
                  R.CountMismatch(table="t", moment="m", source_rows=3, lake_rows=2, difference=-1,
                                  missing_in_lake=("k",), extra_in_lake=(), snapshot_id=7),
                  R.ValueMismatch(table="t", moment="m", source_rows=3, differing_buckets=1, keys_differ=("k",),
-                                 missing_in_lake=("a",), extra_in_lake=("b",), snapshot_id=7),
+                                 missing_in_lake=("a",), extra_in_lake=("b",), columns_differ={"k": "c"}, snapshot_id=7),
                  R.OverdueCheckpoint(table="t", moment="m", lake_time="l", lag_seconds=1.0, waiting_seconds=2.0),
                  R.QuarantineOverThreshold(quarantined=1, landed=5, ratio=0.2, threshold=0.1, by_reason={"bad": 1}),
                  R.Unbalanced(problem="p"),

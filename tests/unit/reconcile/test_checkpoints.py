@@ -26,6 +26,7 @@ from jobs.reconcile.checkpoints import (
     read_counts_file,
     time_moment,
 )
+from jobs.reconcile.columns import ColumnRules
 
 
 class ListSteps:
@@ -312,7 +313,7 @@ class ValueSteps(ListSteps):
                        if not self._below(s, kind, low) and self._coord(s, kind) < high), key=lambda v: v[0])
 
     def value_keys_from(self, rel, kind, cut):
-        return [(s[0], s[5]) for s in self.steps[rel] if not self._below(s, kind, cut) and s[5]]
+        return [(s[0], s[5], s[4]) for s in self.steps[rel] if not self._below(s, kind, cut) and s[5]]
 
 
 VALUE_STEPS = ValueSteps({
@@ -400,3 +401,86 @@ def test_a_checkpoint_with_row_hashes_keeps_its_keys_once_and_reads_back_the_sam
     assert Checkpoint.from_dict(cp.as_dict()) == cp
     plain = replace(at(2, 35), keys=('{"id":"1"}',))
     assert Checkpoint.from_dict(plain.as_dict()) == plain
+
+
+# ---- the columns of a value mismatch's keys ---------------------------------------------------------
+class Rows:
+    """A RowReader over dicts: each side's rows now, and the table's column rules."""
+
+    def __init__(self, source, lake, rules=None) -> None:
+        self._source, self._lake, self._rules = source, lake, rules or ColumnRules()
+
+    def source(self, table, keys):
+        return None if self._source is None else {k: v for k, v in self._source.items() if k in keys}
+
+    def lake(self, table, keys):
+        return {k: v for k, v in self._lake.items() if k in keys}
+
+    def rules(self, table):
+        return self._rules
+
+
+def _wrong_k1(position: int, source_k1: int) -> Checkpoint:
+    """A checkpoint whose source had k1's row hash ``source_k1`` (the lake's then: the brute sum's)."""
+    fps = [int(h, 16) for h in brute_fingerprints(position + 1)]
+    fps[1] = source_k1  # k1 is bucket 1's only key
+    return replace(valued(position, tuple(rule.hex_of(v) for v in fps)),
+                   row_hashes={"k1": rule.hex_of(source_k1), "k3": rule.hex_of(300)})
+
+
+LAKE_NOW = {"k1": 98, "k3": 300}  # after every step: k1 100 + 5 - 7, k3 300
+
+
+def _judged(cp: Checkpoint, rows: Rows):
+    return judge(cp, VALUE_LEDGER, VALUE_STEPS, hashes_now=lambda _t, _buckets: dict(LAKE_NOW), rows_now=rows)
+
+
+def test_a_differing_row_names_its_columns_with_both_values_and_a_tolerance_makes_it_a_match():
+    cp = _wrong_k1(75, 99)
+    source = {"k1": (rule.hex_of(99), {"id": "1", "v": "2.0", "note": "a"})}
+    lake = {"k1": {"id": "1", "v": "2.0000001", "note": "a"}, "k3": {"id": "3", "v": "1", "note": None}}
+    verdict = _judged(cp, Rows(source, lake))
+    assert verdict.verdict == MISMATCH and verdict.value_diff["keys"]["differ"] == ["k1"]
+    assert verdict.value_diff["rows"] == [{"key": "k1", "columns": [
+        {"column": "v", "source": "2.0", "lake": "2.0000001", "within_tolerance": False}]}]
+    tolerant = _judged(cp, Rows(source, lake, ColumnRules(tolerances={"v": 1e-6})))
+    assert tolerant.verdict == MATCH and "within the declared tolerance" in tolerant.reason
+    too_tight = _judged(cp, Rows(source, lake, ColumnRules(tolerances={"v": 1e-8})))
+    assert too_tight.verdict == MISMATCH
+    masked = _judged(cp, Rows(source, lake, ColumnRules(sensitive=frozenset({"v"}))))
+    assert masked.value_diff["rows"][0]["columns"][0] | {"within_tolerance": False} == {
+        "column": "v", "source": "(masked)", "lake": "(masked)", "within_tolerance": False}
+
+
+def test_a_row_changed_after_the_moment_on_either_side_is_named_without_its_columns():
+    source = {"k1": (rule.hex_of(99), {"v": "2.0"})}
+    lake = {"k1": {"v": "2.5"}}
+    # the source's row now is not the one its snapshot hashed
+    moved = _judged(_wrong_k1(75, 99), Rows({"k1": (rule.hex_of(12), {"v": "9"})}, lake,
+                                            ColumnRules(tolerances={"v": 10.0})))
+    assert moved.verdict == MISMATCH  # a tolerance cannot vouch for a row it could not compare
+    assert moved.value_diff["rows"] == [{"key": "k1", "not_compared": "the source changed the row after the moment"}]
+    # at 65 k1 has a step after the moment (at 70): the lake's row now is not its row then
+    later = _judged(_wrong_k1(65, 104), Rows(source, lake))
+    assert later.value_diff["keys"]["differ"] == ["k1"]
+    assert later.value_diff["rows"] == [{"key": "k1", "not_compared": "the lake changed the row after the moment"}]
+    unread = _judged(_wrong_k1(75, 99), Rows(None, lake))
+    assert unread.value_diff["columns_not_compared"] == "the source's rows cannot be read"
+
+
+def test_a_large_tables_drill_down_compares_the_keys_of_the_buckets_its_snapshot_kept_only():
+    buckets_of = {"k1": 1, "k3": 3}
+    asked = []
+
+    def hashes_now(_table, buckets):
+        asked.append(buckets)
+        return {k: h for k, h in LAKE_NOW.items() if buckets is None or buckets_of[k] in buckets}
+
+    # at 55: k3 comes later (at 60, bucket 3) and k1 changes later (at 70): only bucket 1's keys were kept
+    cp = replace(_wrong_k1(55, 104), row_hashes={"k1": rule.hex_of(104)}, row_hash_buckets=(1,))
+    verdict = judge(cp, VALUE_LEDGER, VALUE_STEPS, hashes_now=hashes_now)
+    assert asked == [frozenset({1})]
+    assert verdict.value_diff["keys"] == {"differ": ["k1"], "missing_in_lake": [], "extra_in_lake": []}
+    # kept in the lake without the keys: the row hashes of some buckets are not the table's keys
+    assert cp.as_dict()["keys"] is None and Checkpoint.from_dict(cp.as_dict()) == replace(cp, keys=None)
+    assert Checkpoint.from_dict(cp.as_dict()).row_hash_buckets == (1,)
