@@ -215,8 +215,8 @@ def _is_float(sql: SourceSql, lake_type: str) -> bool:
 
 
 def source_hashes_sql(sql: SourceSql, quote, table: str, columns: Mapping[str, str], key_columns: Sequence[str],
-                      buckets: int = BUCKETS, also: Sequence[str] = (), texts: bool = False) -> str:
-    """Each row's bucket ``b`` and hash ``h`` (and the columns ``also`` names, as they are; with ``texts``, each
+                      buckets: int = BUCKETS, also: Sequence[str] = (), with_texts: bool = False) -> str:
+    """Each row's bucket ``b`` and hash ``h`` (and the columns ``also`` names, as they are; with ``with_texts``, each
     column's canonical text too, as ``t0``, ``t1``... in the order of the columns' sorted names) in a source table
     (``table``: its quoted name), read as the lake's columns of the same names and types hold them. Named steps,
     one per query level, so that no step's SQL is written out again in the next."""
@@ -239,7 +239,7 @@ def source_hashes_sql(sql: SourceSql, quote, table: str, columns: Mapping[str, s
     row = sql.join_fields([sql.field(n, f"t{i}") for i, n in enumerate(names)])
     key = sql.join_fields([sql.field(n, f"t{i}") for i, n in enumerate(names) if n in key_columns])
     b, h = sql.bucket(key, buckets), sql.md5_number(row, 16)
-    shown = [f"t{i}" for i in range(len(names))] if texts else []
+    shown = [f"t{i}" for i in range(len(names))] if with_texts else []
     return f"SELECT {', '.join([*kept, *shown, f'{b} AS b', f'{h} AS h'])} FROM ({query}) AS r"
 
 

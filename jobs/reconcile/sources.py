@@ -96,29 +96,35 @@ class _Snapshot:
     def count(self, t: Table, out: SourceSnapshot) -> None:
         import sqlalchemy as sa
 
-        per_bucket: list[int] = []
+        limit = self._limit if t.key_rows_limit is None else t.key_rows_limit
         if t.columns and t.key_columns and self._values is not None:
-            out.fingerprints[t.table_id], per_bucket = self._fingerprints(t)
-            out.rows[t.table_id] = sum(per_bucket)
-        else:
-            out.rows[t.table_id] = int(self._conn.execute(self._select(t, sa.func.count())).scalar_one())
-        rows, limit = out.rows[t.table_id], self._limit if t.key_rows_limit is None else t.key_rows_limit
-        if not t.key_columns or (rows > limit and not per_bucket):
+            self._valued(t, out, limit)
             return
-        if per_bucket:
-            buckets = None if rows <= limit else _within(t.buckets, per_bucket, limit)
-            if buckets == ():
-                return
-            hashes = {key_text(t.key_columns, row[:-2]): rule.hex_of(int(row[-1])) for row in fingerprint.fetch_all(
-                self._conn, self._statement(t, also=t.key_columns, buckets=buckets))}
-            out.row_hashes[t.table_id] = hashes
-            if buckets is None:
-                out.keys[t.table_id] = list(hashes)
-            else:
-                out.row_hash_buckets[t.table_id] = buckets
-        else:
+        out.rows[t.table_id] = int(self._conn.execute(self._select(t, sa.func.count())).scalar_one())
+        if t.key_columns and out.rows[t.table_id] <= limit:
             result = self._conn.execute(self._select(t, *(sa.column(c) for c in t.key_columns)))
             out.keys[t.table_id] = [key_text(t.key_columns, row) for row in result]
+
+    def _valued(self, t: Table, out: SourceSnapshot, limit: int) -> None:
+        """Rows, fingerprints and row hashes, each table read once: every row's hash while there are at most
+        ``limit`` (a small table: its fingerprints summed from them), else the fingerprints' aggregate, then
+        the row hashes of the buckets to drill into that fit the limit."""
+        rows = fingerprint.fetch_all(self._conn, self._statement(t, also=t.key_columns) + f" LIMIT {limit + 1}")
+        if len(rows) <= limit:
+            sums = [0] * rule.BUCKETS
+            for row in rows:
+                sums[int(row[-2])] = rule.add(sums[int(row[-2])], int(row[-1]))
+            out.rows[t.table_id], out.fingerprints[t.table_id] = len(rows), sums
+            out.row_hashes[t.table_id] = _hashes(t, rows)
+            out.keys[t.table_id] = list(out.row_hashes[t.table_id])
+            return
+        out.fingerprints[t.table_id], per_bucket = self._fingerprints(t)
+        out.rows[t.table_id] = sum(per_bucket)
+        buckets = _within(t.buckets, per_bucket, limit)
+        if buckets:
+            out.row_hashes[t.table_id] = _hashes(t, fingerprint.fetch_all(
+                self._conn, self._statement(t, also=t.key_columns, buckets=buckets)))
+            out.row_hash_buckets[t.table_id] = buckets
 
     def _statement(self, t: Table, also: tuple[str, ...] | None = None, texts: bool = False,
                    buckets: tuple[int, ...] | None = None) -> str:
@@ -131,7 +137,7 @@ class _Snapshot:
         if also is None:
             return fingerprint.source_fingerprint_sql(self._values, preparer.quote, name, t.columns, t.key_columns)
         hashes = fingerprint.source_hashes_sql(self._values, preparer.quote, name, t.columns, t.key_columns,
-                                               also=also, texts=texts)
+                                               also=also, with_texts=texts)
         return hashes if buckets is None else \
             f"SELECT * FROM ({hashes}) AS k WHERE b IN ({', '.join(str(int(b)) for b in buckets)})"
 
@@ -165,6 +171,11 @@ class _Snapshot:
             fingerprint.fetch_all(self._conn, statement)
         if self._conn.dialect.name == "sqlite":
             fingerprint.register_sqlite(self._conn.connection.driver_connection)
+
+
+def _hashes(t: Table, rows: list[tuple]) -> dict[str, str]:
+    """key -> row hash, of rows (key columns..., bucket, hash)."""
+    return {key_text(t.key_columns, row[:-2]): rule.hex_of(int(row[-1])) for row in rows}
 
 
 def _within(wanted: tuple[int, ...], per_bucket: list[int], limit: int) -> tuple[int, ...]:
