@@ -600,12 +600,22 @@ def _value_columns(cp: Checkpoint, table: str, verdict: Judgement, found: _KeysA
     rows = columns.compare_rows(found.differ, cp.row_hashes or {}, found.changed_after, source, lake,
                                 rows_now.rules(table))
     verdict.value_diff["rows"] = rows[:columns.ROWS_SHOWN]
-    if found.missing_in_lake or found.extra_in_lake or not columns.all_tolerated(rows):
+    if found.missing_in_lake or found.extra_in_lake or not _all_keys_compared(cp, verdict.value_diff) \
+            or not columns.all_tolerated(rows):
         return verdict
     named = sorted({c["column"] for r in rows for c in r["columns"]})
     reason = (f"the values agree within the declared tolerance: {len(rows)} rows differ in "
               f"{', '.join(named)} by no more than it allows")
     return replace(verdict, verdict=MATCH, reason=reason)
+
+
+def _all_keys_compared(cp: Checkpoint, diff: dict[str, Any]) -> bool:
+    """Whether the keys compared were those of every differing bucket (all of a small table's; of a large one,
+    those of the buckets its snapshot kept the row hashes of)."""
+    if cp.row_hash_buckets is None:
+        return True
+    shown = {int(b) for b in diff.get("source") or {}}
+    return len(shown) == diff["differing"] and shown <= set(cp.row_hash_buckets)
 
 
 def _differing(fps: list[int], source: list[int]) -> int:

@@ -484,3 +484,18 @@ def test_a_large_tables_drill_down_compares_the_keys_of_the_buckets_its_snapshot
     # kept in the lake without the keys: the row hashes of some buckets are not the table's keys
     assert cp.as_dict()["keys"] is None and Checkpoint.from_dict(cp.as_dict()) == replace(cp, keys=None)
     assert Checkpoint.from_dict(cp.as_dict()).row_hash_buckets == (1,)
+
+
+def test_a_tolerance_cannot_vouch_for_buckets_whose_keys_were_not_compared():
+    fps = [int(h, 16) for h in brute_fingerprints(76)]
+    fps[1], fps[3] = 99, 301  # k1 (tolerated below) and k3 differ
+    cp = replace(valued(75, tuple(rule.hex_of(v) for v in fps)), row_hashes={"k1": rule.hex_of(99)},
+                 row_hash_buckets=(1,))
+    rows = Rows({"k1": (rule.hex_of(99), {"v": "2.0"})}, {"k1": {"v": "2.0000001"}},
+                ColumnRules(tolerances={"v": 1e-3}))
+    verdict = judge(cp, VALUE_LEDGER, VALUE_STEPS, hashes_now=lambda _t, _b: {"k1": 98}, rows_now=rows)
+    assert verdict.value_diff["rows"][0]["columns"][0]["within_tolerance"]
+    assert verdict.verdict == MISMATCH  # bucket 3 differs too, its keys unseen
+    only_k1 = replace(cp, fingerprints=tuple(rule.hex_of(v) for v in fps[:3] + [300] + fps[4:]))
+    assert judge(only_k1, VALUE_LEDGER, VALUE_STEPS, hashes_now=lambda _t, _b: {"k1": 98},
+                 rows_now=rows).verdict == MATCH
