@@ -458,10 +458,11 @@ def _latest_judged(stored: list[Checkpoint], run_id: str) -> dict[str, Checkpoin
 
 def _store(lake, rel: str, stored: list[Checkpoint], judged: list[tuple[Checkpoint, Judgement]], run_id: str) -> None:
     """The pending checkpoints and the judged ones (the newest), for the runs to come and for re-runs. A
-    checkpoint judged by an earlier run keeps its verdict but no longer the source's keys (they named
-    the keys of its mismatch, which a re-run of the run that judged it names again)."""
+    checkpoint judged by an earlier run keeps its verdict but no longer the source's keys nor its row hashes
+    (they named the keys of its mismatch, which a re-run of the run that judged it names again; kept, the
+    file would grow by a table's keys per judged checkpoint)."""
     now = {c.ident for c, _ in judged}
-    kept = [c if c.judged_in is None else replace(c, keys=None)
+    kept = [c if c.judged_in is None else replace(c, keys=None, row_hashes=None, row_hash_buckets=None)
             for c in stored if c.ident not in now and c.taken_in != run_id]
     for cp, verdict in judged:
         if verdict.verdict == BEHIND:

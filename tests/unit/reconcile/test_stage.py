@@ -470,3 +470,22 @@ def test_the_capture_delay_is_a_pipeline_setting_and_a_flag_with_a_default(tmp_p
     argv = ["reconcile", "--lake", "/lake", "--pipeline", "p", "--run-id", "r"]
     assert flags([*argv, "--capture-delay", "90s"]).capture_delay_s == 90
     assert flags(argv).capture_delay_s == 900
+
+
+def test_a_checkpoint_judged_by_an_earlier_run_is_kept_without_its_keys_and_row_hashes(tmp_path):
+    from jobs.lake.ledger import CHECKPOINTS
+    from jobs.reconcile import checkpoints as cps
+    from jobs.reconcile.checkpoints import Checkpoint, time_moment
+
+    lake = Lake.at(str(tmp_path / "lake"))
+    rel = f"{lake.counts_dir('p')}/{CHECKPOINTS}"
+    judged = Checkpoint("t", 2, time_moment("2026-11-01T23:00:00Z"), "db", "r1", table_id="t", judged_in="r1",
+                        verdict={"table": "t", "verdict": "match", "source_rows": 2},
+                        keys=('{"id":"1"}', '{"id":"2"}'), fingerprints=("0" * 16,) * 64,
+                        row_hashes={'{"id":"1"}': "00000000000000aa", '{"id":"2"}': "00000000000000bb"})
+    lake.write_text(rel, cps.dumps([judged]))
+    reconcile_run(lake, "p", "r2", [], {"t": {"state_rows": 2, "snapshot_id": 1}}, ReconcileOptions())
+    [kept] = cps.loads(lake.read_text(rel))
+    assert kept.verdict == judged.verdict and kept.fingerprints == judged.fingerprints
+    assert (kept.keys, kept.row_hashes, kept.row_hash_buckets) == (None, None, None)
+    assert "00000000000000aa" not in lake.read_text(rel)
