@@ -21,6 +21,7 @@ import json
 import sys
 from dataclasses import replace
 
+from jobs import env
 from jobs.errors import failure_line, mask
 from jobs.formats import MESSAGE_SHAPES, available_formats
 from jobs.lake import storage
@@ -231,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="transform, then reconcile -> alert")
     _common(run), _decode_args(run), _merge_args(run), _keep_changes_arg(run), _reconcile_args(run), _alert_args(run)
+    run.add_argument("--statsd-host", metavar="HOST[:PORT]", default=None,
+                     help="send the run's metrics to this StatsD server (default $CDC_STATSD_HOST; none: not sent; "
+                          "docs/operations/metrics.md)")
     transform = sub.add_parser("transform", help="decode -> fold + publish -> validate in one Spark job")
     _common(transform), _decode_args(transform), _merge_args(transform), _keep_changes_arg(transform)
     decode = sub.add_parser("decode", help="debugging: raw snapshot -> changes/, quarantine/, decode.json")
@@ -401,6 +405,7 @@ def _run_command(args: argparse.Namespace, ctx, settings: RunSettings) -> int:
         stages.run_reconcile(ctx, reconcile.source_counts, reconcile.options(transform.fmt))
         alert = stages.run_alert(ctx, alert_to, settings.alert.quarantine_threshold)
         ctx.write_report(RunReport(timings_s=ctx.timings, alert_sent=alert.sent))
+        _send_metrics(ctx, args.statsd_host or env.text("CDC_STATSD_HOST") or None)
         if not args.quiet:
             _print_summary(ctx, alert)
         return _alert_exit(alert)
@@ -417,6 +422,16 @@ def _run_command(args: argparse.Namespace, ctx, settings: RunSettings) -> int:
     elif args.command == "alert":
         return _alert_exit(stages.run_alert(ctx, alert_to, settings.alert.quarantine_threshold))
     return 0
+
+
+def _send_metrics(ctx, statsd_host: str | None) -> None:
+    """The run's metrics (jobs.metrics) to a StatsD server, when one is given."""
+    if not statsd_host:
+        return
+    from jobs.metrics import UdpStatsd, send_safely
+    from jobs.stages import run_metrics_of
+
+    send_safely(UdpStatsd(statsd_host), run_metrics_of(ctx))
 
 
 # the run is published, but the data-quality alert it owed could not be sent (as the Airflow task,

@@ -16,6 +16,8 @@ NAMES = frozenset({
     # the command line's lake and its state tables (jobs.settings, jobs.iceberg.write)
     "CDC_ICEBERG_CATALOG", "CDC_STATE_BUCKETS", "CDC_STATE_DELTAS", "CDC_STATE_MAX_DELETED_SHARE",
     "CDC_STATE_MAX_FILES_PER_BUCKET", "CDC_LEASE_SECONDS",
+    # the command line's metrics (jobs.metrics)
+    "CDC_STATSD_HOST",
     # Spark (jobs.spark)
     "CDC_JVM_JAR", "CDC_JIT", "CDC_SPARK_MASTER", "CDC_SHUFFLE_PARTITIONS", "CDC_SPARK_ADAPTIVE", "CDC_SPARK_UI",
     "CDC_SPARK_LOG_LEVEL", "CDC_SPARK_CONF", "CDC_SPARK_PACKAGES", "CDC_SPARK_ARCHIVE_DIR", "XDG_CACHE_HOME",

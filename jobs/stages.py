@@ -37,6 +37,7 @@ from jobs.model.reports import (
     LandingReach,
     ReconciliationReport,
     Report,
+    RunReport,
     RunReports,
     TableReconciliation,
     ValidationReport,
@@ -416,6 +417,17 @@ def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,
                       previous=ctx.read_report(AlertReport))
         ctx.write_report(result)
     return result
+
+
+def run_metrics_of(ctx: RunContext) -> list:
+    """The run's metrics (jobs.metrics) from the reports it wrote; the stages' seconds of its run.json and of
+    this process (in a DAG, the transform task wrote run.json; the later tasks time themselves)."""
+    from jobs.metrics import run_metrics
+
+    reports = RunReports(decode=ctx.read_report(DecodeReport), fold=ctx.read_report(FoldReport),
+                         reconciliation=ctx.read_report(ReconciliationReport))
+    run = ctx.read_report(RunReport)
+    return run_metrics(ctx.pipeline, reports, {**(run.timings_s if run else {}), **ctx.timings})
 
 
 def write_report_page(ctx: RunContext, reports: RunReports) -> str:

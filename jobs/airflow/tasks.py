@@ -340,13 +340,17 @@ def alert(pipeline_file: str, start: str, end: str, **_context: Any) -> dict[str
     Data-quality problems do not fail the task (they are the email's content); an email that
     should go out but cannot does, so that Airflow retries it and the failure is visible."""
     from jobs.alert.smtp import connection_settings
-    from jobs.stages import run_alert
+    from jobs.metrics import AirflowStats, send_safely
+    from jobs.stages import run_alert, run_metrics_of
 
     settings = run_settings(pipeline_file, start, end)
-    result = run_alert(_run_context(settings), list(settings.alert.to), settings.alert.quarantine_threshold,
+    ctx = _run_context(settings)
+    result = run_alert(ctx, list(settings.alert.to), settings.alert.quarantine_threshold,
                        smtp=lambda: connection_settings(settings.alert.smtp_connection, settings.alert.from_email))
     summary = {"sent": result.sent, "problems": len(result.reasons), "skipped": result.skipped, "error": result.error}
     log.info("alert of run %s: %s", settings.run_id, json.dumps(summary))
+    # the run's metrics through Airflow's own metrics path (the last task: every report is written)
+    send_safely(AirflowStats(), run_metrics_of(ctx))
     if result.error:
         raise AlertNotSent(f"data-quality alert of run {settings.run_id} not sent: {result.error}")
     return summary

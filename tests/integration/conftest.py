@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 SCENARIOS = frozenset({
     "test_airflow_service.py", "test_awkward_names.py", "test_bucketed_state.py", "test_concurrent_attempts.py",
     "test_dag_run.py", "test_decoder_fuzzing_runs.py", "test_every_format_replay.py", "test_expire.py",
-    "test_fingerprints.py", "test_value_fingerprints.py",
+    "test_fingerprints.py", "test_value_fingerprints.py", "test_metrics.py",
     "test_full_load_replace.py", "test_history.py", "test_iceberg_readers.py", "test_killed_runs.py",
     "test_properties.py", "test_publish_atomicity.py", "test_run_splits.py", "test_s3_lake.py",
     "test_schema_changes.py", "test_shareplex_runs.py", "test_source_databases.py", "test_spark_cluster.py",
