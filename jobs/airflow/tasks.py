@@ -349,10 +349,11 @@ def alert(pipeline_file: str, start: str, end: str, **_context: Any) -> dict[str
                        smtp=lambda: connection_settings(settings.alert.smtp_connection, settings.alert.from_email))
     summary = {"sent": result.sent, "problems": len(result.reasons), "skipped": result.skipped, "error": result.error}
     log.info("alert of run %s: %s", settings.run_id, json.dumps(summary))
-    # the run's metrics through Airflow's own metrics path (the last task: every report is written)
-    send_safely(AirflowStats(), run_metrics_of(ctx))
     if result.error:
         raise AlertNotSent(f"data-quality alert of run {settings.run_id} not sent: {result.error}")
+    # the run's metrics through Airflow's own metrics path, every report of the run written; once (a
+    # retry of an alert not sent would count its messages twice)
+    send_safely(AirflowStats(), run_metrics_of(ctx))
     return summary
 
 
