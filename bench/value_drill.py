@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     from jobs.lake.layout import Lake
     from jobs.reconcile.stage import JudgedRows, ReconcileOptions, drill_buckets, reconcile_run, source_checkpoints
     from jobs.stages import LakeRowsNow
-    from tests.support.databases import debezium_records, pg_changes, postgres_server
+    from tests.support.databases import debezium_records, pg_changes, pg_tables_with_slot, postgres_server
     from tests.support.pipeline_runs import jobs_run
 
     work = Path(tempfile.mkdtemp(prefix="value-drill-"))
@@ -49,10 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     with postgres_server() as url:
         engine = sa.create_engine(url)
         with engine.connect() as conn:
-            conn.exec_driver_sql("CREATE TABLE accounts (id int PRIMARY KEY, balance int, note text)")
-            conn.commit()
-            conn.exec_driver_sql("SELECT pg_create_logical_replication_slot('cdc', 'test_decoding')")
-            conn.commit()
+            pg_tables_with_slot(conn, "CREATE TABLE accounts (id int PRIMARY KEY, balance int, note text)")
             conn.exec_driver_sql("INSERT INTO accounts SELECT i, mod(i, 1000), 'note ' || i "
                                  f"FROM generate_series(1, {args.rows}) AS i")
             conn.commit()

@@ -32,6 +32,7 @@ from tests.support.databases import (
     debezium_records,
     mariadb_server,
     pg_changes,
+    pg_tables_with_slot,
     postgres_server,
 )
 from tests.support.pipeline_runs import jobs_run
@@ -147,11 +148,8 @@ def postgres():
 def test_postgres_counted_while_it_changes(postgres, tmp_path):
     engine = sa.create_engine(postgres)
     with engine.connect() as conn:
-        conn.exec_driver_sql("CREATE TABLE accounts (id int PRIMARY KEY, balance int)")
-        conn.exec_driver_sql("CREATE TABLE vault (id int PRIMARY KEY, note text)")
-        conn.commit()
-        conn.exec_driver_sql("SELECT pg_create_logical_replication_slot('cdc', 'test_decoding')")
-        conn.commit()
+        pg_tables_with_slot(conn, "CREATE TABLE accounts (id int PRIMARY KEY, balance int)",
+                            "CREATE TABLE vault (id int PRIMARY KEY, note text)")
     engine.dispose()
     ids = {t: make_table_id("shop", "public", t) for t in COLUMNS}
     captured, after_delete, verdicts, how = _run(postgres, ids, lambda conn: pg_changes(conn, "cdc"), tmp_path)
@@ -243,10 +241,7 @@ def test_postgres_values_while_it_changes_and_a_lost_update(tmp_path):
     with postgres_server() as url:  # a server of its own: the counts' tests own the module's tables
         engine = sa.create_engine(url)
         with engine.connect() as conn:
-            conn.exec_driver_sql("CREATE TABLE accounts (id int PRIMARY KEY, balance int)")
-            conn.commit()
-            conn.exec_driver_sql("SELECT pg_create_logical_replication_slot('cdc', 'test_decoding')")
-            conn.commit()
+            pg_tables_with_slot(conn, "CREATE TABLE accounts (id int PRIMARY KEY, balance int)")
         engine.dispose()
         _values_run(url, make_table_id("shop", "public", "accounts"), lambda conn: pg_changes(conn, "cdc"), tmp_path)
 
@@ -284,11 +279,8 @@ def test_postgres_values_written_by_hand_into_the_lake_are_found_masked_or_toler
     with postgres_server() as url:
         engine = sa.create_engine(url)
         with engine.connect() as conn:
-            conn.exec_driver_sql("CREATE TABLE prices (id int PRIMARY KEY, price double precision)")
-            conn.exec_driver_sql("CREATE TABLE people (id int PRIMARY KEY, secret text)")
-            conn.commit()
-            conn.exec_driver_sql("SELECT pg_create_logical_replication_slot('cdc', 'test_decoding')")
-            conn.commit()
+            pg_tables_with_slot(conn, "CREATE TABLE prices (id int PRIMARY KEY, price double precision)",
+                                "CREATE TABLE people (id int PRIMARY KEY, secret text)")
             for table, value in (("prices", "{i} * 1.5"), ("people", "'s' || {i}")):
                 conn.exec_driver_sql(f"INSERT INTO {table} SELECT i, {value.format(i='i')} "
                                      "FROM generate_series(1, 10) AS i")
@@ -364,9 +356,7 @@ def test_postgres_a_large_tables_value_mismatch_is_drilled_into_at_the_next_capt
             return {c.moment: c for c in row.checkpoints}
 
         with engine.connect() as conn:
-            conn.exec_driver_sql("CREATE TABLE accounts (id int PRIMARY KEY, balance int)")
-            conn.commit()
-            conn.exec_driver_sql("SELECT pg_create_logical_replication_slot('cdc', 'test_decoding')")
+            pg_tables_with_slot(conn, "CREATE TABLE accounts (id int PRIMARY KEY, balance int)")
             conn.exec_driver_sql("INSERT INTO accounts SELECT i, i FROM generate_series(1, 40) AS i")
             conn.commit()
             conn.exec_driver_sql("UPDATE accounts SET balance = 999999 WHERE id = 17")  # lost on its way

@@ -143,6 +143,16 @@ def _td_columns(text: str) -> dict:
     return out
 
 
+def pg_tables_with_slot(conn, *create_statements: str, slot: str = "cdc") -> None:
+    """Create tables, then a ``test_decoding`` slot that sees every change made after them (a slot cannot be
+    created in a transaction that has written: the tables are committed first)."""
+    for statement in create_statements:
+        conn.exec_driver_sql(statement)
+    conn.commit()
+    conn.exec_driver_sql(f"SELECT pg_create_logical_replication_slot('{slot}', 'test_decoding')")
+    conn.commit()
+
+
 def pg_changes(conn, slot: str) -> list[Change]:
     """The slot's changes since it was made, each with its own LSN and Debezium's ``sequence`` (the
     previous transaction's commit LSN, then the change's), its transaction id and commit time."""
