@@ -73,7 +73,52 @@ def tables_alias(cfg: PipelineConfig) -> AssetAlias:
     return AssetAlias(name=f"{cfg.dag_id}.tables", group="cdc")
 
 
-class TransformOperator(SparkSubmitOperator):
+class LineageMixin:
+    """OpenLineage of a task, which Airflow's openlineage provider asks for once the task succeeded: the
+    datasets the run's manifests and reports say it read and wrote (jobs.airflow.lineage.<kind>_lineage).
+
+    Built at the end of ``execute``, in the task's own process: the provider asks for it in a forked process
+    (``[openlineage] execute_in_thread`` off), where connections and XComs cannot be read. Never fails a task."""
+
+    pipeline_file: str
+    lineage: str
+    _lineage: Any = None
+
+    def note_lineage(self, start: str, end: str) -> None:
+        from airflow.providers.openlineage.conf import is_disabled
+
+        if is_disabled():
+            return
+        from jobs.airflow import lineage
+
+        try:
+            cfg = load_pipeline(self.pipeline_file)
+            settings = RunSettings.from_pipeline(cfg, (utc(start), utc(end)))
+            self._lineage = getattr(lineage, f"{self.lineage}_lineage")(cfg, settings)
+        except Exception as exc:  # noqa: BLE001 - lineage is a report of the task, never its failure
+            log.warning("no OpenLineage datasets for task %s: %s: %s", self.lineage, type(exc).__name__, mask(str(exc)))
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        return self._lineage or OperatorLineage()
+
+
+class LineagePythonOperator(LineageMixin, PythonOperator):
+    """A Python task of the DAG (jobs.airflow.tasks) with its OpenLineage (``lineage``: land or reconcile)."""
+
+    def __init__(self, *, lineage: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pipeline_file, self.lineage = kwargs["op_kwargs"]["pipeline_file"], lineage
+
+    def execute(self, context: Any) -> Any:
+        result = super().execute(context)
+        window = self.op_kwargs if "start" in self.op_kwargs else result  # land returns the window it resolved
+        self.note_lineage(window["start"], window["end"])
+        return result
+
+
+class TransformOperator(LineageMixin, SparkSubmitOperator):
     """spark-submit of the run's transform (``transform --pipeline-file FILE --start S --end E``: the driver
     makes the run's settings of the file), then one asset event per table it committed a snapshot to.
 
@@ -83,11 +128,12 @@ class TransformOperator(SparkSubmitOperator):
 
     def __init__(self, *, pipeline_file: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.pipeline_file = pipeline_file
+        self.pipeline_file, self.lineage = pipeline_file, "transform"
 
     def execute(self, context: Any) -> None:
         super().execute(context)
         start, end = (utc(context["ti"].xcom_pull(task_ids=tasks.LAND_TASK, key=k)) for k in ("start", "end"))
+        self.note_lineage(start, end)
         cfg = load_pipeline(self.pipeline_file)  # read once by this process: when it parsed the stub
         settings = RunSettings.from_pipeline(cfg, (start, end))
         events = context["outlet_events"][tables_alias(cfg)]
@@ -147,8 +193,8 @@ def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
             "on_failure_callback": tasks.failure_notifiers(cfg),
         },
     ) as dag:
-        land = PythonOperator(task_id=tasks.LAND_TASK, python_callable=tasks.land, op_kwargs=file_arg,
-                              multiple_outputs=True)
+        land = LineagePythonOperator(task_id=tasks.LAND_TASK, python_callable=tasks.land, op_kwargs=file_arg,
+                                     multiple_outputs=True, lineage="land")
         run = {**file_arg, "start": land.output["start"], "end": land.output["end"]}  # the interval land resolved
         transform = TransformOperator(
             task_id=tasks.TRANSFORM_TASK,
@@ -159,7 +205,8 @@ def build_dag(cfg: PipelineConfig, path: Path) -> DAG:
             outlets=[namespace_asset(cfg), tables_alias(cfg)],
             **tasks.spark_settings(cfg),
         )
-        reconcile = PythonOperator(task_id="reconcile", python_callable=tasks.reconcile, op_kwargs=run)
+        reconcile = LineagePythonOperator(task_id="reconcile", python_callable=tasks.reconcile, op_kwargs=run,
+                                          lineage="reconcile")
         alert = PythonOperator(task_id="alert", python_callable=tasks.alert, op_kwargs=run)
         expire = PythonOperator(task_id="expire", python_callable=tasks.expire, op_kwargs=run)
         land >> transform >> reconcile >> alert >> expire

@@ -201,18 +201,21 @@ def _misfits_with_bytes(raw: DataFrame, first_rows: DataFrame, misfit: Column, f
 
 
 def decode_counts(outcomes: DataFrame) -> DecodeCounts:
-    """landed = decoded + quarantined + ignored, per table and in total (one small aggregate)."""
+    """landed = decoded + quarantined + ignored, per table and in total, and the topics each table's messages
+    came from (one small aggregate)."""
     rows = (
-        outcomes.groupBy(F.coalesce("table_id", F.lit(UNATTRIBUTED)).alias("table"), "status", "reason")
+        outcomes.groupBy(F.coalesce("table_id", F.lit(UNATTRIBUTED)).alias("table"), "topic", "status", "reason")
         .agg(F.count(F.lit(1)).alias("messages"), F.sum("record_count").alias("records"))
         .collect()
     )
     empty = {"landed": 0, DECODED: 0, QUARANTINED: 0, IGNORED: 0, "records": 0}
     tables: dict[str, dict] = {}
+    topics: dict[str, set[str]] = {}
     total = dict(empty)
     reasons: dict[str, dict[str, int]] = {QUARANTINED: {}, IGNORED: {}}
     for row in rows:
         bucket = tables.setdefault(row["table"], dict(empty))
+        topics.setdefault(row["table"], set()).add(row["topic"])
         for counts in (bucket, total):
             counts["landed"] += row["messages"]
             counts[row["status"]] += row["messages"]
@@ -222,8 +225,9 @@ def decode_counts(outcomes: DataFrame) -> DecodeCounts:
             kind = reasons[row["status"]]
             kind[row["reason"]] = kind.get(row["reason"], 0) + row["messages"]
     return DecodeCounts(
-        total=MessageCounts(**total),
-        tables={table: MessageCounts(**counts) for table, counts in sorted(tables.items())},
+        total=MessageCounts.of(**total),  # no topics: those are per table
+        tables={table: MessageCounts(**counts, topics=tuple(sorted(topics[table])))
+                for table, counts in sorted(tables.items())},
         quarantine_reasons=dict(sorted(reasons[QUARANTINED].items())),
         ignored_reasons=dict(sorted(reasons[IGNORED].items())),
         balanced=all(c["landed"] == c[DECODED] + c[QUARANTINED] + c[IGNORED] for c in [total, *tables.values()]),

@@ -122,6 +122,7 @@ class MessageCounts(Record):
     quarantined: int = 0
     ignored: int = 0
     records: int = 0
+    topics: tuple[str, ...] = ()  # of a table's messages (the lineage of its columns); none in a total
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from jobs.airflow import tasks as tasks
 from jobs.lake.layout import Lake
 from jobs.model.record import safe_part
 from tests.support.demo_data import generate_demo
+from tests.support.openlineage import read_events, schema_errors
 from tests.support.paths import REPO
 from tests.support.pipelines import pipeline
 from tests.support.servers import KafkaMessage, create_topic, free_port, produce
@@ -33,6 +34,7 @@ DAY1, DAY2, DAY3 = (datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3))
 TABLES = {"shop.public.customers", "shop.public.orders", "shop.public.order_lines"}
 STAGES = ["land", "transform", "reconcile", "alert", "expire"]
 RECIPIENT = "dq@example.com"
+SPARK_SECRET = "sp4rk-Secret-never-shown"
 SMTP_ENV = ("AIRFLOW_CONN_SMTP_DEFAULT", "SMTP_HOST", "AIRFLOW__EMAIL__FROM_EMAIL")
 
 RUNNER = """
@@ -111,7 +113,15 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     _, path = pipeline(tmp_path, lake=str(lake), source={"files": str(topics)},
                        reconcile={"counts": str(source.with_name("source_counts.json"))},
                        alert={"to": [RECIPIENT]}, sink={"retain_days": 0})
-    env = _airflow_env(tmp_path, path.parent, AIRFLOW_CONN_SMTP_DEFAULT=_smtp_conn(smtp_port))
+    # OpenLineage's file transport catches every event; the Spark connection holds a password no event may show
+    events = tmp_path / "openlineage" / "events.jsonl"
+    events.parent.mkdir()
+    env = _airflow_env(tmp_path, path.parent, AIRFLOW_CONN_SMTP_DEFAULT=_smtp_conn(smtp_port),
+                       AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]",
+                                                              "login": "ops", "password": SPARK_SECRET}),
+                       AIRFLOW__OPENLINEAGE__TRANSPORT=json.dumps({"type": "file", "log_file_path": str(events),
+                                                                   "append": True}),
+                       AIRFLOW__OPENLINEAGE__NAMESPACE="cdc-test")
     proc = subprocess.run([sys.executable, "-c", RUNNER, str(path.parent), "cdc_demo", "2026-11-02", "2026-11-03"],
                           env=env, capture_output=True, text=True, timeout=1200)
     results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
@@ -166,6 +176,66 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     mailed = [r for r, a in zip(runs, alerts) if a["sent"]]
     assert len(inbox.envelopes) == len(mailed) and all(e.rcpt_tos == [RECIPIENT] for e in inbox.envelopes)
     assert all(run_id in subject for run_id, subject in zip(mailed, _subjects(inbox)))
+    _check_lineage(read_events(events), lake, runs, topics)
+    assert SPARK_SECRET not in events.read_text()
+
+
+def _check_lineage(events: list[dict], lake: Path, runs: list[str], topics: Path) -> None:
+    """Each task's OpenLineage events: valid against the spec's schemas; land, transform and reconcile name
+    what the run's manifests and reports say they read and wrote."""
+    assert events and all(schema_errors(e) == [] for e in events), [schema_errors(e) for e in events]
+    done = {}
+    for e in events:
+        if e["eventType"] == "COMPLETE" and "." in e["job"]["name"]:
+            done.setdefault(e["job"]["name"].split(".", 1)[1], []).append(e)
+    assert {task: len(found) for task, found in done.items()} == {t: 2 for t in STAGES}
+    for run_id, land, transform, reconcile in zip(runs, done["land"], done["transform"], done["reconcile"]):
+        reports = lake / "reports/demo" / f"run={run_id}"
+        decode, merge = (json.loads((reports / name).read_text()) for name in ("decode.json", "merge.json"))
+        raw = [("file", folder) for folder in decode["raw"]]
+        assert [(d["namespace"], d["name"]) for d in land["inputs"]] == [("file", str(topics))]
+        assert [(d["namespace"], d["name"]) for d in land["outputs"]] == raw
+        assert sum(d["outputFacets"]["outputStatistics"]["rowCount"] for d in land["outputs"]) == (
+            decode["total"]["landed"])
+        _check_transform(transform, lake, decode, merge, json.loads((reports / "validation.json").read_text()))
+        tables = {d["name"]: d for d in transform["outputs"] if "symlinks" in d["facets"]}
+        counted = [d for d in reconcile["inputs"] if d["name"].endswith("source_counts.json")]
+        assert len(counted) == 1 and {d["name"] for d in reconcile["inputs"]} - {counted[0]["name"]} == set(tables)
+        judged = counted[0]["inputFacets"]["dataQualityAssertions"]["assertions"]
+        assert judged and all(a["success"] and a["expected"] == a["actual"] for a in judged)
+
+
+def _check_transform(event: dict, lake: Path, decode: dict, merge: dict, validation: dict) -> None:
+    import pyiceberg.catalog.sql as sql
+
+    raw = [("file", folder) for folder in decode["raw"]]
+    outputs = {d["facets"]["symlinks"]["identifiers"][0]["name"]: d for d in event["outputs"] if d["facets"]}
+    assert set(outputs) == {t["iceberg_table"] for t in merge["tables"].values()}
+    quarantine = [d for d in event["outputs"] if "quarantine" in d["name"]]
+    assert [d["outputFacets"]["outputStatistics"]["rowCount"] for d in quarantine] == (
+        [decode["total"]["quarantined"]] if decode["total"]["quarantined"] else [])
+    catalog = sql.SqlCatalog("cdc", uri=f"sqlite:///{lake / 'warehouse/catalog.db'}")
+    for table_id, report in merge["tables"].items():
+        dataset, table = outputs[report["iceberg_table"]], catalog.load_table(report["iceberg_table"])
+        assert (dataset["namespace"], dataset["name"]) == ("file", table.metadata.location.removeprefix("file://"))
+        summary = table.snapshot_by_id(report["snapshot_id"]).summary
+        assert dataset["facets"]["version"]["datasetVersion"] == str(report["snapshot_id"])
+        commit = dataset["outputFacets"]["icebergCommitReport"]
+        assert commit["snapshotId"] == report["snapshot_id"]
+        assert commit["commitMetrics"]["addedRecords"] == int(summary["added-records"])
+        assert dataset["outputFacets"]["outputStatistics"]["fileCount"] == int(summary["added-data-files"])
+        assert [f["name"] for f in dataset["facets"]["schema"]["fields"]] == [f.name for f in table.schema().fields]
+        # a data column comes from its own topic's messages only, one to one
+        lineage = dataset["facets"]["columnLineage"]["fields"]
+        assert set(lineage) == {f.name for f in table.schema().fields if not f.name.startswith("_cdc_")}
+        own = [("file", folder) for folder in decode["raw"] if Path(folder).parent.name == safe_part(table_id)]
+        key = report["key_columns"][0]
+        assert [(f["namespace"], f["name"], f["field"]) for f in lineage[key]["inputFields"]] == [(*own[0], "value")]
+        suite = next(s for s in validation["suites"] if s["table"] == table_id)
+        checked = next(d for d in event["inputs"] if d["name"] == dataset["name"])
+        assert len(checked["inputFacets"]["dataQualityAssertions"]["assertions"]) == len(suite["results"])
+    assert {(d["namespace"], d["name"]) for d in event["inputs"]} == set(raw) | {
+        (d["namespace"], d["name"]) for d in outputs.values()}
 
 
 # ---- a manual run given start and end runs them, whatever the pipeline's end ---------------------

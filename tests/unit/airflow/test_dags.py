@@ -104,8 +104,8 @@ def test_demo_dag_runs_the_stages_in_order_on_real_daily_windows(tmp_path):
         # land feeds every later task through XCom as well as through the chain
         assert set(upstream) == set(chain.get(task, [])) | ({"land"} if task != "land" else set()), task
     # one Spark application per run: decode, fold, publish and validate in the transform task
-    assert dag["types"] == {"land": "PythonOperator", "transform": "TransformOperator",
-                            "reconcile": "PythonOperator", "alert": "PythonOperator",
+    assert dag["types"] == {"land": "LineagePythonOperator", "transform": "TransformOperator",
+                            "reconcile": "LineagePythonOperator", "alert": "PythonOperator",
                             "expire": "PythonOperator"}
     # its arguments are the pipeline file and the interval land resolved: no setting of the file as a flag
     demo = str(DAGS / "pipelines" / "demo.yaml")

@@ -39,8 +39,10 @@ def test_decode_stage_balances_counts_and_writes_records_and_quarantine(spark, t
 
     report = ctx.read_report(DecodeReport)
     assert decoded.report == report  # the report handed to the fold is the one written
-    assert report.total == MessageCounts(landed=4, decoded=2, quarantined=1, ignored=1, records=3)
+    assert report.total == MessageCounts.of(landed=4, decoded=2, quarantined=1, ignored=1, records=3)
     assert report.balanced
+    # each table's messages name the topics they came from (what its columns' lineage reads)
+    assert {t: c.topics for t, c in report.tables.items() if c.decoded} == {"shop.public.items": ("t",)}
     in_memory = decoded.changes.collect()
     decoded.release()
     assert sorted((r["op"], r["offset"]) for r in in_memory) == [("DELETE", 1), ("INSERT", 0), ("INSERT", 1)]

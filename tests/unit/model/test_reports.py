@@ -18,7 +18,7 @@ WRITTEN = sorted(RESOURCES.glob("*/*.json"))
 # a table's error, history and earlier key; a verdict's difference, note, judging run, lag and keys; a
 # lag's wait (with a maximum lag only)
 WRITTEN_WHEN_THEY_APPLY = {"error", "history", "rekeyed_from", "difference", "reason", "judged_run", "lag", "key_diff",
-                           "value_diff", "waiting_seconds"}
+                           "value_diff", "waiting_seconds", "topics"}
 
 
 def _written(report: R.Report) -> str:
@@ -139,7 +139,7 @@ def test_a_record_of_some_fields_writes_those_only_and_updated_adds_one():
 _EVERY_FIELD = [
     R.DecodeReport(
         total=R.MessageCounts(landed=5, decoded=3, quarantined=1, ignored=1, records=4),
-        tables={"t": R.MessageCounts(landed=5, decoded=3, quarantined=1, ignored=1, records=4)},
+        tables={"t": R.MessageCounts(landed=5, decoded=3, quarantined=1, ignored=1, records=4, topics=("a", "b"))},
         quarantine_reasons={"bad": 1}, ignored_reasons={"tombstone": 1}, balanced=False, pipeline="p", run_id="r",
         format="debezium", raw=["/a", "/b"], remembered_documents=2, topic_shapes={"t": "envelope"},
         record_profile=({"values": {"op": "INSERT"}, "records": 3, "nulls": {"table_id": 0}},),
