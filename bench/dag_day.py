@@ -1,13 +1,14 @@
 """One small interval through the demo DAG's ``dag.test()``: what a scheduled run costs end to end.
 
-    .venv/bin/python -m bench.dag_day [--messages 3000] [--days 2026-11-02] [--keep DIR]
+    .venv/bin/python -m bench.dag_day [--messages 3000] [--days 2026-11-02] [--keep DIR] [--openlineage]
 
 Generates the demo topics (jobs/demo/generate.py), then runs ``dag.test()`` of the demo DAG for the
 interval ending on each ``--days`` date in a fresh Airflow home (SQLite metadata db, spark-submit on
 ``local[2]``, the files source, the SQLite source database as the reconciliation connection, no SMTP
 server: the alert's recipients are left unset). Prints each task's seconds (from its task instance)
 and the run's wall time; the JSON line at the end is what bench/results keeps (bench/README.md,
-"The DAG").
+"The DAG"). ``--openlineage`` turns Airflow's openlineage provider on (a file transport in the work
+folder; the events' count is printed): run with and without it, alternated, for what lineage costs.
 """
 from __future__ import annotations
 
@@ -57,9 +58,12 @@ def pipeline_folder(work: Path, topics: Path, lake: Path) -> Path:
     return folder
 
 
-def airflow_env(home: Path, dags: Path, source: Path) -> dict[str, str]:
+def airflow_env(home: Path, dags: Path, source: Path, events: Path | None = None) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
+    lineage = {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+        {"type": "file", "log_file_path": str(events), "append": True})} if events else {}
     return {
+        **lineage,
         **{k: v for k, v in os.environ.items() if not k.startswith(("CDC_", "AIRFLOW_VAR_CDC_", "SMTP_"))},
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -78,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=3000, help="demo messages over its two days")
     parser.add_argument("--days", default="2026-11-02", help="comma-separated logical dates (a run covers the day before)")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temporary one)")
+    parser.add_argument("--openlineage", action="store_true", help="with OpenLineage events (a file transport)")
     args = parser.parse_args(argv)
     work = args.keep or Path(tempfile.mkdtemp(prefix="cdc-dag-day-"))
     try:
@@ -86,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([sys.executable, "-m", "jobs.demo.generate", "--out", str(topics), "--source-db",
                         str(source), "--messages", str(args.messages)], check=True, capture_output=True, cwd=REPO)
         dags = pipeline_folder(work, topics, lake)
-        env = airflow_env(work / "airflow", dags, source)
+        events = work / "openlineage.jsonl" if args.openlineage else None
+        env = airflow_env(work / "airflow", dags, source, events)
         venv_bin = Path(sys.executable).parent
         subprocess.run([str(venv_bin / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
         start = time.perf_counter()
@@ -101,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"interval ending {result['day']}: {result['state']}, dag.test {result['wall_s']:.1f} s")
             for task, ti in result["tasks"].items():
                 print(f"  {task:<12} {ti['seconds']:>7.1f} s  {ti['state']}")
-        print(json.dumps({"process_s": round(total, 1), "runs": results}))
+        if events:
+            print(f"OpenLineage events: {len(events.read_text().splitlines()) if events.exists() else 0}")
+        print(json.dumps({"process_s": round(total, 1), "openlineage": bool(events), "runs": results}))
         return 0
     finally:
         if not args.keep:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import email
 import json
 import os
+import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -24,7 +25,7 @@ from jobs.airflow import tasks as tasks
 from jobs.lake.layout import Lake
 from jobs.model.record import safe_part
 from tests.support.demo_data import generate_demo
-from tests.support.openlineage import read_events, schema_errors
+from tests.support.openlineage import facets_of, read_events, schema_errors, vendored
 from tests.support.paths import REPO
 from tests.support.pipelines import pipeline
 from tests.support.servers import KafkaMessage, create_topic, free_port, produce
@@ -116,14 +117,23 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     # OpenLineage's file transport catches every event; the Spark connection holds a password no event may show
     events = tmp_path / "openlineage" / "events.jsonl"
     events.parent.mkdir()
+    # and Airflow's metrics path sends StatsD datagrams (with InfluxDB tags) to a socket on 127.0.0.1
+    statsd = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    statsd.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    statsd.bind(("127.0.0.1", 0))
     env = _airflow_env(tmp_path, path.parent, AIRFLOW_CONN_SMTP_DEFAULT=_smtp_conn(smtp_port),
                        AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]",
                                                               "login": "ops", "password": SPARK_SECRET}),
                        AIRFLOW__OPENLINEAGE__TRANSPORT=json.dumps({"type": "file", "log_file_path": str(events),
                                                                    "append": True}),
-                       AIRFLOW__OPENLINEAGE__NAMESPACE="cdc-test")
-    proc = subprocess.run([sys.executable, "-c", RUNNER, str(path.parent), "cdc_demo", "2026-11-02", "2026-11-03"],
-                          env=env, capture_output=True, text=True, timeout=1200)
+                       AIRFLOW__OPENLINEAGE__NAMESPACE="cdc-test",
+                       AIRFLOW__METRICS__STATSD_ON="True", AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
+                       AIRFLOW__METRICS__STATSD_PORT=str(statsd.getsockname()[1]),
+                       AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True")
+    with statsd:
+        proc = subprocess.run([sys.executable, "-c", RUNNER, str(path.parent), "cdc_demo", "2026-11-02",
+                               "2026-11-03"], env=env, capture_output=True, text=True, timeout=1200)
+        metrics = _statsd_datagrams(statsd)
     results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(results) == 2, (proc.stdout + proc.stderr)[-5000:]
     for result in results:
@@ -179,11 +189,35 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     _check_lineage(read_events(events), lake, runs, topics)
     assert SPARK_SECRET not in events.read_text()
 
+    # the metrics of each run through Airflow's StatsD client, sent once per run by its alert task
+    published = [(tags, value) for name, tags, value in metrics if name == "airflow.cdc.rows.published"]
+    assert sorted(published) == sorted((f"pipeline=demo,table={r['table']}", r["state_rows"])
+                                       for r in first["tables"] + final["tables"])
+    landed = sum(v for name, _tags, v in metrics if name == "airflow.cdc.messages.landed")
+    assert landed == sum(json.loads((lake / "reports/demo" / f"run={r}" / "decode.json").read_text())["total"]["landed"]
+                         for r in runs)
+
+
+def _statsd_datagrams(server: socket.socket) -> list[tuple[str, str, float]]:
+    """(name, InfluxDB tags, value) of every datagram waiting on the socket."""
+    out = []
+    server.settimeout(1)
+    try:
+        while True:
+            for line in server.recv(65536).decode().splitlines():
+                name_tags, value = line.split("|")[0].rsplit(":", 1)
+                name, _, tags = name_tags.partition(",")
+                out.append((name, tags, float(value)))
+    except TimeoutError:
+        return out
+
 
 def _check_lineage(events: list[dict], lake: Path, runs: list[str], topics: Path) -> None:
     """Each task's OpenLineage events: valid against the spec's schemas; land, transform and reconcile name
     what the run's manifests and reports say they read and wrote."""
     assert events and all(schema_errors(e) == [] for e in events), [schema_errors(e) for e in events]
+    datasets_facets = [f for e in events for where, _, f in facets_of(e) if where not in ("run", "job")]
+    assert datasets_facets and all(vendored(f["_schemaURL"]) for f in datasets_facets)  # each checked by its own
     done = {}
     for e in events:
         if e["eventType"] == "COMPLETE" and "." in e["job"]["name"]:
