@@ -53,6 +53,16 @@ def run_metrics(pipeline: str, reports: RunReports, timings_s: Mapping[str, floa
     return out
 
 
+def land_metrics(pipeline: str, topics: Iterable[str], totals: Iterable[Mapping[str, int]]) -> list[Metric]:
+    """What one landing brought, per pipeline and topic: messages, bytes and files (a landing's manifests)."""
+    out = []
+    for topic, total in zip(topics, totals):
+        tags = {"pipeline": pipeline, "topic": topic}
+        out += [Metric(f"land.{what}", int(total.get(key, 0)), COUNT, tags)
+                for what, key in (("messages", "records"), ("bytes", "bytes"), ("files", "files"))]
+    return out
+
+
 # ---- where they go --------------------------------------------------------------------------------
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/]")
 

@@ -128,6 +128,7 @@ class Landed:
     folders: tuple[str, ...]
     messages: int
     outside: dict[str, Any] | None = None
+    totals: tuple[Mapping[str, int], ...] = ()  # each topic's manifest totals: records, bytes, files
 
     def window(self) -> dict[str, str]:
         """land's XComs (``multiple_outputs``): the interval the later tasks make the run's settings of."""
@@ -143,7 +144,7 @@ def landed(start: datetime, end: datetime, manifests: list[Mapping[str, Any]],
     return Landed(run_id=run_id_for(start, end), start=iso(start), end=iso(end),
                   topics=tuple(m["topic"] for m in ordered), folders=tuple(lake_join(m["path"]) for m in ordered),
                   messages=sum(int(m["totals"]["records"]) for m in ordered),
-                  outside=combine(m.get("outside") for m in ordered))
+                  outside=combine(m.get("outside") for m in ordered), totals=tuple(m["totals"] for m in ordered))
 
 
 # ---- task callables ------------------------------------------------------------------------------
@@ -172,7 +173,8 @@ def land(pipeline_file: str, params: Mapping[str, Any] | None = None, data_inter
     origin = interval_origin(params, getattr(dag_run, "run_type", None), logical_date, data_interval_end)
     covers = covers_text(start, end, origin)
     log.info(covers)
-    run = land_interval(load_pipeline(pipeline_file), start, end)
+    cfg = load_pipeline(pipeline_file)
+    run = land_interval(cfg, start, end)
     what = f"landed {run.messages} messages of {len(run.topics)} topics"
     log.info("%s for run %s", what, run.run_id)
     warning = quiet_interval_warning(run.start, run.end, run.messages, run.outside)
@@ -181,6 +183,10 @@ def land(pipeline_file: str, params: Mapping[str, Any] | None = None, data_inter
         log.warning(warning)
     if dag_run is not None:
         note_dag_run(dag_run, "\n\n".join(filter(None, [f"{covers}; {what}.", warning and f"**{warning}**"])))
+    from jobs.metrics import AirflowStats, land_metrics, send_safely
+
+    # once the landing succeeded, its last step: a retry sends them only if no earlier try did
+    send_safely(AirflowStats(), land_metrics(cfg.name, run.topics, run.totals))
     return run.window()
 
 

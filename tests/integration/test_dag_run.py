@@ -196,6 +196,10 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     landed = sum(v for name, _tags, v in metrics if name == "airflow.cdc.messages.landed")
     assert landed == sum(json.loads((lake / "reports/demo" / f"run={r}" / "decode.json").read_text())["total"]["landed"]
                          for r in runs)
+    # and the land task's, per topic, from its manifests
+    assert sum(v for name, _tags, v in metrics if name == "airflow.cdc.land.messages") == landed
+    assert {tags for name, tags, _v in metrics if name == "airflow.cdc.land.messages"} == {
+        f"pipeline=demo,topic={t}" for t in TABLES}
 
 
 def _statsd_datagrams(server: socket.socket) -> list[tuple[str, str, float]]:

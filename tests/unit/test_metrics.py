@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import socket
 
-from jobs.metrics import COUNT, GAUGE, Metric, UdpStatsd, dogstatsd_line, run_metrics, send_safely
+from jobs.metrics import COUNT, GAUGE, Metric, UdpStatsd, dogstatsd_line, land_metrics, run_metrics, send_safely
 from jobs.model.reports import DecodeReport, ReconciliationReport, RunReport, RunReports
 from tests.support.paths import REPO
 
@@ -40,6 +40,14 @@ def test_the_demos_reports_give_each_tables_messages_rows_verdicts_and_lag():
     outcomes = sum(v for (name, _t), (v, _k) in found.items()
                    if name in ("messages.decoded", "messages.quarantined", "messages.ignored"))
     assert landed == outcomes == 2991
+
+
+def test_a_landing_gives_each_topics_messages_bytes_and_files():
+    totals = ({"records": 7, "bytes": 900, "files": 2, "partitions": 3}, {"records": 0, "bytes": 0, "files": 0})
+    got = {(m.name, m.tags["topic"]): (m.value, m.kind) for m in land_metrics("shop", ["a.orders", "b"], totals)}
+    assert got == {("land.messages", "a.orders"): (7, COUNT), ("land.bytes", "a.orders"): (900, COUNT),
+                   ("land.files", "a.orders"): (2, COUNT), ("land.messages", "b"): (0, COUNT),
+                   ("land.bytes", "b"): (0, COUNT), ("land.files", "b"): (0, COUNT)}
 
 
 def test_a_datagram_keeps_its_syntax_whatever_a_table_is_called():
