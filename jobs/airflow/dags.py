@@ -247,12 +247,14 @@ def doc_md(cfg: PipelineConfig, path: Path) -> str:
         f"| assets | `{namespace_asset(cfg).uri}`; per table through alias `{tables_alias(cfg).name}` |",
     ]
     if cfg.tables:
-        lines += ["", "| tables | primary keys | history | count tolerance | key rows limit | sensitive columns |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", "| tables | primary keys | history | count tolerance | key rows limit | sensitive columns "
+                  "| value tolerances |", "|---|---|---|---|---|---|---|"]
         lines += [f"| `{e(t.match)}` | {e(', '.join(t.primary_keys or [])) or '-'} | "
                   f"{'-' if t.history is None else 'on' if t.history else 'off'} | {t.count_tolerance or '-'} | "
                   f"{'-' if t.key_rows_limit is None else t.key_rows_limit} | "
-                  f"{e(', '.join(t.sensitive_columns or [])) or '-'} |" for t in cfg.tables]
+                  f"{e(', '.join(t.sensitive_columns or [])) or '-'} | "
+                  f"{e(', '.join(f'{c} ±{v:g}' for c, v in (t.value_tolerances or {}).items())) or '-'} |"
+                  for t in cfg.tables]
     return mask("\n".join(lines))
 
 

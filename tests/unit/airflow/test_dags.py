@@ -213,3 +213,14 @@ def test_a_pipeline_file_says_whether_its_dag_starts_paused(tmp_path):
         {"cdc_held": True, "cdc_live": False, "cdc_default": None}  # None: Airflow's dags_are_paused_at_creation
     [(path, error)] = loaded["errors"].items()
     assert path.endswith("wrong.py") and "pipeline.paused" in error, error
+
+
+def test_the_dag_doc_shows_each_table_rules_value_checks(tmp_path):
+    from jobs.airflow.dags import doc_md
+    from jobs.config import load_pipeline
+
+    tables = [{"match": "shop.public.items", "primary_keys": ["id"], "sensitive_columns": ["email"],
+               "value_tolerances": {"price": 0.005, "weight": 1e-9}}]
+    path = write_pipeline(tmp_path, blocks(tables=tables))
+    doc = doc_md(load_pipeline(path, env={}), path)
+    assert "| `shop.public.items` | id | - | - | - | email | price ±0.005, weight ±1e-09 |" in doc
