@@ -176,10 +176,19 @@ def is_dir(location: str) -> bool:
 
 
 def _below(filesystem: pafs.FileSystem, path: str, recursive: bool) -> list[pafs.FileInfo]:
-    try:
-        return filesystem.get_file_info(pafs.FileSelector(path, recursive=recursive, allow_not_found=True))
-    except NotADirectoryError:
-        return []  # a local file: nothing lies below it
+    selector = pafs.FileSelector(path, recursive=recursive, allow_not_found=True)
+    tries = 3
+    while True:
+        try:
+            return filesystem.get_file_info(selector)
+        except NotADirectoryError:
+            return []  # a local file: nothing lies below it
+        except FileNotFoundError:
+            # the folder was made (or an entry went) while it was listed, e.g. by an attempt racing for the
+            # first lease: list it again, now that it is there
+            tries -= 1
+            if not tries:
+                raise
 
 
 def list_dirs(location: str) -> list[str]:

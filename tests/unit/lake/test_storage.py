@@ -162,3 +162,24 @@ def test_of_writers_creating_one_file_at_once_exactly_one_does_and_it_is_whole(t
         assert storage.read_bytes(target) == f"writer {created[0]} ".encode() * 1000
     assert not storage.create_exclusive(f"file://{tmp_path}/r0/lease.json", b"again")
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["lease.json"] * 20  # no temporary file
+
+
+def test_a_folder_made_while_it_is_listed_is_listed_again(tmp_path):
+    """pyarrow refuses to list a folder another thread makes at that moment (two attempts racing for a
+    pipeline's first lease): the listing is tried again, and sees it."""
+    import pyarrow.fs as pafs
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "0.json").write_text("{}")
+
+    class Racing(pafs.LocalFileSystem):
+        calls = 0
+
+        def get_file_info(self, selector):
+            Racing.calls += 1
+            if Racing.calls == 1:
+                raise FileNotFoundError(f"Cannot list directory '{selector.base_dir}'")
+            return super().get_file_info(selector)
+
+    found = storage._below(Racing(), str(tmp_path / "d"), False)
+    assert [i.base_name for i in found] == ["0.json"] and Racing.calls == 2
