@@ -21,9 +21,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 
+from jobs.airflow import lineage
 from jobs.airflow import tasks as tasks
 from jobs.lake.layout import Lake
 from jobs.model.record import safe_part
+from jobs.settings import RunSettings
 from tests.support.demo_data import generate_demo
 from tests.support.openlineage import facets_of, read_events, schema_errors, vendored
 from tests.support.paths import REPO
@@ -319,6 +321,8 @@ def test_land_task_lands_kafka_topics_into_one_folder_each(kafka_bootstrap, tmp_
                           source={"files": None, "kafka": {"connection": "kafka_dagtest", "topics": list(names.values())}})
         plan = tasks.land_interval(cfg, DAY1, DAY2)
         nxt = tasks.land_interval(cfg, DAY2, DAY3)
+        # its OpenLineage: the topics at the connection's first broker -> each topic's folder of the interval
+        land_lineage = lineage.land_lineage(cfg, RunSettings.from_pipeline(cfg, (DAY1, DAY2)))
     finally:
         del os.environ["AIRFLOW_CONN_KAFKA_DAGTEST"]
     assert plan.topics == tuple(sorted(names.values())) and plan.messages == 3
@@ -327,6 +331,10 @@ def test_land_task_lands_kafka_topics_into_one_folder_each(kafka_bootstrap, tmp_
     counts = [json.loads((Path(folder) / "_manifest.json").read_text())["totals"]["records"] for folder in plan.folders]
     assert counts == [1, 2]  # customers, orders
     assert nxt.messages == 2 and nxt.run_id == "20261102T000000Z_20261103T000000Z"
+    assert [(d.namespace, d.name) for d in land_lineage.inputs] == [
+        (f"kafka://{kafka_bootstrap.split(',')[0]}", t) for t in sorted(names.values())]
+    assert [(d.namespace, d.name, d.outputFacets["outputStatistics"].rowCount) for d in land_lineage.outputs] == [
+        ("file", folder, n) for folder, n in zip(plan.folders, counts)]
 
 
 # ---- alert and failure notifier through a real SMTP server ---------------------------------------
