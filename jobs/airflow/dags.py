@@ -85,9 +85,11 @@ class LineageMixin:
     _lineage: Any = None
 
     def note_lineage(self, start: str, end: str) -> None:
-        from airflow.providers.openlineage.conf import is_disabled
-
-        if is_disabled():
+        try:
+            from airflow.providers.openlineage.conf import is_disabled
+        except ImportError:  # the provider is not installed: nobody asks
+            return
+        if is_disabled():  # no transport configured
             return
         from jobs.airflow import lineage
 

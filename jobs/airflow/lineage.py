@@ -184,8 +184,10 @@ def reconcile_lineage(cfg: PipelineConfig, settings: RunSettings):
 
 
 def _is_database(spec: str | None) -> bool:
-    """An Airflow connection or a SQLAlchemy URL (not a counts file)."""
-    return bool(spec) and (spec.startswith("conn:") or ("://" in spec and not spec.startswith("file://")))
+    """An Airflow connection or a SQLAlchemy URL (not a counts file), as the reconcile stage tells them."""
+    from jobs.reconcile.stage import is_database_url
+
+    return bool(spec) and (spec.startswith("conn:") or is_database_url(spec))
 
 
 def _source_url(spec: str) -> str | None:

@@ -85,12 +85,13 @@ def source_checkpoints(spec: str, state: dict[str, dict], run_id: str, options: 
         list[Checkpoint], str]:
     """This run's checkpoints from a counts file or a SQL source, their table ids resolved; and what the
     source offered for the moment."""
-    if _looks_like_url(spec):
+    if is_database_url(spec):
         return _sql_checkpoints(spec, state, run_id, options)
     return _file_checkpoints(spec, sorted(state), run_id, options), "counts file"
 
 
-def _looks_like_url(spec: str) -> bool:
+def is_database_url(spec: str) -> bool:
+    """Whether the source's counts are a database's (a SQLAlchemy URL), not a counts file."""
     return "://" in spec and not Path(spec).is_file()
 
 
@@ -99,7 +100,7 @@ def check_source_counts(spec: str, fmt: str | None) -> None:
     that cannot be used, or a URL that does not parse, raises SourceCountsError in one line naming the
     file, the table and the field. The database of a URL is reached only at reconcile; a position is
     placed among the format's only when ``fmt`` is known."""
-    if _looks_like_url(spec):
+    if is_database_url(spec):
         _url(spec)
         return
     if not Path(spec).is_file():
@@ -272,7 +273,7 @@ class JudgedRows:
         from jobs.fold import fingerprints as rule
         from jobs.reconcile.sources import current_rows
 
-        if not self._spec or not _looks_like_url(self._spec) or table not in self._state:
+        if not self._spec or not is_database_url(self._spec) or table not in self._state:
             return None
         # the source reads only the rows of the keys' buckets (known from the lake's texts of the same keys)
         lake = self._lake_texts(table, keys) or {}
