@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
-from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.serde import Serde
 
 from jobs.airflow import lineage
@@ -24,11 +25,11 @@ WINDOW = (datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
 SECRET = "Pa55-never-shown"
 
 
-def _event(operator_lineage) -> dict:
+def _event(inputs: list, outputs: list) -> dict:
     """The COMPLETE event the provider would send with these datasets, as JSON."""
     event = RunEvent(eventType=RunState.COMPLETE, eventTime="2026-11-02T00:00:00Z", run=Run(runId=str(uuid.uuid4())),
-                     job=Job(namespace="cdc-test", name="cdc_demo.task"), inputs=operator_lineage.inputs,
-                     outputs=operator_lineage.outputs, producer="https://example.com/cdc")
+                     job=Job(namespace="cdc-test", name="cdc_demo.task"), inputs=inputs, outputs=outputs,
+                     producer="https://example.com/cdc")
     return json.loads(Serde.to_json(event))
 
 
@@ -96,10 +97,7 @@ def test_a_committed_table_is_named_by_its_location_with_its_catalog_name_and_co
     assert [(f.namespace, f.name, f.field) for f in facets["columnLineage"].fields["id"].inputFields] == [
         (*raw[0], "value")]
 
-    from openlineage.client.event_v2 import OutputDataset
-
-    event = _event(type("L", (), {"inputs": [], "outputs": [
-        OutputDataset(found.namespace, found.name, facets=facets, outputFacets=output)]})())
+    event = _event([], [OutputDataset(found.namespace, found.name, facets=facets, outputFacets=output)])
     assert schema_errors(event) == []
 
 
@@ -110,11 +108,10 @@ def test_a_tables_topics_pick_its_raw_folders():
 
 
 # ---- reconcile -----------------------------------------------------------------------------------
-def _reconciled(tmp_path, source_counts: str) -> RunSettings:
+def _reconciled(tmp_path, source_counts: str):
     cfg, _ = pipeline(tmp_path, lake=str(tmp_path / "lake"))
     settings = RunSettings.from_pipeline(cfg, WINDOW)
-    settings = settings.__class__(**{**settings.__dict__, "reconcile": settings.reconcile.__class__(
-        **{**settings.reconcile.__dict__, "source_counts": source_counts})})
+    settings = replace(settings, reconcile=replace(settings.reconcile, source_counts=source_counts))
     verdicts = [CheckpointVerdict(table="shop.public.items", verdict="match", moment="0/16B3748", source_rows=5,
                                   lake_rows=5),
                 CheckpointVerdict(table="shop.public.items", verdict="mismatch", moment="0/16B3799", source_rows=6,
@@ -127,10 +124,15 @@ def _reconciled(tmp_path, source_counts: str) -> RunSettings:
     return cfg, settings
 
 
+def _reconcile_event(cfg, settings) -> dict:
+    found = lineage.reconcile_lineage(cfg, settings)
+    return _event(found.inputs, found.outputs)
+
+
 def test_reconcile_names_the_source_tables_with_each_judged_checkpoint_and_no_password(tmp_path):
     cfg, settings = _reconciled(tmp_path, f"postgresql://cdc:{SECRET}@db.example:5432/shop")
 
-    event = _event(lineage.reconcile_lineage(cfg, settings))
+    event = _reconcile_event(cfg, settings)
 
     assert schema_errors(event) == [] and SECRET not in json.dumps(event)
     [source] = event["inputs"]
@@ -145,7 +147,7 @@ def test_reconcile_from_a_counts_file_names_the_file(tmp_path):
     counts = tmp_path / "counts.json"
     cfg, settings = _reconciled(tmp_path, str(counts))
 
-    event = _event(lineage.reconcile_lineage(cfg, settings))
+    event = _reconcile_event(cfg, settings)
 
     assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("file", str(counts))]
     assert len(event["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"]) == 2
@@ -153,7 +155,7 @@ def test_reconcile_from_a_counts_file_names_the_file(tmp_path):
 
 def test_the_vendored_schemas_refuse_a_broken_facet(tmp_path):
     cfg, settings = _reconciled(tmp_path, str(tmp_path / "counts.json"))
-    event = _event(lineage.reconcile_lineage(cfg, settings))
+    event = _reconcile_event(cfg, settings)
     del event["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"][0]["success"]
     event["run"]["runId"] = "not a uuid"
 
