@@ -408,10 +408,7 @@ def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,
     from jobs.alert.stage import run_alert as send
 
     with ctx.timed("alert"):
-        reports = RunReports(
-            decode=ctx.read_report(DecodeReport), fold=ctx.read_report(FoldReport),
-            validation=ctx.read_report(ValidationReport) or ValidationReport(),
-            reconciliation=ctx.read_report(ReconciliationReport) or ReconciliationReport())
+        reports = run_reports(ctx)
         page = write_report_page(ctx, reports)
         result = send(ctx.pipeline, ctx.run_id, reports, alert_to, page, quarantine_threshold, smtp=smtp,
                       previous=ctx.read_report(AlertReport))
@@ -419,15 +416,21 @@ def run_alert(ctx: RunContext, alert_to: list[str], quarantine_threshold: float,
     return result
 
 
+def run_reports(ctx: RunContext) -> RunReports:
+    """The reports the run's stages wrote (an empty validation and reconciliation where none was)."""
+    return RunReports(
+        decode=ctx.read_report(DecodeReport), fold=ctx.read_report(FoldReport),
+        validation=ctx.read_report(ValidationReport) or ValidationReport(),
+        reconciliation=ctx.read_report(ReconciliationReport) or ReconciliationReport())
+
+
 def run_metrics_of(ctx: RunContext) -> list:
     """The run's metrics (jobs.metrics) from the reports it wrote; the stages' seconds of its run.json and of
     this process (in a DAG, the transform task wrote run.json; the later tasks time themselves)."""
     from jobs.metrics import run_metrics
 
-    reports = RunReports(decode=ctx.read_report(DecodeReport), fold=ctx.read_report(FoldReport),
-                         reconciliation=ctx.read_report(ReconciliationReport))
     run = ctx.read_report(RunReport)
-    return run_metrics(ctx.pipeline, reports, {**(run.timings_s if run else {}), **ctx.timings})
+    return run_metrics(ctx.pipeline, run_reports(ctx), {**(run.timings_s if run else {}), **ctx.timings})
 
 
 def write_report_page(ctx: RunContext, reports: RunReports) -> str:
