@@ -21,6 +21,7 @@ build the events, so the DAG processor's parse loads neither.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -88,13 +89,13 @@ def land_lineage(cfg: PipelineConfig, settings: RunSettings):
     from openlineage.client.event_v2 import InputDataset, OutputDataset
     from openlineage.client.generated import output_statistics_output_dataset as stats
 
+    from jobs.lake import storage
     from jobs.land.command import landed_folders
     from jobs.land.common import MANIFEST
 
-    lake = settings.lake_at()
     outputs, topics = [], []
-    for folder in landed_folders(lake, cfg.name, settings.start, settings.end):
-        manifest = lake.read_json(f"{_relative(lake, folder)}/{MANIFEST}")
+    for folder in landed_folders(settings.lake_at(), cfg.name, settings.start, settings.end):
+        manifest = json.loads(storage.read_text(f"{folder}/{MANIFEST}"))
         topics.append(manifest["topic"])
         totals = manifest.get("totals") or {}
         outputs.append(OutputDataset(*storage_dataset(folder), outputFacets={
@@ -247,10 +248,6 @@ def _context(settings: RunSettings):
     from jobs.stages import RunContext
 
     return RunContext.of(settings)
-
-
-def _relative(lake: Any, full: str) -> str:
-    return full[len(lake.root):].strip("/")
 
 
 def _committed(ctx: Any, cfg: PipelineConfig, fold: Any, table_ids: list[str] | None = None) -> list[IcebergTable]:
