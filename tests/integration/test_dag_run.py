@@ -10,7 +10,6 @@ from __future__ import annotations
 import email
 import json
 import os
-import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -31,6 +30,7 @@ from tests.support.openlineage import facets_of, read_events, schema_errors, ven
 from tests.support.paths import REPO
 from tests.support.pipelines import pipeline
 from tests.support.servers import KafkaMessage, create_topic, free_port, produce
+from tests.support.statsd import received_lines, statsd_socket
 
 UTC = UTC
 DAY1, DAY2, DAY3 = (datetime(2026, 11, d, tzinfo=UTC) for d in (1, 2, 3))
@@ -120,22 +120,19 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     events = tmp_path / "openlineage" / "events.jsonl"
     events.parent.mkdir()
     # and Airflow's metrics path sends StatsD datagrams (with InfluxDB tags) to a socket on 127.0.0.1
-    statsd = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    statsd.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-    statsd.bind(("127.0.0.1", 0))
-    env = _airflow_env(tmp_path, path.parent, AIRFLOW_CONN_SMTP_DEFAULT=_smtp_conn(smtp_port),
-                       AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]",
-                                                              "login": "ops", "password": SPARK_SECRET}),
-                       AIRFLOW__OPENLINEAGE__TRANSPORT=json.dumps({"type": "file", "log_file_path": str(events),
-                                                                   "append": True}),
-                       AIRFLOW__OPENLINEAGE__NAMESPACE="cdc-test",
-                       AIRFLOW__METRICS__STATSD_ON="True", AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
-                       AIRFLOW__METRICS__STATSD_PORT=str(statsd.getsockname()[1]),
-                       AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True")
-    with statsd:
+    with statsd_socket() as statsd:
+        env = _airflow_env(tmp_path, path.parent, AIRFLOW_CONN_SMTP_DEFAULT=_smtp_conn(smtp_port),
+                           AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]",
+                                                                  "login": "ops", "password": SPARK_SECRET}),
+                           AIRFLOW__OPENLINEAGE__TRANSPORT=json.dumps({"type": "file", "log_file_path": str(events),
+                                                                       "append": True}),
+                           AIRFLOW__OPENLINEAGE__NAMESPACE="cdc-test",
+                           AIRFLOW__METRICS__STATSD_ON="True", AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
+                           AIRFLOW__METRICS__STATSD_PORT=str(statsd.getsockname()[1]),
+                           AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True")
         proc = subprocess.run([sys.executable, "-c", RUNNER, str(path.parent), "cdc_demo", "2026-11-02",
                                "2026-11-03"], env=env, capture_output=True, text=True, timeout=1200)
-        metrics = _statsd_datagrams(statsd)
+        metrics = _influx_metrics(received_lines(statsd))
     results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(results) == 2, (proc.stdout + proc.stderr)[-5000:]
     for result in results:
@@ -204,18 +201,14 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
         f"pipeline=demo,topic={t}" for t in TABLES}
 
 
-def _statsd_datagrams(server: socket.socket) -> list[tuple[str, str, float]]:
-    """(name, InfluxDB tags, value) of every datagram waiting on the socket."""
+def _influx_metrics(lines: list[str]) -> list[tuple[str, str, float]]:
+    """(name, InfluxDB tags, value) of StatsD lines ``name,tag=v,...:value|kind``."""
     out = []
-    server.settimeout(1)
-    try:
-        while True:
-            for line in server.recv(65536).decode().splitlines():
-                name_tags, value = line.split("|")[0].rsplit(":", 1)
-                name, _, tags = name_tags.partition(",")
-                out.append((name, tags, float(value)))
-    except TimeoutError:
-        return out
+    for line in lines:
+        name_tags, value = line.split("|")[0].rsplit(":", 1)
+        name, _, tags = name_tags.partition(",")
+        out.append((name, tags, float(value)))
+    return out
 
 
 def _check_lineage(events: list[dict], lake: Path, runs: list[str], topics: Path) -> None:

@@ -3,26 +3,23 @@ the rows published equal the published state's, the messages balance, and a chec
 from __future__ import annotations
 
 import json
-import socket
 
 from jobs.iceberg.catalog import state_summary
 from jobs.lake.layout import Lake
 from tests.support.pipeline_runs import jobs_run
+from tests.support.statsd import received_lines, statsd_socket
 from tests.support.topic_shapes import TOPIC, envelope
 
 
-def _received(server: socket.socket) -> dict[tuple[str, str], float]:
-    """(name, tags) -> value of every datagram waiting on the socket."""
+def _received(server) -> dict[tuple[str, str], float]:
+    """(name, tags) -> value of every DogStatsD datagram waiting on the socket."""
     out = {}
-    server.settimeout(2)
-    try:
-        while True:
-            name_value, kind, *tags = server.recv(65536).decode().split("|")
-            name, value = name_value.rsplit(":", 1)
-            out[(name, tags[0][1:] if tags else "")] = float(value)
-            assert kind in ("c", "g")
-    except TimeoutError:
-        return out
+    for line in received_lines(server, quiet_s=2):
+        name_value, kind, *tags = line.split("|")
+        name, value = name_value.rsplit(":", 1)
+        out[(name, tags[0][1:] if tags else "")] = float(value)
+        assert kind in ("c", "g")
+    return out
 
 
 def test_a_run_sends_its_metrics_to_a_statsd_server(tmp_path):
@@ -31,8 +28,7 @@ def test_a_run_sends_its_metrics_to_a_statsd_server(tmp_path):
     (raw / "messages.jsonl").write_text("\n".join([envelope(1), envelope(2), "{not json", envelope(3, "b")]) + "\n")
     counts = tmp_path / "counts.json"
     counts.write_text(json.dumps({TOPIC: 3}))
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server:
-        server.bind(("127.0.0.1", 0))
+    with statsd_socket() as server:
         address = f"127.0.0.1:{server.getsockname()[1]}"
         assert jobs_run("debezium", raw, tmp_path / "lake", "shop", "r1", "--statsd-host", address,
                         "--source-counts", str(counts)) == 0
