@@ -43,7 +43,7 @@ from jobs.model.reports import (
     ValidationReport,
 )
 from jobs.progress import stage_done, stage_report
-from jobs.quality.validate import profile_changes
+from jobs.quality.validate import import_gx_in_background, profile_changes
 from jobs.reconcile.stage import ReconcileOptions
 from jobs.settings import RunSettings, TransformSettings
 from jobs.spark.session import session_conf
@@ -293,6 +293,7 @@ def run_transform(spark: SparkSession, ctx: RunContext, settings: TransformSetti
     Under the pipeline's lease from start to end (jobs.lake.lease): the decode's quarantine and reports are
     the run's, not the attempt's, and a second attempt is refused before it spends a decode. ``settings.raw``
     names the input (jobs.cli fills it with the interval's landed folders where the settings named none)."""
+    import_gx_in_background()
     with ctx.exclusive():
         decoded = run_decode(spark, ctx, settings.fmt, list(settings.raw), settings.decode_options(),
                              settings.keep_changes)

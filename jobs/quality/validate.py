@@ -22,6 +22,7 @@ import itertools
 import json
 import logging
 import math
+import sys
 import threading
 import time
 from importlib import resources
@@ -63,6 +64,32 @@ _lock = threading.Lock()  # the GX context is shared and not thread-safe
 _call_numbers = itertools.count(1)
 _gx_context: Any = None
 _gx_source: Any = None
+_gx_import: threading.Thread | None = None
+
+
+def import_gx_in_background() -> None:
+    """Start importing Great Expectations in a thread of its own: seconds of Python that a run's first
+    validation would otherwise wait for, spent while the run's Spark work (decode, fold) goes on, when
+    this process mostly waits for the JVM. The validation waits for the thread before it uses GX."""
+    global _gx_import
+    if _gx_import is None and "great_expectations" not in sys.modules:
+        _gx_import = threading.Thread(target=_import_gx, name="import-great-expectations", daemon=True)
+        _gx_import.start()
+
+
+def _import_gx() -> None:
+    try:
+        import great_expectations  # noqa: F401
+        from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: F401
+        from great_expectations.expectations.expectation_configuration import ExpectationConfiguration  # noqa: F401
+    except Exception:  # noqa: BLE001 - the validation imports it again, and its error is the run's
+        log.debug("Great Expectations' import in the background failed", exc_info=True)
+
+
+def _gx_imported() -> None:
+    """Whatever import_gx_in_background started has ended (never two threads importing GX at once)."""
+    if _gx_import is not None:
+        _gx_import.join()
 
 
 # ---- suites ------------------------------------------------------------------------------------
@@ -255,6 +282,7 @@ def _context() -> tuple[Any, Any]:
     """The process's ephemeral GX context and its Spark data source (created on first use)."""
     global _gx_context, _gx_source
     if _gx_context is None:
+        _gx_imported()
         import great_expectations as gx
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -272,6 +300,7 @@ def _renamed(expectations: list[dict], alias: dict[str, str]) -> list[dict]:
 
 
 def _run_gx(narrow: DataFrame, suite_name: str, expectations: list[dict], result_format: dict) -> Any:
+    _gx_imported()
     import great_expectations as gx
     from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
