@@ -41,7 +41,7 @@ from jobs.fold.events import (
     steps_sql,
 )
 from jobs.fold.fingerprints import HALF, key_bucket, map_hash_sql, row_hash, step_deltas_sql
-from jobs.fold.history import Removal, history_versions, versions_sql
+from jobs.fold.history import Removal, full_image_versions_sql, history_versions, versions_sql
 from jobs.fold.key_moves import stays_under_key, with_moved_rows, without_paired_deletes
 from jobs.fold.plan import TableChanges, TablePlan
 from jobs.fold.types import META_COLUMNS
@@ -262,14 +262,20 @@ def fold_keys(joined: DataFrame, key_columns: list[str], run_id: str, history: b
                              steps=steps_sql(ROW_AFTER_SQL, row_hash),
                              versions=versions_sql(ROW_AFTER_SQL) if history else None)
     full = joined.withColumn("_cdc_full", F.expr("forall(_cdc_events, e -> e.present IS NULL)"))
+    state = F.col("_cdc_a").dropFields("steps")
+    full_versions = []
+    if history:  # a key of whole images has its versions without the fold (full_image_versions_sql)
+        full_versions = [F.when(F.col("_cdc_full"), F.expr(full_image_versions_sql("_cdc_events", APPLIES_SQL)))
+                         .alias("_cdc_full_versions")]
+        state = state.withField("versions", F.coalesce("_cdc_full_versions", "_cdc_a.versions"))
     return full.select(
         *key_columns, F.expr(sql).alias("_cdc_a"), "_cdc_full",
         F.when(F.col("_cdc_full"), F.expr(full_image_steps_sql("_cdc_events", APPLIES_SQL, row_hash)))
-        .alias("_cdc_full_steps"),
+        .alias("_cdc_full_steps"), *full_versions,
         F.col("_prior_row").isNotNull().alias("_cdc_prior_x"), F.expr(row_hash("_prior_row")).alias("_cdc_prior_h"),
     ).select(
         # the steps as a column of their own: reading them from the cache leaves the row images be
-        *key_columns, F.col("_cdc_a").dropFields("steps").alias("_cdc_s"),
+        *key_columns, state.alias("_cdc_s"),
         F.when(F.col("_cdc_full"), F.col("_cdc_full_steps")).otherwise(F.col("_cdc_a.steps")).alias("_cdc_steps"),
         "_cdc_prior_x", "_cdc_prior_h",
     ).persist(StorageLevel.MEMORY_AND_DISK)

@@ -94,11 +94,15 @@ def steps_sql(row_after: str, row_hash: Callable[[str], str]) -> Accumulated:
         f"CASE WHEN _cdc_full THEN acc.steps ELSE concat(acc.steps, array({_step_sql(row_after, row_hash)})) END")
 
 
+# the row after an event of a key whose every event carries its whole row: its image (none after a delete),
+# whatever came before it
+FULL_ROW_AFTER_SQL = "CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>) ELSE e.after END"
+
+
 def full_image_steps_sql(events: str, applies: str, row_hash: Callable[[str], str]) -> str:
-    """The steps of a key whose every event carries its whole row: the row after an applied event is its
-    image (none after a delete), so each step is the event's own, without the fold."""
-    after = "CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>) ELSE e.after END"
-    return f"transform(filter({events}, e -> {applies}), e -> {_step_sql(after, row_hash)})"
+    """The steps of a key whose every event carries its whole row: each step is the event's own
+    (FULL_ROW_AFTER_SQL), without the fold."""
+    return f"transform(filter({events}, e -> {applies}), e -> {_step_sql(FULL_ROW_AFTER_SQL, row_hash)})"
 
 
 def _step_sql(row_after: str, row_hash: Callable[[str], str]) -> str:

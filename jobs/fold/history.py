@@ -9,7 +9,7 @@ from functools import cached_property
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.fold.events import MOVE, Accumulated, aliased_keys_match
+from jobs.fold.events import FULL_ROW_AFTER_SQL, MOVE, Accumulated, aliased_keys_match
 from jobs.fold.values import from_canonical_string
 from jobs.model import record as C
 
@@ -38,12 +38,25 @@ HISTORY_META = {
 
 
 def versions_sql(row_after: str) -> Accumulated:
-    """The versions of a key's fold: every applied event leaves one (the row after it, ``row_after``); a
-    moved-in row is no version of its own (the move's update, at the same position, follows it)."""
+    """The versions of a key's fold that merges partial images (``_cdc_full`` false): every applied event
+    leaves one (the row after it, ``row_after``); a moved-in row is no version of its own (the move's
+    update, at the same position, follows it). A key of whole images needs no fold for them
+    (full_image_versions_sql): its accumulator stays empty, and a key with many events is not copied once
+    per event."""
     return Accumulated(
         "CAST(array() AS ARRAY<STRUCT<row: MAP<STRING, STRING>, op: STRING, pos: STRING, ts: TIMESTAMP>>)",
-        f"CASE WHEN e.op = '{MOVE}' THEN acc.versions ELSE concat(acc.versions, "
-        f"array(named_struct('row', {row_after}, 'op', e.op, 'pos', e.position, 'ts', e.event_time))) END")
+        f"CASE WHEN e.op = '{MOVE}' OR _cdc_full THEN acc.versions "
+        f"ELSE concat(acc.versions, array({_version_sql(row_after)})) END")
+
+
+def full_image_versions_sql(events: str, applies: str) -> str:
+    """The versions of a key whose every event carries its whole row: each applied event's own."""
+    return (f"transform(filter({events}, e -> ({applies}) AND e.op != '{MOVE}'), "
+            f"e -> {_version_sql(FULL_ROW_AFTER_SQL)})")
+
+
+def _version_sql(row_after: str) -> str:
+    return f"named_struct('row', {row_after}, 'op', e.op, 'pos', e.position, 'ts', e.event_time)"
 
 
 def history_versions(folded: DataFrame, key_columns: list[str], types: dict[str, str], run_id: str) -> DataFrame:

@@ -257,6 +257,27 @@ def test_a_skipped_replay_leaves_no_version(spark):
     assert [v["_valid_from_position"] for v in chain.history_rows] == [pos(5)]
 
 
+def test_keys_of_whole_and_of_partial_images_leave_the_same_versions(spark):
+    """A key whose events all carry the whole row has its versions from the events themselves, one whose
+    events merge partial images from the fold: either way a version per applied event with the row after
+    it, none for a replay, and none of its own for a row moved in under a new key."""
+    chain = FoldChain(spark, history=True)
+    chain.run([change(I, k, pos(k), {"name": f"n{k}", "qty": k}) for k in (1, 2, 3)])
+    first_run = len(chain.history_rows)
+    chain.run([change(U, 1, pos(4), {"name": "whole", "qty": 40}), change(U, 1, pos(1), {"name": "replay"}),
+               change(D, 1, pos(6), None, before={"id": 1}),
+               change(U, 2, pos(5), {"id": 2, "qty": 50}, present=["id", "qty"]), change(U, 2, pos(2), {"qty": 0}),
+               *moved(3, 4, 7, {"qty": 70})])
+    versions = sorted(((v["id"], v["_valid_from_position"], v["_op"], v["name"], v["qty"], v["_is_current"])
+                       for v in chain.history_rows[first_run:]), key=lambda v: (int(v[0]), v[1]))
+    assert versions == [
+        ("1", pos(4), U, "whole", "40", False), ("1", pos(6), D, None, None, False),
+        ("2", pos(5), U, "n2", "50", True),
+        ("3", pos(7), D, None, None, False),
+        ("4", pos(7), U, "n3", "70", True),
+    ]
+
+
 def test_a_load_end_marker_completes_the_load_in_its_own_run(chain):
     chain.run([change(S, k, pos(k), {"name": "v1"}, phase=C.FULL_LOAD) for k in (1, 2, 3)])
     chain.run([change(I, 5, pos(5), {"name": "cdc"})])
