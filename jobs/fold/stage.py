@@ -265,7 +265,9 @@ def _write_steps(run: _Run, table, p: TablePlan, result: FoldResult) -> dict:
     # is the job that fills the fold's cache (a table of strings checks no conversions first)
     steps.write.parquet(run.lake.spark_path(rel))
     before = None if exact_from else _fingerprints_before(run, table, p, rows_before)
-    after = None if before is None else _added(before, run.spark.read.parquet(run.lake.spark_path(rel)))
+    # read back with the schema it was written with: no job to infer it from the files' footers
+    after = None if before is None else _added(before, run.spark.read.schema(steps.schema).parquet(
+        run.lake.spark_path(rel)))
     return {"rows_before": rows_before, "steps": rel, "exact_from": exact_from,
             "fingerprints": {"buckets": rule.BUCKETS, "key_columns": list(p.key_columns),
                              "before": rule.hexes(before), "after": rule.hexes(after)}}
