@@ -276,3 +276,26 @@ def test_the_validate_stage_alone_needs_the_decodes_record_profile(spark, tmp_pa
     ctx.write_report(DecodeReport.from_json({"total": {"landed": 1}}))
     with pytest.raises(FileNotFoundError, match="or by an older version"):
         run_validate(spark, ctx)
+
+
+def test_great_expectations_is_imported_in_the_background_and_the_validation_waits_for_it():
+    """A fresh process (GX not imported yet): the transform's first call starts the import in a thread of
+    its own and returns at once; the validation's first use of GX waits for that thread to end."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, threading\n"
+        "from jobs.quality import validate as v\n"
+        "assert 'great_expectations' not in sys.modules\n"
+        "v.import_gx_in_background()\n"
+        "started = v._gx_import\n"
+        "assert started is not None and started.daemon and started is not threading.main_thread()\n"
+        "v.import_gx_in_background()\n"
+        "assert v._gx_import is started  # one import, however often asked\n"
+        "v._context()\n"
+        "assert not started.is_alive() and 'great_expectations' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parents[3], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
