@@ -73,6 +73,13 @@ def import_gx_in_background() -> None:
     this process mostly waits for the JVM. The validation waits for the thread before it uses GX."""
     global _gx_import
     if _gx_import is None and "great_expectations" not in sys.modules:
+        # first, here, what the run imports anyway and GX's import reaches too: no package is then imported
+        # by two threads at once (two threads entering a package's import cycle at different modules make
+        # Python raise "deadlock detected" in one of them)
+        import pyarrow.parquet  # noqa: F401
+        import pyspark.sql.classic.dataframe  # noqa: F401
+        import sqlalchemy  # noqa: F401
+
         _gx_import = threading.Thread(target=_import_gx, name="import-great-expectations", daemon=True)
         _gx_import.start()
 

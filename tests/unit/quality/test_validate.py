@@ -279,8 +279,8 @@ def test_the_validate_stage_alone_needs_the_decodes_record_profile(spark, tmp_pa
 
 
 def test_great_expectations_is_imported_in_the_background_and_the_validation_waits_for_it():
-    """A fresh process (GX not imported yet): the transform's first call starts the import in a thread of
-    its own and returns at once; the validation's first use of GX waits for that thread to end."""
+    """A fresh process (GX not imported yet): the transform's first call imports what the run and GX share,
+    then starts GX's import in a thread of its own; the validation's first use of GX waits for that thread."""
     import subprocess
     import sys
 
@@ -288,8 +288,11 @@ def test_great_expectations_is_imported_in_the_background_and_the_validation_wai
         "import sys, threading\n"
         "from jobs.quality import validate as v\n"
         "assert 'great_expectations' not in sys.modules\n"
+        "assert 'sqlalchemy' not in sys.modules\n"
         "v.import_gx_in_background()\n"
         "started = v._gx_import\n"
+        "# the run's own imports that GX's reaches too, done by this thread before it returns\n"
+        "assert {'sqlalchemy', 'pyarrow.parquet', 'pyspark.sql.classic.dataframe'} <= set(sys.modules)\n"
         "assert started is not None and started.daemon and started is not threading.main_thread()\n"
         "v.import_gx_in_background()\n"
         "assert v._gx_import is started  # one import, however often asked\n"
