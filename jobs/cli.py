@@ -32,6 +32,7 @@ from jobs.model.reports import (
     AlertReport,
     DecodeReport,
     ExpireReport,
+    FoldReport,
     ReconciliationReport,
     RunReport,
     TableReconciliation,
@@ -457,6 +458,10 @@ def _print_summary(ctx, alert: AlertReport) -> None:
     for row in recon.tables:
         print(f"{row.table:<40} {row.state_rows:>10} {'-' if row.source_rows is None else row.source_rows:>11}  "
               f"{row.status:<9} {_counted_at(row)}")
+    fold = ctx.read_report(FoldReport) or FoldReport()
+    for name, table in sorted(fold.tables.items()):
+        if table.error:  # no state, so no reconciliation row: the table is listed with why
+            print(f"{name:<40} {'-':>10} {'-':>11}  not published: {table.error}")
     print(f"report: {ctx.lake.join(ctx.report_dir)}")
     problems = len(alert.reasons)
     why = f" ({problems} problem{'s' if problems != 1 else ''})" if problems else ""

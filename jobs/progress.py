@@ -47,7 +47,7 @@ def _fold(r: FoldReport) -> str:
     held = r.held.records or 0
     return (", ".join(done) + f", {_n(rows)} rows in their state"
             + (f", {_n(held)} records held for the next run" if held else "")
-            + (f"; not published: {', '.join(failed)}" if failed else ""))
+            + (f"; not published: {'; '.join(f'{name} ({tables[name].error})' for name in failed)}" if failed else ""))
 
 
 def _validate(r: ValidationReport) -> str:

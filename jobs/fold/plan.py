@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from jobs.fold.types import META_COLUMNS, promotable, state_type
 from jobs.model.buckets import BucketLayout
+from jobs.model.keys import KEY_SETTING
 from jobs.model.properties import (
     FULL_LOAD_POSITION_PROP,
     KEY_COLUMNS_PROP,
@@ -159,6 +160,11 @@ def plan_table(info: TableChanges, published: PublishedTable, default_buckets: i
     key_columns, rekeyed_from = _keys(info, published)
     if not key_columns:
         raise PlanError("no key columns could be determined")
+    unknown = [k for k in key_columns if k not in columns]
+    if unknown:
+        # a configured key naming a column the table's rows do not have: every row would share one null key
+        raise PlanError(f"key column(s) {', '.join(unknown)} in none of the table's rows (its columns: "
+                        f"{', '.join(columns) or 'none'}); a key given by {KEY_SETTING} must name columns of the table")
     props = published.properties
     truncated_through = props.get(TRUNCATE_POSITION_PROP)
     if info.truncate_position and truncated_through and info.truncate_position <= truncated_through:

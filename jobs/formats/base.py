@@ -12,14 +12,12 @@ from pyspark.sql.types import ArrayType, StringType
 from jobs.formats import DECODED, IGNORED, QUARANTINED, DecodeOptions
 from jobs.formats.entry import FormatEntry
 from jobs.model import record as C
+from jobs.model.keys import KEY_SETTING
 from jobs.model.record import CHANGE_RECORD_COLUMNS, CHANGE_RECORD_SCHEMA
 from jobs.model.table_rules import glob_regex, is_glob
 from jobs.spark import jvm
 
 RECORDS_TYPE = ArrayType(CHANGE_RECORD_SCHEMA)
-# how a user gives a table's key, named by the reasons that ask for one: a reason reaches command-line and
-# pipeline-file users alike (as the shape's misfit reason does, jobs.decode.stage)
-KEY_SETTING = "--primary-keys (tables[].primary_keys in a pipeline file)"
 LINEAGE = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
 _STRING_MAP = "map<string,string>"
 _STRING_ARRAY = "array<string>"

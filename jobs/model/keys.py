@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+# how a user gives a table's key, named by the reasons and errors that ask for one: they reach command-line and
+# pipeline-file users alike
+KEY_SETTING = "--primary-keys (tables[].primary_keys in a pipeline file)"
+
 
 def key_text(columns: tuple[str, ...], values) -> str:
     """A key as the count steps name it (jobs.fold.core.key_json): JSON of the values as text."""

@@ -26,7 +26,7 @@ def test_each_stage_says_what_it_did():
                                              "c": {"error": "plan", "records": 2}}, "held": {"records": 7}})
     assert stage_done("fold_publish", 3, merge) == (
         "fold_publish: 2 tables committed, 1,024 rows in their state, 7 records held for the next run; "
-        "not published: c (3.0 s)")
+        "not published: c (plan) (3.0 s)")
     recon = ReconciliationReport.from_json({"tables": [{"status": "match"}, {"status": "behind"},
                                                        {"status": "match"}]})
     assert stage_done("reconcile", 1, recon) == "reconcile: 3 tables: 1 behind, 2 match (1.0 s)"

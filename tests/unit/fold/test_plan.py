@@ -122,6 +122,15 @@ def test_a_table_without_any_key_is_not_planned():
         plan_table(changes(key_columns=[]), PublishedTable(), 16)
 
 
+def test_a_key_naming_no_column_of_the_table_is_refused_with_the_setting_that_gives_it():
+    with pytest.raises(PlanError, match=r"key column\(s\) id in none of the table's rows \(its columns: "
+                       r"order_id, line_no\); a key given by --primary-keys \(tables\[\]\.primary_keys"):
+        plan_table(changes(columns=["order_id", "line_no"], key_columns=["id"]), PublishedTable(), 16)
+    # a column the published table has is one of the table's, though this run's rows leave it out
+    plan = plan_table(changes(columns=["name"], key_columns=["id"]), published(), 16)
+    assert plan.key_columns == ("id",)
+
+
 def test_a_table_keyed_by_its_whole_row_says_so():
     plan = plan_table(changes(key_columns=["id", "name"]), PublishedTable(), 16)
     assert plan.key_source == WHOLE_ROW_KEY
