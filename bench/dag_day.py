@@ -1,6 +1,7 @@
 """One small interval through the demo DAG's ``dag.test()``: what a scheduled run costs end to end.
 
     .venv/bin/python -m bench.dag_day [--messages 3000] [--days 2026-11-02] [--keep DIR] [--openlineage]
+        [--no-class-archive]
 
 Generates the demo topics (jobs/demo/generate.py), then runs ``dag.test()`` of the demo DAG for the
 interval ending on each ``--days`` date in a fresh Airflow home (SQLite metadata db, spark-submit on
@@ -9,6 +10,8 @@ server: the alert's recipients are left unset). Prints each task's seconds (from
 and the run's wall time; the JSON line at the end is what bench/results keeps (bench/README.md,
 "The DAG"). ``--openlineage`` turns Airflow's openlineage provider on (a file transport in the work
 folder; the events' count is printed): run with and without it, alternated, for what lineage costs.
+``--no-class-archive``: the driver without the JVM class archive (jobs.spark.class_archive; by default the one
+in the user's cache folder, recorded by the first run of this JVM and these jars).
 """
 from __future__ import annotations
 
@@ -58,7 +61,8 @@ def pipeline_folder(work: Path, topics: Path, lake: Path) -> Path:
     return folder
 
 
-def airflow_env(home: Path, dags: Path, source: Path, events: Path | None = None) -> dict[str, str]:
+def airflow_env(home: Path, dags: Path, source: Path, events: Path | None = None,
+                class_archive: bool = True) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     lineage = {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
         {"type": "file", "log_file_path": str(events), "append": True})} if events else {}
@@ -74,6 +78,7 @@ def airflow_env(home: Path, dags: Path, source: Path, events: Path | None = None
         "PYTHONPATH": str(REPO),
         "CDC_SHUFFLE_PARTITIONS": "2",
         "CDC_JIT": "c1",
+        **({} if class_archive else {"CDC_CLASS_ARCHIVE": "off"}),
     }
 
 
@@ -83,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", default="2026-11-02", help="comma-separated logical dates (a run covers the day before)")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temporary one)")
     parser.add_argument("--openlineage", action="store_true", help="with OpenLineage events (a file transport)")
+    parser.add_argument("--no-class-archive", action="store_true", help="the driver without the JVM class archive")
     args = parser.parse_args(argv)
     work = args.keep or Path(tempfile.mkdtemp(prefix="cdc-dag-day-"))
     try:
@@ -92,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                         str(source), "--messages", str(args.messages)], check=True, capture_output=True, cwd=REPO)
         dags = pipeline_folder(work, topics, lake)
         events = work / "openlineage.jsonl" if args.openlineage else None
-        env = airflow_env(work / "airflow", dags, source, events)
+        env = airflow_env(work / "airflow", dags, source, events, class_archive=not args.no_class_archive)
         venv_bin = Path(sys.executable).parent
         subprocess.run([str(venv_bin / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
         start = time.perf_counter()

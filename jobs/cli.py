@@ -387,9 +387,8 @@ def _attach(root: str, write: bool) -> int:
 
 def _run_command(args: argparse.Namespace, ctx, settings: RunSettings) -> int:
     from jobs import stages
-    from jobs.spark.session import build_spark
+    from jobs.spark.session import build_spark, driver_class_archive, keep_class_archive
 
-    transform, reconcile, alert_to = settings.transform, settings.reconcile, list(settings.alert.to)
     if args.command == "expire":  # pyiceberg only: no Spark
         report = stages.run_expire(ctx, settings.expire.as_of, *settings.expire.retention(), args.dry_run)
         if args.json:
@@ -397,7 +396,18 @@ def _run_command(args: argparse.Namespace, ctx, settings: RunSettings) -> int:
         elif not args.quiet:
             _print_expiry(report)
         return 0
-    spark = build_spark(f"cdc-{args.command}-{settings.pipeline}")
+    # the first driver of this JVM and these jars records the class archive the next ones map
+    archive = driver_class_archive(record=True)
+    spark = build_spark(f"cdc-{args.command}-{settings.pipeline}", archive=archive)
+    done = _spark_command(args, ctx, settings, spark)
+    keep_class_archive(spark, archive)
+    return done
+
+
+def _spark_command(args: argparse.Namespace, ctx, settings: RunSettings, spark) -> int:
+    from jobs import stages
+
+    transform, reconcile, alert_to = settings.transform, settings.reconcile, list(settings.alert.to)
     if args.command in ("run", "transform"):
         stages.run_transform(spark, ctx, transform)
         if args.command == "transform":

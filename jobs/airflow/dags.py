@@ -40,6 +40,7 @@ from jobs.config import (
 from jobs.errors import mask
 from jobs.model.intervals import utc
 from jobs.settings import RunSettings
+from jobs.spark.class_archive import class_archive, with_driver_options
 
 log = logging.getLogger(__name__)
 EMBEDDED_CATALOG = "cdc"  # jobs.iceberg.catalog.open_catalog's name for the SQLite catalog inside a lake
@@ -133,7 +134,15 @@ class TransformOperator(LineageMixin, SparkSubmitOperator):
         self.pipeline_file, self.lineage = pipeline_file, "transform"
 
     def execute(self, context: Any) -> None:
-        super().execute(context)
+        # the first driver of the worker's JVM and Spark jars records the class archive the next ones map; the
+        # hook returns once spark-submit's JVM (the driver) has exited, having written it
+        archive = class_archive(record=True)
+        self.conf = with_driver_options(self.conf or {}, archive)
+        try:
+            super().execute(context)
+        finally:
+            if archive is not None:
+                archive.settle()
         start, end = (utc(context["ti"].xcom_pull(task_ids=tasks.LAND_TASK, key=k)) for k in ("start", "end"))
         self.note_lineage(start, end)
         cfg = load_pipeline(self.pipeline_file)  # read once by this process: when it parsed the stub

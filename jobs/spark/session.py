@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from jobs import env as environ
+from jobs.spark.class_archive import ClassArchive, class_archive, with_driver_options
 from jobs.spark.jvm import with_jar
 
 if TYPE_CHECKING:  # importable without pyspark (the DAG's spark-submit arguments are built from it)
@@ -135,14 +136,15 @@ def conf_text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def session_settings(env: Mapping[str, str] | None = None,
-                     launched: Mapping[str, str] | None = None) -> dict[str, str]:
+def session_settings(env: Mapping[str, str] | None = None, launched: Mapping[str, str] | None = None,
+                     archive: ClassArchive | None = None) -> dict[str, str]:
     """Every setting build_spark gives a session: tuned_conf and s3a_conf (the endpoint from the
     environment, as jobs.lake.storage reads it), then, for a JVM this process starts, ``CDC_SPARK_PACKAGES`` as
     ``spark.jars.packages`` and ``CDC_SPARK_CONF``, which wins, with the JVM-side decoders' jar in
     ``spark.jars`` besides any given. ``launched``: the settings of a driver spark-submit started
     (jobs.spark.submit passed it jars, packages and ``CDC_SPARK_CONF`` already), which stay as they are:
-    only settings it does not have are added."""
+    only settings it does not have are added. ``archive``: the class archive the JVM this process starts maps or
+    records (jobs.spark.class_archive)."""
     env = environ.environment() if env is None else env
     endpoint = (env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or "").strip() or None
     conf = {**tuned_conf(env), **s3a_conf(endpoint)}
@@ -153,6 +155,7 @@ def session_settings(env: Mapping[str, str] | None = None,
         conf["spark.jars.packages"] = packages
     # the JVM this process starts (PYSPARK_SUBMIT_ARGS' --driver-memory, where given, wins over it)
     conf["spark.driver.memory"] = driver_memory()
+    conf = with_driver_options(conf, archive)
     conf.update(user_conf(env))
     jars = with_jar(conf.get("spark.jars"))  # the JVM-side decoders (jobs.spark.jvm)
     if jars:
@@ -190,9 +193,11 @@ def driver_memory(setting: str | None = None, machine_mb: int | None = None) -> 
     return f"{max(low, min(high, quarter))}m"
 
 
-def build_spark(app_name: str = "cdc-pipeline", master: str | None = None) -> SparkSession:
+def build_spark(app_name: str = "cdc-pipeline", master: str | None = None,
+                archive: ClassArchive | None = None) -> SparkSession:
     """Get or create the session; under spark-submit the master, jars, packages and ``CDC_SPARK_CONF``
-    come from the submit command (see session_settings)."""
+    come from the submit command (see session_settings). A JVM this process starts maps the class archive there
+    is (jobs.spark.class_archive), or records ``archive`` (then ``stop_driver_jvm`` before settling it)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
@@ -204,13 +209,53 @@ def build_spark(app_name: str = "cdc-pipeline", master: str | None = None) -> Sp
     if submitted and environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit's driver JVM runs already
         SparkContext._ensure_initialized()  # noqa: SLF001 - attaches to that JVM (starts none)
         launched = dict(SparkConf().getAll())
-    for key, value in session_settings(launched=launched).items():
+    if archive is None:
+        archive = driver_class_archive(record=False)
+    for key, value in session_settings(launched=launched, archive=archive).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if not environ.get("PYSPARK_PYTHON"):  # PySpark's default is `python3` on PATH: the workers run this one
         spark.sparkContext.pythonExec = sys.executable
     spark.sparkContext.setLogLevel(environ.text("CDC_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def stop_driver_jvm(spark: SparkSession, timeout_s: float = 300) -> None:
+    """The session stopped and the JVM this process started (not spark-submit's) waited for: it exits once its
+    standard input closes, writing what ``-XX:ArchiveClassesAtExit`` asks on the way."""
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway  # noqa: SLF001 - the JVM PySpark launched, if it did
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return
+    gateway.shutdown()
+    proc.stdin.close()
+    proc.wait(timeout=timeout_s)
+    SparkContext._gateway = SparkContext._jvm = None  # noqa: SLF001 - a later session starts a new one
+
+
+def driver_class_archive(record: bool) -> ClassArchive | None:
+    """The class archive (jobs.spark.class_archive) of the driver JVM this process is about to start; None when
+    it starts none: spark-submit started it, or a session runs here already (a test's, a caller's)."""
+    from pyspark import SparkContext
+
+    if environ.get("SPARK_SUBMIT_ACTIVE") or SparkContext._gateway is not None:  # noqa: SLF001
+        return None
+    return class_archive(record=record)
+
+
+def keep_class_archive(spark: SparkSession, archive: ClassArchive | None) -> None:
+    """The class archive the session's JVM recorded, kept for the next drivers (nothing when it recorded none):
+    the JVM stopped first, as it writes the archive on its way out. A failure here is a warning: the run is done."""
+    if archive is None or archive.pending is None:
+        return
+    try:
+        stop_driver_jvm(spark)
+        archive.settle()
+    except Exception as e:  # noqa: BLE001 - an archive not kept costs the next driver seconds, never the run
+        print(f"warning: the JVM class archive was not kept: {type(e).__name__}: {e}", file=sys.stderr)
 
 
 @contextmanager

@@ -35,6 +35,7 @@ from typing import Any
 
 import jobs
 from jobs.env import environment
+from jobs.spark.cache import default_cache_dir
 
 PACKAGE_DIR = Path(jobs.__file__).resolve().parent  # the `jobs` package
 PACKAGE_PARENT = PACKAGE_DIR.parent  # where `jobs` is imported from: a checkout, or site-packages
@@ -99,17 +100,6 @@ def package_for_executors(cache_dir: str | os.PathLike, package_dir: str | os.Pa
         Path(tmp).unlink(missing_ok=True)
         raise
     return str(target)
-
-
-def default_cache_dir(env: Mapping[str, str] | None = None) -> str:
-    """Where the archives are built: ``CDC_SPARK_ARCHIVE_DIR``, else ``$XDG_CACHE_HOME/cdc-pipeline``
-    (``~/.cache/cdc-pipeline``): the submitting user's own folder, not a shared temporary one."""
-    env = environment() if env is None else env
-    configured = (env.get("CDC_SPARK_ARCHIVE_DIR") or "").strip()
-    if configured:
-        return configured
-    base = (env.get("XDG_CACHE_HOME") or "").strip() or str(Path.home() / ".cache")
-    return str(Path(base) / "cdc-pipeline")
 
 
 # ---- spark-submit's arguments --------------------------------------------------------------------

@@ -129,7 +129,8 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
                            AIRFLOW__OPENLINEAGE__NAMESPACE="cdc-test",
                            AIRFLOW__METRICS__STATSD_ON="True", AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
                            AIRFLOW__METRICS__STATSD_PORT=str(statsd.getsockname()[1]),
-                           AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True")
+                           AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True",
+                           CDC_CLASS_ARCHIVE=str(tmp_path / "archives"))
         proc = subprocess.run([sys.executable, "-c", RUNNER, str(path.parent), "cdc_demo", "2026-11-02",
                                "2026-11-03"], env=env, capture_output=True, text=True, timeout=1200)
         metrics = _influx_metrics(received_lines(statsd))
@@ -138,6 +139,11 @@ def test_demo_dag_folds_two_daily_intervals_in_order(tmp_path, smtp_sink):
     for result in results:
         assert result["tis"] == {t: "success" for t in STAGES}, (proc.stdout + proc.stderr)[-5000:]
         assert result["state"] == "success"
+
+    # the first day's spark-submit'ed driver recorded the class archive (jobs.spark.class_archive), kept once it
+    # exited; the second day's mapped it
+    (kept,) = (tmp_path / "archives").iterdir()
+    assert kept.name.startswith("spark-classes-") and kept.suffix == ".jsa"
 
     runs = ["20261101T000000Z_20261102T000000Z", "20261102T000000Z_20261103T000000Z"]
     for run_id, (start, end) in zip(runs, [(DAY1, DAY2), (DAY2, DAY3)]):

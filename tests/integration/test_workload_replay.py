@@ -34,7 +34,7 @@ def write_runs(sim: SourceSimulator, tmp: Path, with_schema: bool, runs: int) ->
     return paths
 
 
-def test_postgres_with_schema_two_runs_through_the_cli(spark, tmp_path):
+def test_postgres_with_schema_two_runs_through_the_cli(spark, tmp_path, monkeypatch):
     """The real command line, as a user runs it, for the second of two consecutive runs (the first, and
     a re-run of the second, in this process: each command line is a fresh JVM, half a minute)."""
     sim = make_workload(11, "postgresql", 300)
@@ -42,9 +42,18 @@ def test_postgres_with_schema_two_runs_through_the_cli(spark, tmp_path):
     lake = tmp_path / "lake"
     source_db = sim.save_sqlite(tmp_path / "source.db")  # reconciled through SQLAlchemy COUNT(*)
     args = ["--format", "debezium", "--lake", str(lake), "--pipeline", "wl", "--source-counts", f"sqlite:///{source_db}"]
-    assert cli.main(["run", *args, "--raw", str(raws[0]), "--run-id", "r0"]) == 0
-    proc = run_cli(["run", *args, "--raw", str(raws[1]), "--run-id", "r1"])
+    archives = tmp_path / "archives"  # the driver's class archive (jobs.spark.class_archive)
+    with monkeypatch.context() as m:
+        m.setenv("CDC_CLASS_ARCHIVE", str(archives))
+        assert cli.main(["run", *args, "--raw", str(raws[0]), "--run-id", "r0"]) == 0
+    # a run in a process whose session runs already records nothing, and leaves that session running
+    assert not archives.exists() and spark.range(3).count() == 3
+    proc = run_cli(["run", *args, "--raw", str(raws[1]), "--run-id", "r1"],
+                   env={**os.environ, "CDC_CLASS_ARCHIVE": str(archives)})
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the first driver of this JVM and these jars recorded it; kept once that JVM exited, with no recording left
+    (kept,) = archives.iterdir()
+    assert kept.name.startswith("spark-classes-") and kept.suffix == ".jsa"
     assert_state_equals_source(sim, lake, "wl", with_schema=True)
 
     reports = lake / "reports/wl"
