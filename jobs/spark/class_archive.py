@@ -20,6 +20,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -125,12 +126,14 @@ def _key(java: str, spark_home: Path) -> str:
 
 
 def _maps(java: str, archive: Path) -> bool:
-    """Whether a JVM starts with the archive mapped (one cut short by a killed writer crashes it)."""
-    try:
-        done = subprocess.run([java, f"-XX:SharedArchiveFile={archive}", _QUIET, "-version"],
-                              capture_output=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    """Whether a JVM starts with the archive mapped (one cut short by a killed writer crashes it: its crash
+    report goes to a scratch folder, not the caller's working directory)."""
+    with tempfile.TemporaryDirectory(prefix="cdc-archive-check-") as scratch:
+        try:
+            done = subprocess.run([java, f"-XX:SharedArchiveFile={archive}", f"-XX:ErrorFile={scratch}/hs_err_%p.log",
+                                   _QUIET, "-version"], capture_output=True, timeout=120, check=False, cwd=scratch)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
     return done.returncode == 0
 
 

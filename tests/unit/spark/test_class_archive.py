@@ -42,14 +42,20 @@ def test_the_first_driver_records_the_archive_and_the_next_ones_map_it(env, tmp_
     assert mapped.returncode == 0 and "sharing" in mapped.stderr
 
 
-def test_a_recording_cut_short_is_not_kept(env, tmp_path):
+def test_a_recording_cut_short_is_not_kept(env, tmp_path, monkeypatch):
     whole = class_archive(record=True, env=env)
     java(whole.jvm_options)
     cut = class_archive(record=True, env=env)
     cut.pending.write_bytes(whole.pending.read_bytes()[: whole.pending.stat().st_size // 2])
     # a JVM mapping it would crash: it is checked by one before it is kept, and removed
-    assert java(f"-XX:SharedArchiveFile={cut.pending}").returncode != 0
+    crashes = tmp_path / "crashes"
+    crashes.mkdir()
+    assert java(f"-XX:SharedArchiveFile={cut.pending} -XX:ErrorFile={crashes}/hs_err_%p.log").returncode != 0
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
     assert not cut.settle()
+    assert list(workdir.iterdir()) == []  # the checking JVM's crash report is not left where the caller works
     assert not cut.pending.exists() and not cut.path.exists()
     assert class_archive(record=False, env=env) is None
 
