@@ -46,7 +46,7 @@ from jobs.progress import stage_done, stage_report
 from jobs.quality.validate import import_gx_in_background, profile_changes
 from jobs.reconcile.stage import ReconcileOptions
 from jobs.settings import RunSettings, TransformSettings
-from jobs.spark.session import session_conf
+from jobs.spark.session import session_conf, without_dictionary
 
 if TYPE_CHECKING:
     from jobs.alert.smtp import SmtpSource
@@ -121,8 +121,7 @@ class RunContext:
 # written as fast (bench/README.md, "Writing the change records").
 _UNIQUE_COLUMNS = ("event_id", "position", "offset", "kafka_ts", "event_time",
                    "key.key_value.value", "before.key_value.value", "after.key_value.value")
-CHANGE_RECORD_PARQUET_OPTIONS = {"compression": "zstd",
-                                 **{f"parquet.enable.dictionary#{c}": "false" for c in _UNIQUE_COLUMNS}}
+CHANGE_RECORD_PARQUET_OPTIONS = {"compression": "zstd", **without_dictionary(_UNIQUE_COLUMNS)}
 
 
 def write_change_records(changes: DataFrame, path: str) -> None:

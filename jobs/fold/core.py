@@ -39,6 +39,7 @@ from jobs.fold.events import (
     key_join,
     op_rank,
     steps_sql,
+    whole_image_hash_sql,
 )
 from jobs.fold.fingerprints import HALF, key_bucket, map_hash_sql, row_hash, step_deltas_sql
 from jobs.fold.history import Removal, full_image_versions_sql, history_versions, versions_sql
@@ -173,6 +174,7 @@ def events_by_key(events: DataFrame, key_columns: list[str], types: dict[str, st
         event_struct(F.struct(F.col("position"), F.col("offset"), op_rank().alias("rank")), F.col("op"), F.col("after"),
                      F.col("present_columns"), F.col("position"), F.col("event_time"),
                      F.struct("event_id", "partition", "offset"),
+                     F.expr(whole_image_hash_sql(partial(map_hash_sql, types=types))),
                      stays_under_key(key_columns, types) if moves else None).alias("_cdc_e"),
     )
     by_copy = F.array_sort(F.collect_list("_cdc_e"), lambda l, r: F.when(l["copy"] < r["copy"], -1)
@@ -256,22 +258,26 @@ def fold_keys(joined: DataFrame, key_columns: list[str], run_id: str, history: b
               types: dict[str, str]) -> DataFrame:
     """Each key's fold (``_cdc_s``: its row after the run and where that comes from, with history its
     versions) and its steps (``_cdc_steps``: each applied event, whether a row stays after it and its hash;
-    the prior row's, ``_cdc_prior_x``/``_cdc_prior_h``), cached: the publish and the reports read it."""
+    the prior row's, ``_cdc_prior_x``/``_cdc_prior_h``), cached: the publish and the reports read it.
+
+    A key whose every event carries its whole row (``_cdc_full``) has the steps and versions of each of its
+    applied events (``_cdc_applied``), each hashed before the fold (whole_image_hash_sql), not in its lambda."""
     row_hash = partial(map_hash_sql, types=types)
     sql = fold_aggregate_sql(applies=APPLIES_SQL, row_after=ROW_AFTER_SQL, run_id=sql_str(run_id),
-                             steps=steps_sql(ROW_AFTER_SQL, row_hash),
+                             steps=steps_sql(ROW_AFTER_SQL, partial(row_hash, bound=True)),
                              versions=versions_sql(ROW_AFTER_SQL) if history else None)
-    full = joined.withColumn("_cdc_full", F.expr("forall(_cdc_events, e -> e.present IS NULL)"))
+    full = joined.withColumn("_cdc_full", F.expr("forall(_cdc_events, e -> e.present IS NULL)")).withColumn(
+        "_cdc_applied", F.when(F.col("_cdc_full"), F.expr(f"filter(_cdc_events, e -> {APPLIES_SQL})")))
     state = F.col("_cdc_a").dropFields("steps")
     full_versions = []
-    if history:  # a key of whole images has its versions without the fold (full_image_versions_sql)
-        full_versions = [F.when(F.col("_cdc_full"), F.expr(full_image_versions_sql("_cdc_events", APPLIES_SQL)))
+    if history:
+        full_versions = [F.when(F.col("_cdc_full"), F.expr(full_image_versions_sql("_cdc_applied")))
                          .alias("_cdc_full_versions")]
         state = state.withField("versions", F.coalesce("_cdc_full_versions", "_cdc_a.versions"))
     return full.select(
         *key_columns, F.expr(sql).alias("_cdc_a"), "_cdc_full",
-        F.when(F.col("_cdc_full"), F.expr(full_image_steps_sql("_cdc_events", APPLIES_SQL, row_hash)))
-        .alias("_cdc_full_steps"), *full_versions,
+        F.when(F.col("_cdc_full"), F.expr(full_image_steps_sql("_cdc_applied"))).alias("_cdc_full_steps"),
+        *full_versions,
         F.col("_prior_row").isNotNull().alias("_cdc_prior_x"), F.expr(row_hash("_prior_row")).alias("_cdc_prior_h"),
     ).select(
         # the steps as a column of their own: reading them from the cache leaves the row images be

@@ -23,11 +23,12 @@ def key_join(left: DataFrame, right: DataFrame, keys: list[str], how: str) -> Da
 
 # an event inside the fold (``o`` orders a key's events; ``copy`` tells redelivered copies apart)
 def event_struct(o: Column, op: Column, after: Column, present: Column, position: Column, event_time: Column,
-           copy: Column, stays: Column | None = None) -> Column:
-    """``stays``: the event is the image half of a key change that moves nothing (stays_under_key)."""
+                 copy: Column, h: Column, stays: Column | None = None) -> Column:
+    """``h``: the hash of the row the event leaves where its image is whole (whole_image_hash_sql);
+    ``stays``: the event is the image half of a key change that moves nothing (stays_under_key)."""
     return F.struct(o.alias("o"), op.alias("op"), after.alias("after"), present.alias("present"),
                     position.alias("position"), event_time.alias("event_time"), copy.alias("copy"),
-                    (F.lit(False) if stays is None else stays).alias("stays"))
+                    (F.lit(False) if stays is None else stays).alias("stays"), h.alias("h"))
 
 
 def in_order(events: Column) -> Column:
@@ -94,15 +95,27 @@ def steps_sql(row_after: str, row_hash: Callable[[str], str]) -> Accumulated:
         f"CASE WHEN _cdc_full THEN acc.steps ELSE concat(acc.steps, array({_step_sql(row_after, row_hash)})) END")
 
 
-# the row after an event of a key whose every event carries its whole row: its image (none after a delete),
-# whatever came before it
-FULL_ROW_AFTER_SQL = "CASE WHEN e.op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>) ELSE e.after END"
+def full_row_after_sql(event: str) -> str:
+    """The row after an event (the SQL ``event``: a struct, or a record's columns with ``''``) of a key whose
+    every event carries its whole row: its image (none after a delete), whatever came before it."""
+    return f"CASE WHEN {event}op = 'DELETE' THEN CAST(NULL AS MAP<STRING, STRING>) ELSE {event}after END"
 
 
-def full_image_steps_sql(events: str, applies: str, row_hash: Callable[[str], str]) -> str:
-    """The steps of a key whose every event carries its whole row: each step is the event's own
-    (FULL_ROW_AFTER_SQL), without the fold."""
-    return f"transform(filter({events}, e -> {applies}), e -> {_step_sql(FULL_ROW_AFTER_SQL, row_hash)})"
+FULL_ROW_AFTER_SQL = full_row_after_sql("e.")
+
+
+def whole_image_hash_sql(row_hash: Callable[[str], str]) -> str:
+    """The hash (``row_hash``: the SQL of a row image's hash) of the row a record leaves where its image is
+    whole (full_row_after_sql); 0 for a partial image, whose row only the fold knows. SQL over the record's
+    columns, hashed before the fold, where it is generated code: a lambda is interpreted."""
+    return row_hash(f"CASE WHEN present_columns IS NULL THEN {full_row_after_sql('')} END")
+
+
+def full_image_steps_sql(applied: str) -> str:
+    """The steps of a key whose every event carries its whole row, from its ``applied`` events (SQL of their
+    array): each step is the event's own (FULL_ROW_AFTER_SQL, with the hash it carries of it), without the fold."""
+    return (f"transform({applied}, e -> named_struct('pos', e.position, 'ts', e.event_time, "
+            f"'x', ({FULL_ROW_AFTER_SQL}) IS NOT NULL, 'h', e.h))")
 
 
 def _step_sql(row_after: str, row_hash: Callable[[str], str]) -> str:

@@ -159,8 +159,10 @@ def hexes(fingerprints: Sequence[int] | None) -> list[str] | None:
 
 # ---- Spark: the lake's rows -------------------------------------------------------------------------
 # Spark SQL text, so that the fold's own aggregate (jobs.fold.core) hashes its rows by the same rule as a
-# query over the state does. A value used more than once is bound once (``_bind``): SQL inside a lambda
-# repeats no subexpression for us.
+# query over the state does. A value used more than once is written twice where the SQL is a column of a
+# projection (Spark's common subexpression elimination computes it once, in generated code); inside a lambda,
+# which Spark interprets and where it eliminates nothing, it is bound once (``_bind``). A float's text is
+# always bound: its parts sit in the branches of a CASE, which the elimination does not look into.
 
 def _bind(value_sql: str, name: str, body_sql: str) -> str:
     """``body_sql`` with ``name`` standing for the value of ``value_sql``, evaluated once."""
@@ -208,17 +210,19 @@ def _spark_float() -> str:
 _SPARK_FLOAT = _spark_float()
 
 
-def spark_row_text(values: Mapping[str, str], columns: Mapping[str, str]) -> str:
+def spark_row_text(values: Mapping[str, str], columns: Mapping[str, str], bound: bool = False) -> str:
     """Spark SQL of ``row_text``: ``values`` the SQL of each column's value (by name), ``columns`` their
-    lake types. Each text is bound once: its length and itself."""
+    lake types. Each text is used twice (its length and itself): ``bound`` for SQL inside a lambda."""
     names = sorted(columns)
     if not names:
         return "''"
-    texts = "named_struct(" + ", ".join(f"'t{i}', {spark_value_text(values[n], columns[n])}"
-                                        for i, n in enumerate(names)) + ")"
-    fields = ", ".join(f"concat({sql_str(n + '=')}, CAST(length(_ft.t{i}) AS STRING), ':', _ft.t{i}, ';')"
-                       for i, n in enumerate(names))
-    return _bind(texts, "_ft", f"concat_ws('', {fields})")
+    texts = {n: spark_value_text(values[n], columns[n]) for n in names}
+    if bound:
+        struct = "named_struct(" + ", ".join(f"'t{i}', {texts[n]}" for i, n in enumerate(names)) + ")"
+        texts = {n: f"_ft.t{i}" for i, n in enumerate(names)}
+    fields = ", ".join(f"concat({sql_str(n + '=')}, CAST(length({texts[n]}) AS STRING), ':', {texts[n]}, ';')"
+                       for n in names)
+    return _bind(struct, "_ft", f"concat_ws('', {fields})") if bound else f"concat_ws('', {fields})"
 
 
 def spark_md5_number(text_sql: str, hex_digits: int) -> str:
@@ -259,14 +263,20 @@ def bucket_fingerprints(rows, columns: Mapping[str, str], key_columns: Sequence[
 HALF = 2 ** 32
 
 
-def map_hash_sql(row_map: str, types: Mapping[str, str]) -> str:
+def map_hash_sql(row_map: str, types: Mapping[str, str], bound: bool = False) -> str:
     """Spark SQL of the hash of the row whose image is the map ``row_map``, as a struct of its halves (0 for
-    no row): each column of ``types`` as the state types it."""
+    no row): each column of ``types`` as the state types it. ``bound``: SQL inside a lambda (spark_row_text)."""
     values = {c: from_canonical_sql(f"try_element_at({row_map}, {sql_str(c)})", t) for c, t in types.items()}
-    digest = f"md5({spark_row_text(values, types)})"
-    parts = ("named_struct('hi', CAST(conv(substr(_fh, 1, 8), 16, 10) AS BIGINT), "
-             "'lo', CAST(conv(substr(_fh, 9, 8), 16, 10) AS BIGINT))")
-    return f"CASE WHEN {row_map} IS NULL THEN named_struct('hi', 0L, 'lo', 0L) ELSE {_bind(digest, '_fh', parts)} END"
+    digest = f"md5({spark_row_text(values, types, bound)})"
+
+    def halves(d: str, times: str = "") -> str:
+        hi, lo = (f"CAST(conv(substr({d}, {at}, 8), 16, 10) AS BIGINT){times}" for at in (1, 9))
+        return f"named_struct('hi', {hi}, 'lo', {lo})"
+    if bound:
+        return (f"CASE WHEN {row_map} IS NULL THEN named_struct('hi', 0L, 'lo', 0L) "
+                f"ELSE {_bind(digest, '_fh', halves('_fh'))} END")
+    # no row: both halves times 0, so that the digest is in no branch of a CASE and is computed once
+    return halves(digest, f" * CAST({row_map} IS NOT NULL AS BIGINT)")
 
 
 def step_deltas_sql(steps: str, prior_exists: str, prior_hash: str) -> str:

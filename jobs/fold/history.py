@@ -49,10 +49,10 @@ def versions_sql(row_after: str) -> Accumulated:
         f"ELSE concat(acc.versions, array({_version_sql(row_after)})) END")
 
 
-def full_image_versions_sql(events: str, applies: str) -> str:
-    """The versions of a key whose every event carries its whole row: each applied event's own."""
-    return (f"transform(filter({events}, e -> ({applies}) AND e.op != '{MOVE}'), "
-            f"e -> {_version_sql(FULL_ROW_AFTER_SQL)})")
+def full_image_versions_sql(applied: str) -> str:
+    """The versions of a key whose every event carries its whole row, from its ``applied`` events (SQL of
+    their array): each one's own."""
+    return f"transform(filter({applied}, e -> e.op != '{MOVE}'), e -> {_version_sql(FULL_ROW_AFTER_SQL)})"
 
 
 def _version_sql(row_after: str) -> str:

@@ -22,6 +22,7 @@ from jobs.fold.events import (
     in_order,
     key_join,
 )
+from jobs.fold.fingerprints import map_hash_sql
 from jobs.fold.values import from_canonical_string
 from jobs.model import record as C
 
@@ -80,7 +81,7 @@ def key_moves(ev: DataFrame, key_columns: list[str], types: dict[str, str]) -> D
     return moves.groupBy("_move_id").agg(first.alias("_m")).select("_m.*")
 
 
-def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str]) -> DataFrame:
+def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str], types: dict[str, str]) -> DataFrame:
     """Per new key, the rows moved to it: each as a full-image event just before the move's update,
     holding the row its old key had just before the move (before the move's delete of the old key)."""
     m, j = moves.alias("m"), joined.alias("j")
@@ -104,11 +105,13 @@ def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str]) -> Da
     event = event_struct(
         F.struct(F.col("_move_pos").alias("position"), F.col("_move_offset").alias("offset"),
                  F.lit(0).alias("rank")),
-        F.lit(MOVE), image, F.lit(None).cast("array<string>"), F.col("_move_pos"), F.col("_move_time"),
+        F.lit(MOVE), F.col("_cdc_moved"), F.lit(None).cast("array<string>"), F.col("_move_pos"), F.col("_move_time"),
         F.struct(F.concat(F.lit("moved "), F.col("_move_id")).alias("event_id"),
                  F.col("_move_partition").alias("partition"), F.col("_move_offset").alias("offset")),
+        F.expr(map_hash_sql("_cdc_moved", types)),
     )
-    return arrivals.select(*[F.col("_to")[k].alias(k) for k in key_columns], event.alias("_cdc_e")) \
+    return arrivals.withColumn("_cdc_moved", image).select(*[F.col("_to")[k].alias(k) for k in key_columns],
+                                                           event.alias("_cdc_e")) \
         .groupBy(*key_columns).agg(F.collect_list("_cdc_e").alias("_moved_in"))
 
 
@@ -141,7 +144,7 @@ def with_moved_rows(joined: DataFrame, ev: DataFrame, key_columns: list[str],
     ]) & (F.struct("a._move_pos", "a._move_offset") < F.struct("b._move_pos", "b._move_offset"))).limit(1).count()
     current_sources, arrivals, previous = sources, None, None
     for passes in range(1, MAX_MOVE_PASSES + 1):  # noqa: B007 (reported after the loop)
-        computed = _moved_in(current_sources, moves, key_columns).localCheckpoint(eager=True)
+        computed = _moved_in(current_sources, moves, key_columns, types).localCheckpoint(eager=True)
         # order-independent fingerprint of the arrivals (the small frame just computed)
         fingerprint = tuple(computed.select(F.count(F.lit(1)), F.bit_xor(F.xxhash64(*key_columns).bitwiseXOR(F.expr(
             "aggregate(transform(_moved_in, e -> xxhash64(to_json(e))), 0L, (acc, h) -> acc ^ h)")))).first())

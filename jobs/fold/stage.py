@@ -34,7 +34,7 @@ from jobs.fold.describe import describe_changes
 from jobs.fold.history import HISTORY_META, close_history
 from jobs.fold.plan import WHOLE_ROW_KEY, PlanError, PublishedTable, TableChanges, TablePlan
 from jobs.fold.table import TableFold, fold_one_table
-from jobs.fold.types import META_COLUMNS
+from jobs.fold.types import META_COLUMNS, UNIQUE_META_COLUMNS
 from jobs.fold.values import unconverted_values
 from jobs.iceberg.catalog import (
     data_columns,
@@ -59,6 +59,7 @@ from jobs.lake.lease import Attempt, attempt_folder, new_attempt_id
 from jobs.model.properties import BUCKETS_PROP, HISTORY_OF_PROP, KEY_COLUMNS_PROP, PENDING_LOAD_PROP, TABLE_ID_PROP
 from jobs.model.reports import FoldReport
 from jobs.model.table_rules import setting_for
+from jobs.spark.session import without_dictionary
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,7 @@ def _stage(run: _Run, table, fold: TableFold) -> _Staged:
             {**p.columns, **META_COLUMNS}, run.run_id, dict(p.properties), tombstones=result.tombstones,
             bucketing=_bucketing(p, fold.prior.touched, result.state), replaced=result.replaced, report=report,
             attempt=run.attempt, identifier=identifier_columns(p.key_types, p.key_source == WHOLE_ROW_KEY),
+            unique_columns=UNIQUE_META_COLUMNS,
         ))
     except BaseException:
         abandon([s.transaction for s in states])
@@ -250,6 +252,10 @@ def _bucketing(p: TablePlan, touched: frozenset[int] | None, state: DataFrame) -
     return Bucketing(p.buckets, layout, touched) if layout is not None else None
 
 
+# the steps' columns of nearly one value per step (the key repeats only with a key's events)
+STEP_UNIQUE_COLUMNS = ("key", "position", "event_time_us", "dh_hi", "dh_lo")
+
+
 def _write_steps(run: _Run, table, p: TablePlan, result: FoldResult) -> dict:
     """The run's row-count and value fingerprint steps of the table into the lake (jobs.lake.ledger), before
     its commit (a re-run writes them again); with the rows it removes without an event of their key."""
@@ -263,7 +269,7 @@ def _write_steps(run: _Run, table, p: TablePlan, result: FoldResult) -> dict:
     rel = f"{count_ledger.steps_dir(run.pipeline, run.run_id, p.table_id)}/{attempt_folder(run.attempt.id)}"
     # as many files as the fold has partitions: a coalesce would run the fold in one task, when this write
     # is the job that fills the fold's cache (a table of strings checks no conversions first)
-    steps.write.parquet(run.lake.spark_path(rel))
+    steps.write.options(**without_dictionary(STEP_UNIQUE_COLUMNS)).parquet(run.lake.spark_path(rel))
     before = None if exact_from else _fingerprints_before(run, table, p, rows_before)
     # read back with the schema it was written with: no job to infer it from the files' footers
     after = None if before is None else _added(before, run.spark.read.schema(steps.schema).parquet(

@@ -9,6 +9,8 @@ META_COLUMNS = {
     "_cdc_event_time": "timestamp",
     "_cdc_run_id": "string",
 }
+# the meta columns of nearly one value per state row (jobs.spark.session.without_dictionary)
+UNIQUE_META_COLUMNS = ("_cdc_position", "_cdc_event_time")
 # the types a state column may have; narrower integer types widen (Iceberg has no int8/int16)
 _WIDEN = {"tinyint": "int", "smallint": "int", "byte": "int", "short": "int", "integer": "int", "long": "bigint",
           "real": "float", "bool": "boolean", "timestamp_ntz": "timestamp"}

@@ -63,6 +63,7 @@ from jobs.model.properties import (
     TABLE_ID_PROP,
     TOMBSTONES_PROP,
 )
+from jobs.spark.session import without_dictionary
 
 # enough buckets that a run touching a few keys rewrites a small share, few enough that files stay large (a
 # run's own count: --state-buckets, a pipeline's sink.state_buckets or CDC_STATE_BUCKETS, jobs.settings)
@@ -237,12 +238,12 @@ def _quoted(column: str) -> str:
 
 
 def _write_files(state: DataFrame, tombstones: DataFrame | None, replaced: DataFrame | None, table, tasks: list,
-                 folder_of, bucketed: bool, codec: str) -> _Written:
+                 folder_of, bucketed: bool, codec: str, unique_columns: Sequence[str] = ()) -> _Written:
     """Spark writes the state's data files, the position deletes of ``replaced`` and the tombstones, each
     into a folder of this attempt's that is new (``folder_of(kind)``): nothing another attempt wrote is
     overwritten, nor taken for this one's."""
     data_dir = folder_of("data")
-    writer = state.write.option("compression", codec)
+    writer = state.write.option("compression", codec).options(**without_dictionary(unique_columns))
     (writer.partitionBy(_BUCKET_DIR) if bucketed else writer).parquet(_spark_uri(data_dir))
     folders = {data_dir: _list_parquet(data_dir)}
     if replaced is not None:
@@ -473,7 +474,8 @@ def publish_state(
     the key columns the table declares as its identifier fields (required; jobs.iceberg.layout); a bucketed
     table's sort order is its key (properties' KEY_COLUMNS_PROP), the order each bucket is written in. The files
     go to this ``attempt``'s folders (``<kind>/run=<run_id>/attempt=<id>/``); right before the commit,
-    its lease is checked and every file the commit names is checked to be there (MissingFiles)."""
+    its lease is checked and every file the commit names is checked to be there (MissingFiles).
+    ``unique_columns`` (stage_state's): columns of nearly one value per row, written without a dictionary."""
     attempt = attempt or Attempt(new_attempt_id())
     staged = stage_state(catalog, pipeline, table_id, state, columns, run_id, properties, tombstones, bucketing,
                          replaced, report, attempt, identifier)
@@ -494,6 +496,7 @@ def stage_state(
     report: dict | None = None,
     attempt: Attempt | None = None,
     identifier: tuple[str, ...] = (),
+    unique_columns: Sequence[str] = (),
 ) -> StagedState:
     """publish_state's first half: the files written and the snapshot staged, nothing committed (the
     arguments are publish_state's). Its Published has the staged snapshot's id and rows, which its commit
@@ -523,7 +526,7 @@ def stage_state(
     _stage_layout(txn, table, schema, layout, sort_columns)
     written = _write_files(with_field_ids(state, txn.table_metadata.schema()), tombstones, replaced, table, tasks,
                            lambda kind: f"{location}/{kind}/run={run_id}/{attempt_folder(attempt.id)}",
-                           bucketing is not None, parquet_codec(table))
+                           bucketing is not None, parquet_codec(table), unique_columns)
     if written.tombstones_dir is not None:
         properties = {**properties, TOMBSTONES_PROP: written.tombstones_dir}
     txn.set_properties(**properties)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -270,6 +270,13 @@ def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+
+
+def without_dictionary(columns: Iterable[str]) -> dict[str, str]:
+    """Parquet writer options that write ``columns`` without dictionary encoding: for columns of nearly one value
+    per row (ids, positions, times, hashes), whose dictionary the writer fills, hashing every value, only to fall
+    back to plain encoding (bench/README.md, "Writing the change records")."""
+    return {f"parquet.enable.dictionary#{c}": "false" for c in columns}
 
 
 @contextmanager

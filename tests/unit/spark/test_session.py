@@ -129,3 +129,16 @@ def test_a_fresh_jvm_gets_the_default_driver_heap_unless_the_user_sets_one():
     assert given["spark.driver.memory"] == "2g"
     # a driver spark-submit started keeps the heap it was given
     assert "spark.driver.memory" not in session_settings(env={}, launched={"spark.driver.memory": "5g"})
+
+
+def test_columns_written_without_a_dictionary_are_plain_encoded_and_the_others_keep_theirs(spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    from jobs.spark.session import without_dictionary
+
+    rows = spark.range(1000).selectExpr("CAST(id AS STRING) AS position", "CAST(id % 3 AS STRING) AS op")
+    rows.coalesce(1).write.options(**without_dictionary(["position"])).parquet(str(tmp_path / "out"))
+    (part,) = (tmp_path / "out").glob("*.parquet")
+    group = pq.ParquetFile(part).metadata.row_group(0)
+    chunks = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    assert not chunks["position"].has_dictionary_page and chunks["op"].has_dictionary_page
