@@ -39,7 +39,7 @@ from jobs.fold.events import (
     key_join,
     op_rank,
     steps_sql,
-    whole_image_hash_sql,
+    whole_image_sql,
 )
 from jobs.fold.fingerprints import HALF, key_bucket, map_hash_sql, row_hash, step_deltas_sql
 from jobs.fold.history import Removal, full_image_versions_sql, history_versions, versions_sql
@@ -174,7 +174,7 @@ def events_by_key(events: DataFrame, key_columns: list[str], types: dict[str, st
         event_struct(F.struct(F.col("position"), F.col("offset"), op_rank().alias("rank")), F.col("op"), F.col("after"),
                      F.col("present_columns"), F.col("position"), F.col("event_time"),
                      F.struct("event_id", "partition", "offset"),
-                     F.expr(whole_image_hash_sql(partial(map_hash_sql, types=types))),
+                     tuple(F.expr(sql) for sql in whole_image_sql(partial(map_hash_sql, types=types))),
                      stays_under_key(key_columns, types) if moves else None).alias("_cdc_e"),
     )
     by_copy = F.array_sort(F.collect_list("_cdc_e"), lambda l, r: F.when(l["copy"] < r["copy"], -1)
@@ -261,7 +261,7 @@ def fold_keys(joined: DataFrame, key_columns: list[str], run_id: str, history: b
     the prior row's, ``_cdc_prior_x``/``_cdc_prior_h``), cached: the publish and the reports read it.
 
     A key whose every event carries its whole row (``_cdc_full``) has the steps and versions of each of its
-    applied events (``_cdc_applied``), each hashed before the fold (whole_image_hash_sql), not in its lambda."""
+    applied events (``_cdc_applied``), each hashed before the fold (whole_image_sql), not in its lambda."""
     row_hash = partial(map_hash_sql, types=types)
     sql = fold_aggregate_sql(applies=APPLIES_SQL, row_after=ROW_AFTER_SQL, run_id=sql_str(run_id),
                              steps=steps_sql(ROW_AFTER_SQL, partial(row_hash, bound=True)),
@@ -375,10 +375,10 @@ def count_steps(folded: DataFrame, key_columns: list[str], types: dict[str, str]
     the steps up to it (jobs.reconcile.checkpoints)."""
     # the key's text and bucket once per key, not once per step
     keyed = folded.select(key_json(key_columns).alias("_cdc_k"), key_bucket({k: types[k] for k in key_columns})
-                          .alias("_cdc_b"), F.expr(step_deltas_sql("_cdc_steps", "_cdc_prior_x", "_cdc_prior_h"))
-                          .alias("_cdc_d"))
-    return keyed.select("_cdc_k", "_cdc_b", F.explode("_cdc_d").alias("_s")).where(
-        (F.col("_s.d") != 0) | (F.col("_s.dh_hi") != 0) | (F.col("_s.dh_lo") != 0)).select(
-        F.col("_cdc_k").alias("key"), F.col("_s.pos").alias("position"),
-        F.unix_micros("_s.ts").alias("event_time_us"), F.col("_s.d").alias("delta"), F.col("_cdc_b").alias("bucket"),
-        F.col("_s.dh_hi").alias("dh_hi"), F.col("_s.dh_lo").alias("dh_lo"))
+                          .alias("_cdc_b"), "_cdc_steps", "_cdc_prior_x", "_cdc_prior_h")
+    deltas = step_deltas_sql("_cdc_steps", "_st", "_si", "_cdc_prior_x", "_cdc_prior_h")
+    return keyed.select("*", F.posexplode("_cdc_steps").alias("_si", "_st")).select(
+        F.col("_cdc_k").alias("key"), F.col("_st.pos").alias("position"),
+        F.unix_micros("_st.ts").alias("event_time_us"), F.expr(deltas["d"]).alias("delta"),
+        F.col("_cdc_b").alias("bucket"), F.expr(deltas["dh_hi"]).alias("dh_hi"), F.expr(deltas["dh_lo"]).alias("dh_lo"),
+    ).where((F.col("delta") != 0) | (F.col("dh_hi") != 0) | (F.col("dh_lo") != 0))

@@ -23,12 +23,14 @@ def key_join(left: DataFrame, right: DataFrame, keys: list[str], how: str) -> Da
 
 # an event inside the fold (``o`` orders a key's events; ``copy`` tells redelivered copies apart)
 def event_struct(o: Column, op: Column, after: Column, present: Column, position: Column, event_time: Column,
-                 copy: Column, h: Column, stays: Column | None = None) -> Column:
-    """``h``: the hash of the row the event leaves where its image is whole (whole_image_hash_sql);
-    ``stays``: the event is the image half of a key change that moves nothing (stays_under_key)."""
+                 copy: Column, leaves: tuple[Column, Column], stays: Column | None = None) -> Column:
+    """``leaves``: whether the event leaves a row where its image is whole (``x``) and that row's hash (``h``:
+    whole_image_sql); ``stays``: the event is the image half of a key change that moves nothing
+    (stays_under_key)."""
+    x, h = leaves
     return F.struct(o.alias("o"), op.alias("op"), after.alias("after"), present.alias("present"),
                     position.alias("position"), event_time.alias("event_time"), copy.alias("copy"),
-                    (F.lit(False) if stays is None else stays).alias("stays"), h.alias("h"))
+                    (F.lit(False) if stays is None else stays).alias("stays"), x.alias("x"), h.alias("h"))
 
 
 def in_order(events: Column) -> Column:
@@ -104,18 +106,20 @@ def full_row_after_sql(event: str) -> str:
 FULL_ROW_AFTER_SQL = full_row_after_sql("e.")
 
 
-def whole_image_hash_sql(row_hash: Callable[[str], str]) -> str:
-    """The hash (``row_hash``: the SQL of a row image's hash) of the row a record leaves where its image is
-    whole (full_row_after_sql); 0 for a partial image, whose row only the fold knows. SQL over the record's
-    columns, hashed before the fold, where it is generated code: a lambda is interpreted."""
-    return row_hash(f"CASE WHEN present_columns IS NULL THEN {full_row_after_sql('')} END")
+def whole_image_sql(row_hash: Callable[[str], str]) -> tuple[str, str]:
+    """Whether a record leaves a row where its image is whole (full_row_after_sql), and that row's hash
+    (``row_hash``: the SQL of a row image's hash; 0 for a partial image, whose row only the fold knows). SQL
+    over the record's columns, computed before the fold, where it is generated code: a lambda is interpreted."""
+    return (f"({full_row_after_sql('')}) IS NOT NULL",
+            row_hash(f"CASE WHEN present_columns IS NULL THEN {full_row_after_sql('')} END"))
 
 
 def full_image_steps_sql(applied: str) -> str:
     """The steps of a key whose every event carries its whole row, from its ``applied`` events (SQL of their
-    array): each step is the event's own (FULL_ROW_AFTER_SQL, with the hash it carries of it), without the fold."""
-    return (f"transform({applied}, e -> named_struct('pos', e.position, 'ts', e.event_time, "
-            f"'x', ({FULL_ROW_AFTER_SQL}) IS NOT NULL, 'h', e.h))")
+    array): each step is the event's own, from what it carries (whole_image_sql), without the fold and
+    without a lambda."""
+    fields = ", ".join(f"{applied}.{f}" for f in ("position", "event_time", "x", "h"))
+    return f"CAST(arrays_zip({fields}) AS {STEPS_TYPE})"
 
 
 def _step_sql(row_after: str, row_hash: Callable[[str], str]) -> str:

@@ -279,11 +279,12 @@ def map_hash_sql(row_map: str, types: Mapping[str, str], bound: bool = False) ->
     return halves(digest, f" * CAST({row_map} IS NOT NULL AS BIGINT)")
 
 
-def step_deltas_sql(steps: str, prior_exists: str, prior_hash: str) -> str:
-    """Each step's change of the key's row count ``d`` (+1 where a row now is and was not, -1 the reverse)
-    and of its hash (``dh_hi``, ``dh_lo``): its own less the step's before (the prior row's first)."""
+def step_deltas_sql(steps: str, step: str, index: str, prior_exists: str, prior_hash: str) -> dict[str, str]:
+    """The change of the key's row count that its step ``step`` (at ``index`` of its ``steps``) makes, ``d`` (+1
+    where a row now is and was not, -1 the reverse), and of its hash, ``dh_hi`` and ``dh_lo``: its own less
+    the step's before (the prior row's first). SQL over the columns of an exploded row (no lambda)."""
     def before(field: str, prior: str) -> str:
-        return f"CASE WHEN _si = 0 THEN {prior} ELSE {steps}[_si - 1].{field} END"
-    return (f"transform({steps}, (_st, _si) -> named_struct('pos', _st.pos, 'ts', _st.ts, "
-            f"'d', CAST(_st.x AS INT) - CAST({before('x', prior_exists)} AS INT), "
-            f"'dh_hi', _st.h.hi - ({before('h', prior_hash)}).hi, 'dh_lo', _st.h.lo - ({before('h', prior_hash)}).lo))")
+        return f"(CASE WHEN {index} = 0 THEN {prior} ELSE {steps}[{index} - 1].{field} END)"
+    return {"d": f"CAST({step}.x AS INT) - CAST({before('x', prior_exists)} AS INT)",
+            "dh_hi": f"{step}.h.hi - {before('h', prior_hash)}.hi",
+            "dh_lo": f"{step}.h.lo - {before('h', prior_hash)}.lo"}

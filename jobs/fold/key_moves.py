@@ -108,7 +108,7 @@ def _moved_in(joined: DataFrame, moves: DataFrame, key_columns: list[str], types
         F.lit(MOVE), F.col("_cdc_moved"), F.lit(None).cast("array<string>"), F.col("_move_pos"), F.col("_move_time"),
         F.struct(F.concat(F.lit("moved "), F.col("_move_id")).alias("event_id"),
                  F.col("_move_partition").alias("partition"), F.col("_move_offset").alias("offset")),
-        F.expr(map_hash_sql("_cdc_moved", types)),
+        (F.col("_cdc_moved").isNotNull(), F.expr(map_hash_sql("_cdc_moved", types))),
     )
     return arrivals.withColumn("_cdc_moved", image).select(*[F.col("_to")[k].alias(k) for k in key_columns],
                                                            event.alias("_cdc_e")) \
