@@ -1,5 +1,5 @@
 # The README's two commands: `make demo` and `make test`.
-.PHONY: setup setup-dev wheel demo airflow airflow-stop lint test test-scenarios test-all test-unit test-properties test-fuzz demo-topics bench
+.PHONY: setup setup-dev wheel demo airflow airflow-stop lint test test-scenarios test-long test-all test-unit test-properties test-fuzz demo-topics bench
 
 ## .venv with the runtime, [airflow] and [demo] pins (-dev: and [dev]'s test tools), and the JVM-side
 ## decoders' jar; AIRFLOW_CONSTRAINTS names Airflow's constraints file (docs/operations/setup.md)
@@ -35,11 +35,15 @@ airflow-stop:
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist worksteal
 test: setup-dev lint
-	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) -m "not scenario"
+	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) -m "not scenario and not long"
 
-## the slowest real-service scenarios make test leaves out (CI runs both: .ci/run)
+## the slowest real-service scenarios make test leaves out, but their matrices' long tail (CI runs both: .ci/run)
 test-scenarios: setup-dev
-	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) -m scenario
+	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) -m "scenario and not long"
+
+## the rest of the scenarios' matrices: every format, every kill point (tests/support/tiers.py)
+test-long: setup-dev
+	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) -m long
 
 ## everything: make test and make test-scenarios in one pytest run
 test-all: setup-dev lint

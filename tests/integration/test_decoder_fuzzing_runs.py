@@ -12,6 +12,7 @@ import pytest
 from tests.support.decoders import raw_frame
 from tests.support.fuzz import FORMATS, MUTATIONS, corpus, mutate
 from tests.support.pipeline_runs import jobs_run
+from tests.support.tiers import breadth
 
 TRIED: Counter = Counter()
 
@@ -22,7 +23,8 @@ def _tally():
     print(f"\nfuzzed inputs per format: {dict(sorted(TRIED.items()))}")
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+# CI: a typed format and a string one given its keys; make test-long: every format
+@pytest.mark.parametrize("fmt", breadth(FORMATS, in_ci=("debezium", "shareplex")))
 def test_no_fuzzed_input_crashes_a_whole_run(spark, tmp_path, fmt):
     """A whole `jobs run` (fold, publish, validation, reconciliation) over a format's messages with
     hostile variants among them completes, and its counts balance: what a decoder lets through (odd

@@ -29,6 +29,7 @@ from jobs.model.properties import RUN_ID_PROP
 from tests.support.paths import REPO
 from tests.support.pipeline_runs import jobs_run
 from tests.support.replay import make_workload
+from tests.support.tiers import breadth
 
 PIPELINE = "shop"
 
@@ -121,7 +122,8 @@ KILLS = {
 }
 
 
-@pytest.mark.parametrize("moment", list(KILLS))
+# CI: a kill in the middle of the fold's write and one between the files and the commit; make test-long: every moment
+@pytest.mark.parametrize("moment", breadth(KILLS, in_ci=("during the fold", "before the run's commit")))
 def test_a_killed_run_rerun_publishes_what_an_uninterrupted_run_does(spark, tmp_path, reference, moment):
     raws, expected_lake = reference
     lake = tmp_path / "lake"

@@ -16,6 +16,7 @@ from jobs.settings import TransformSettings
 from jobs.stages import RunContext
 from tests.support.pipeline_runs import decode_and_merge
 from tests.support.replay import assert_state_equals_source, assert_state_means_source, make_workload
+from tests.support.tiers import breadth
 
 STREAMS = {
     "debezium": debezium_transaction_records,
@@ -39,7 +40,8 @@ def runs_of(spark, tmp_path, parts: list[list[dict]], fmt: str, options: DecodeO
 
 
 @pytest.mark.parametrize("runs", [7])
-@pytest.mark.parametrize("fmt", sorted(STREAMS))
+# CI: a transaction topic (Debezium) and markers in the stream (DTS); make test-long: every format
+@pytest.mark.parametrize("fmt", breadth(sorted(STREAMS), in_ci=("debezium", "dts_avro")))
 def test_transactions_split_across_partitions_fold_to_the_sqlite_replay(spark, tmp_path, fmt, runs):
     sim = make_workload(40 + runs, "mysql", 60)
     records = sorted(STREAMS[fmt](sim), key=lambda r: r["timestamp"])  # as landing cuts: by Kafka time
