@@ -45,7 +45,7 @@ test-scenarios: setup-dev
 test-long: setup-dev
 	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL) -m long
 
-## everything: make test and make test-scenarios in one pytest run
+## everything: make test, make test-scenarios and make test-long in one pytest run
 test-all: setup-dev lint
 	.venv/bin/python -m pytest -q $(PYTEST_PARALLEL)
 

@@ -48,10 +48,10 @@ def spark():
 
     session = build_spark("cdc-tests", master="local[2]")
     # Test-sized data runs faster interpreted: compiling each query's generated code costs more than the
-    # code saves on a few thousand rows (tests/unit/fold/test_transactions.py: about half the time). Spark's
-    # interpreted and generated paths give the same results (its own suites run both); the pipeline's
-    # generated code stays tested by every `jobs run` in a process of its own (the command line, the DAG's
-    # spark-submit, tests/support/replay.run_cli), which runs with production's settings.
+    # code saves on a few thousand rows (docs/operations/tests-and-benchmark.md). Spark's interpreted and
+    # generated paths give the same results (its own suites run both); the pipeline's generated code stays
+    # tested by every `jobs run` in a process of its own (the command line, the DAG's spark-submit,
+    # tests/support/replay.run_cli), which runs with production's settings.
     session.conf.set("spark.sql.codegen.wholeStage", "false")
     session.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     yield session
