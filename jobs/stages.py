@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs import failpoints
-from jobs.decode.stage import Decoded, decode_counts, decode_messages, release
+from jobs.decode.stage import Decoded, decode_messages, release
 from jobs.formats import DecodeOptions
 from jobs.iceberg.catalog import key_columns_of, load_table, open_catalog
 from jobs.iceberg.read import read_state, state_keys
@@ -161,7 +161,7 @@ def _decode_outputs(ctx: RunContext, fmt: str, raw_path: str | list[str], decode
     """The decode's counts, record profile, quarantine, decoder memory and report (and the changes/ copy
     when kept); the decoded messages' checkpoint is dropped once the records' cache is filled."""
     try:
-        counts = decode_counts(decoded.outcomes)
+        counts = decoded.counts  # observed as the decoded messages were checkpointed
         # the change suite's figures, from the pass that fills the cache (jobs.quality.validate)
         profile = profile_changes(changes)
         if keep_changes:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The pipeline's JVM-side decoders, offline: compiles jvm/src against the venv's Spark jars into
 # jobs/spark/jars/cdc-jvm.jar (idempotent: rebuilt when a source or Spark's version changes).
-#   jvm/build.sh        build the jar; without a JDK, say so and leave it unbuilt (setup goes on: Debezium and
-#                       DTS Avro cannot be decoded then, docs/formats/README.md)
+#   jvm/build.sh        build the jar; without a JDK, say so and leave it unbuilt (setup goes on, but no run can
+#                       decode then: docs/formats/README.md)
 #   jvm/build.sh test   build the jar, then compile jvm/test against it and run its tests (a JDK is needed)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -20,10 +20,13 @@ from jobs.formats.base import LINEAGE, event_id
 from jobs.formats.decoders import get_decoder
 from jobs.model.record import CHANGE_RECORD_COLUMNS, QUARANTINE_SCHEMA
 from jobs.model.reports import DecodeCounts, MessageCounts
+from jobs.spark.observed import GroupRow, observe_groups
 from jobs.spark.session import jvm_log_level
 
 UNATTRIBUTED = "_unattributed"  # messages whose table could not be told (broken JSON, tombstones)
 _EARLIEST, _LATEST = datetime(1, 1, 2), datetime(9999, 12, 30)
+# what the decode counts its messages by (the table: UNATTRIBUTED where none could be told)
+OUTCOME_GROUP = ("table", "topic", "status", "reason", "shape")
 
 
 def materialize(df: DataFrame) -> DataFrame:
@@ -53,6 +56,7 @@ class Decoded:
     outcomes: DataFrame  # one row per message: status, reason, table_id, record_count + lineage
     changes: DataFrame  # canonical change records
     quarantine: DataFrame  # QUARANTINE_SCHEMA
+    counts: DecodeCounts  # of the outcomes
     materialized: DataFrame  # what the three are projections of (see release)
     # documents of this snapshot that later runs may need (not yet in options.memory)
     remembered: list[str] = field(default_factory=list)
@@ -119,18 +123,9 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
     new = sorted(set(found) - set(options.memory))
     if new:
         options = replace(options, memory=tuple(sorted({*options.memory, *new})))
-    decoded = decoder.decode(raw, options)
-    exploded = materialize(decoded.select(
-        "status", "reason", "table_id", F.coalesce(F.size("records"), F.lit(0)).alias("record_count"), "shape",
-        # a decoded message's bytes live on in its change records: only the quarantine needs them kept
-        *[F.when(F.col("status") == QUARANTINED, F.col(c)).alias(c) if c in ("key", "value", "headers")
-          else F.col(c) for c in LINEAGE],
-        F.posexplode_outer("records").alias("_record_index", "_record"),
-    ))
-    # the first row of each message (a message without records has one row, its index null)
-    first_rows = exploded.where(F.coalesce(F.col("_record_index") == 0, F.lit(True))).drop(
-        "_record_index", "_record")
-    shapes, misfits = _topic_shapes(decoder, first_rows, options)
+    exploded, groups = _checkpointed(decoder.decode(raw, options))
+    first_rows = exploded.where(_first_row()).drop("_record_index", "_record")
+    shapes, misfits = _topic_shapes(decoder, groups, options)
     misfit = F.lit(None).cast("string") if not misfits else _misfit_reason(shapes)
     outcomes = first_rows if not misfits else first_rows.withColumns({
         "status": F.when(misfit.isNotNull(), F.lit(QUARANTINED)).otherwise(F.col("status")),
@@ -156,7 +151,40 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
     quarantine = quarantine.select(*[F.col(f.name).cast(f.dataType) for f in QUARANTINE_SCHEMA.fields])
     decided_here = {t: s.shape for t, s in shapes.items()
                     if t not in options.topic_shapes and not options.message_shape}
-    return Decoded(outcomes, changes, quarantine, exploded, new, decided_here)
+    # a message that misfits its topic is relabeled by the expression above: counted again after it
+    counts = decode_counts(outcomes) if misfits else counts_of(_outcome_groups(groups))
+    return Decoded(outcomes, changes, quarantine, counts, exploded, new, decided_here)
+
+
+def _checkpointed(decoded: DataFrame) -> tuple[DataFrame, list[GroupRow]]:
+    """The decoder's outcomes exploded (a row per change record, or one for a message without records) and
+    computed once (materialize); and its messages and records per OUTCOME_GROUP, observed as that pass ran."""
+    exploded, observed = observe_groups(decoded.select(
+        "status", "reason", "table_id", F.coalesce(F.size("records"), F.lit(0)).alias("record_count"), "shape",
+        # a decoded message's bytes live on in its change records: only the quarantine needs them kept
+        *[F.when(F.col("status") == QUARANTINED, F.col(c)).alias(c) if c in ("key", "value", "headers")
+          else F.col(c) for c in LINEAGE],
+        F.posexplode_outer("records").alias("_record_index", "_record"),
+    ), [F.coalesce("table_id", F.lit(UNATTRIBUTED)), *[F.col(c) for c in OUTCOME_GROUP[1:]]], F.col("record_count"),
+        where=_first_row())
+    exploded = materialize(exploded)
+    return exploded, observed.rows()
+
+
+def _first_row() -> Column:
+    """The first row of each decoded message (a message without records has one row, its index null)."""
+    return F.coalesce(F.col("_record_index") == 0, F.lit(True))
+
+
+def _outcome_groups(groups: list[GroupRow]) -> list[dict]:
+    """The observed groups summed over their messages' shapes, as decode_counts' aggregate gives them."""
+    summed: dict[tuple, list[int]] = {}
+    for g in groups:
+        total = summed.setdefault(g.group[:-1], [0, 0])
+        total[0] += g.rows
+        total[1] += g.total
+    return [{**dict(zip(OUTCOME_GROUP[:-1], group)), "messages": n, "records": records}
+            for group, (n, records) in summed.items()]
 
 
 def _change_records(exploded: DataFrame, misfit: Column) -> DataFrame:
@@ -178,14 +206,16 @@ def _change_records(exploded: DataFrame, misfit: Column) -> DataFrame:
     return changes
 
 
-def _topic_shapes(decoder, first_rows: DataFrame, options: DecodeOptions) -> tuple[dict[str, TopicShape], int]:
+def _topic_shapes(decoder, groups: list[GroupRow], options: DecodeOptions) -> tuple[dict[str, TopicShape], int]:
     """Each topic's shape (decide_topic_shapes) and how many messages do not fit theirs; nothing for a
-    format with one shape. One small aggregate over the decoded messages: (topic, shape) -> count."""
+    format with one shape. From the observed groups: (topic, shape) -> messages."""
     if not decoder.shaped:
         return {}, 0
-    rows = (first_rows.where(F.col("shape").isNotNull()).groupBy("topic", "shape")
-            .agg(F.count(F.lit(1)).alias("n")).collect())
-    counts = {(r["topic"], r["shape"]): r["n"] for r in rows}
+    counts: dict[tuple[str, str], int] = {}
+    for g in groups:
+        topic, shape = g.group[1], g.group[-1]
+        if shape is not None:
+            counts[(topic, shape)] = counts.get((topic, shape), 0) + g.rows
     shapes = decide_topic_shapes(counts, options.message_shape, options.topic_shapes)
     return shapes, sum(n for (topic, shape), n in counts.items() if shapes[topic].shape != shape)
 
@@ -208,6 +238,12 @@ def decode_counts(outcomes: DataFrame) -> DecodeCounts:
         .agg(F.count(F.lit(1)).alias("messages"), F.sum("record_count").alias("records"))
         .collect()
     )
+    return counts_of([r.asDict() for r in rows])
+
+
+def counts_of(rows: list[dict]) -> DecodeCounts:
+    """The counts of the messages per (table, topic, status, reason): ``rows`` of those and "messages",
+    "records" (the records of the decoded ones)."""
     empty = {"landed": 0, DECODED: 0, QUARANTINED: 0, IGNORED: 0, "records": 0}
     tables: dict[str, dict] = {}
     topics: dict[str, set[str]] = {}

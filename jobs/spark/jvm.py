@@ -7,7 +7,9 @@ A decoder there is a Spark Java UDF: one message in, its decode outcome out, in 
 streaming parser (bench/README.md, "JVM-side decoding"). Debezium and DTS Avro are decoded there and
 nowhere else. The jar reaches the driver's class path through ``spark.jars`` (jobs.spark.session for a session
 this process starts, jobs.spark.submit.submit_jars for spark-submit); where it is missing, decoding
-those formats fails with a JvmDecoderMissing that says how to set it up (no slower fallback).
+those formats fails with a JvmDecoderMissing that says how to set it up (no slower fallback). The jar
+also holds two functions every run uses: the decode's grouped counts (cdc.GroupCounts, jobs.spark.observed)
+and Iceberg's bucket transform (cdc.IcebergBucket).
 """
 from __future__ import annotations
 
@@ -103,3 +105,15 @@ def register_iceberg_bucket(spark: SparkSession) -> None:
     unix_date cast first: a Java UDF's arguments are not coerced). Registering again changes nothing."""
     require(spark, ICEBERG_BUCKET_CLASS)
     _java_class(spark, ICEBERG_BUCKET_CLASS).register(spark._jsparkSession)  # noqa: SLF001
+
+
+GROUP_COUNTS_CLASS, GROUP_COUNTS_FUNCTION = "cdc.GroupCounts", "cdc_group_counts"
+
+
+def register_group_counts(spark: SparkSession) -> str:
+    """Registers the grouped count as one aggregate (jvm/src/cdc/GroupCounts.java) in ``spark``'s session,
+    once; its name. Raises JvmDecoderMissing where the class is not on the class path."""
+    if not spark.catalog.functionExists(GROUP_COUNTS_FUNCTION):
+        require(spark, GROUP_COUNTS_CLASS)
+        _java_class(spark, GROUP_COUNTS_CLASS).register(spark._jsparkSession)  # noqa: SLF001
+    return GROUP_COUNTS_FUNCTION

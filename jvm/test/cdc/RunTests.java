@@ -14,7 +14,7 @@ import java.util.Comparator;
  */
 public final class RunTests {
   private static final Class<?>[] TESTS = {OutcomesTest.class, BoundedDecoderTest.class, DebeziumUdfTest.class,
-    DtsAvroUdfTest.class, IcebergBucketTest.class};
+    DtsAvroUdfTest.class, IcebergBucketTest.class, GroupCountsTest.class};
 
   private RunTests() {}
 

@@ -19,7 +19,10 @@ def decode(spark, values, topic=TOPIC, options=DecodeOptions()):
     try:
         tables = sorted({r["table_id"] for r in decoded.changes.collect()})
         quarantine = [r.asDict() for r in decoded.quarantine.orderBy("offset").collect()]
-        return tables, quarantine, decode_counts(decoded.outcomes), decoded.topic_shapes
+        # the counts observed as the messages were decoded (or counted again where some misfit) are those
+        # of the messages' outcomes
+        assert decoded.counts == decode_counts(decoded.outcomes)
+        return tables, quarantine, decoded.counts, decoded.topic_shapes
     finally:
         release(decoded.materialized)
 
