@@ -152,7 +152,11 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
     decided_here = {t: s.shape for t, s in shapes.items()
                     if t not in options.topic_shapes and not options.message_shape}
     # a message that misfits its topic is relabeled by the expression above: counted again after it
-    counts = decode_counts(outcomes) if misfits else counts_of(_outcome_groups(groups))
+    try:
+        counts = decode_counts(outcomes) if misfits else counts_of(_outcome_groups(groups))
+    except BaseException:
+        release(exploded)
+        raise
     return Decoded(outcomes, changes, quarantine, counts, exploded, new, decided_here)
 
 
