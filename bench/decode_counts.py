@@ -37,9 +37,7 @@ def main(argv: list[str] | None = None) -> None:
         stage.release(exploded)
 
     def aggregated() -> None:
-        exploded = stage.materialize(decoder.decode(raw, DecodeOptions()).select(
-            "status", "reason", "table_id", F.coalesce(F.size("records"), F.lit(0)).alias("record_count"), "shape",
-            *stage.LINEAGE, F.posexplode_outer("records").alias("_record_index", "_record")))
+        exploded = stage.materialize(stage.exploded_outcomes(decoder.decode(raw, DecodeOptions())))
         first = exploded.where(stage._first_row())  # noqa: SLF001
         first.where(F.col("shape").isNotNull()).groupBy("topic", "shape").count().collect()
         stage.decode_counts(first)

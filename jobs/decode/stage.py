@@ -160,16 +160,23 @@ def decode_messages(raw: DataFrame, fmt: str, options: DecodeOptions) -> Decoded
     return Decoded(outcomes, changes, quarantine, counts, exploded, new, decided_here)
 
 
-def _checkpointed(decoded: DataFrame) -> tuple[DataFrame, list[GroupRow]]:
-    """The decoder's outcomes exploded (a row per change record, or one for a message without records) and
-    computed once (materialize); and its messages and records per OUTCOME_GROUP, observed as that pass ran."""
-    exploded, observed = observe_groups(decoded.select(
+def exploded_outcomes(decoded: DataFrame) -> DataFrame:
+    """The decoder's outcomes exploded: a row per change record, or one for a message without records."""
+    return decoded.select(
         "status", "reason", "table_id", F.coalesce(F.size("records"), F.lit(0)).alias("record_count"), "shape",
         # a decoded message's bytes live on in its change records: only the quarantine needs them kept
         *[F.when(F.col("status") == QUARANTINED, F.col(c)).alias(c) if c in ("key", "value", "headers")
           else F.col(c) for c in LINEAGE],
         F.posexplode_outer("records").alias("_record_index", "_record"),
-    ), [F.coalesce("table_id", F.lit(UNATTRIBUTED)), *[F.col(c) for c in OUTCOME_GROUP[1:]]], F.col("record_count"),
+    )
+
+
+def _checkpointed(decoded: DataFrame) -> tuple[DataFrame, list[GroupRow]]:
+    """The decoder's outcomes exploded and computed once (materialize); and its messages and records per
+    OUTCOME_GROUP, observed as that pass ran."""
+    exploded, observed = observe_groups(
+        exploded_outcomes(decoded),
+        [F.coalesce("table_id", F.lit(UNATTRIBUTED)), *[F.col(c) for c in OUTCOME_GROUP[1:]]], F.col("record_count"),
         where=_first_row())
     exploded = materialize(exploded)
     return exploded, observed.rows()
@@ -182,12 +189,14 @@ def _first_row() -> Column:
 
 def _outcome_groups(groups: list[GroupRow]) -> list[dict]:
     """The observed groups summed over their messages' shapes, as decode_counts' aggregate gives them."""
+    counted = [c for c in OUTCOME_GROUP if c != "shape"]
     summed: dict[tuple, list[int]] = {}
     for g in groups:
-        total = summed.setdefault(g.group[:-1], [0, 0])
+        group = dict(zip(OUTCOME_GROUP, g.group))
+        total = summed.setdefault(tuple(group[c] for c in counted), [0, 0])
         total[0] += g.rows
         total[1] += g.total
-    return [{**dict(zip(OUTCOME_GROUP[:-1], group)), "messages": n, "records": records}
+    return [{**dict(zip(counted, group)), "messages": n, "records": records}
             for group, (n, records) in summed.items()]
 
 
@@ -217,7 +226,8 @@ def _topic_shapes(decoder, groups: list[GroupRow], options: DecodeOptions) -> tu
         return {}, 0
     counts: dict[tuple[str, str], int] = {}
     for g in groups:
-        topic, shape = g.group[1], g.group[-1]
+        group = dict(zip(OUTCOME_GROUP, g.group))
+        topic, shape = group["topic"], group["shape"]
         if shape is not None:
             counts[(topic, shape)] = counts.get((topic, shape), 0) + g.rows
     shapes = decide_topic_shapes(counts, options.message_shape, options.topic_shapes)
