@@ -22,6 +22,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs import failpoints
 from jobs.decode.stage import Decoded, decode_messages, release
+from jobs.fold.transactions import marks_a_transaction
 from jobs.formats import DecodeOptions
 from jobs.iceberg.catalog import key_columns_of, load_table, open_catalog
 from jobs.iceberg.read import read_state, state_keys
@@ -46,6 +47,7 @@ from jobs.progress import stage_done, stage_report
 from jobs.quality.validate import import_gx_in_background, profile_changes
 from jobs.reconcile.stage import ReconcileOptions
 from jobs.settings import RunSettings, TransformSettings
+from jobs.spark.observed import observe_count
 from jobs.spark.session import session_conf, without_dictionary
 
 if TYPE_CHECKING:
@@ -149,21 +151,24 @@ def run_decode(spark: SparkSession, ctx: RunContext, fmt: str, raw_path: str | l
             decoded = decode_messages(raw, fmt, replace(options, memory=memory, topic_shapes=shapes))
             changes = decoded.changes.persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                report = _decode_outputs(ctx, fmt, raw_path, decoded, changes, keep_changes)
+                report, transaction_marks = _decode_outputs(ctx, fmt, raw_path, decoded, changes, keep_changes)
             except BaseException:
                 changes.unpersist()
                 raise
-    return DecodedRun(changes, report, split)
+    return DecodedRun(changes, report, split, transaction_marks)
 
 
 def _decode_outputs(ctx: RunContext, fmt: str, raw_path: str | list[str], decoded: Decoded, changes: DataFrame,
-                    keep_changes: bool) -> DecodeReport:
+                    keep_changes: bool) -> tuple[DecodeReport, int]:
     """The decode's counts, record profile, quarantine, decoder memory and report (and the changes/ copy
-    when kept); the decoded messages' checkpoint is dropped once the records' cache is filled."""
+    when kept), and how many records mark a transaction; the decoded messages' checkpoint is dropped once
+    the records' cache is filled."""
     try:
         counts = decoded.counts  # observed as the decoded messages were checkpointed
-        # the change suite's figures, from the pass that fills the cache (jobs.quality.validate)
-        profile = profile_changes(changes)
+        # the change suite's figures, from the pass that fills the cache (jobs.quality.validate), which
+        # also counts the records the fold's transaction split looks for
+        filling, transaction_marks = observe_count(changes, marks_a_transaction())
+        profile = profile_changes(filling)
         if keep_changes:
             write_change_records(changes, ctx.lake.spark_path(Lake.changes_dir(ctx.pipeline, ctx.run_id)))
         # nothing quarantined (the counts say so): an empty dataset, without a scan of every record
@@ -183,7 +188,7 @@ def _decode_outputs(ctx: RunContext, fmt: str, raw_path: str | list[str], decode
         changes_kept=Lake.changes_dir(ctx.pipeline, ctx.run_id) if keep_changes else None)
     ctx.write_report(report)
     failpoints.reached("decode.reported")
-    return report
+    return report, transaction_marks.value()
 
 
 @dataclass
@@ -193,6 +198,7 @@ class DecodedRun:
     changes: DataFrame
     report: DecodeReport
     split: TaskSplit = TaskSplit()  # how the input was cut into tasks: the fold's shuffles keep as many
+    transaction_marks: int | None = None  # of the records, counted as they were cached (None: not known)
 
     def release(self) -> None:
         self.changes.unpersist()
@@ -249,12 +255,12 @@ def read_changes(spark: SparkSession, ctx: RunContext) -> DataFrame:
 
 
 def run_merge(spark: SparkSession, ctx: RunContext, changes: DataFrame, history: tuple[tuple[str, bool], ...] = (),
-              buckets: int | None = None) -> FoldReport:
+              buckets: int | None = None, transaction_marks: int | None = None) -> FoldReport:
     from jobs.fold.stage import merge_changes
 
     with ctx.exclusive(), ctx.timed("fold_publish"), lake_scans(spark):
         report = merge_changes(spark, ctx.lake, ctx.pipeline, ctx.run_id, changes, history=history, buckets=buckets,
-                               attempt=ctx.attempt)
+                               attempt=ctx.attempt, transaction_marks=transaction_marks)
         ctx.write_report(report)
     return report
 
@@ -298,7 +304,8 @@ def run_transform(spark: SparkSession, ctx: RunContext, settings: TransformSetti
                              settings.keep_changes)
         try:
             with input_tasks(spark, replace(decoded.split, max_split_bytes=None)):
-                run_merge(spark, ctx, decoded.changes, history=settings.history, buckets=settings.state_buckets)
+                run_merge(spark, ctx, decoded.changes, history=settings.history, buckets=settings.state_buckets,
+                          transaction_marks=decoded.transaction_marks)
         finally:
             decoded.release()
         run_validate(spark, ctx, decoded.report)

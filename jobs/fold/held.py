@@ -24,11 +24,16 @@ class Held:
 
 
 def hold_open_transactions(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
-                           attempt: str) -> Held:
+                           attempt: str, marked: bool = True) -> Held:
     """The records this run applies (with those an earlier run held), and the records of transactions
     still open at the end of its snapshot, held back: written under ``held/``, applied by the run that
-    completes them."""
+    completes them. ``marked``: whether any of ``changes`` marks a transaction (False only when that is
+    known: jobs.fold.transactions.marks_a_transaction)."""
     consumed = held_input(lake, pipeline, run_id)
+    if not consumed and not marked:
+        # no record can open a transaction, and none is held from before: nothing to split or hold
+        return Held(changes, _held_report(None, consumed, {"records": 0, "tx": 0, "from_position": None,
+                                                            "from_time": None}), consumed, None)
     if consumed:
         previous = spark.read.schema(changes.schema).parquet(lake.spark_path(consumed))
         changes = changes.unionByName(previous)
@@ -42,9 +47,13 @@ def hold_open_transactions(spark: SparkSession, lake: Lake, pipeline: str, run_i
     if held_rel:
         held.drop("held_transaction").write.parquet(lake.spark_path(held_rel))
     held.unpersist()
-    report = {"transactions": counts["tx"], "records": counts["records"], "path": held_rel, "released_from": consumed,
-              "from_position": counts["from_position"], "from_time": counts["from_time"]}
-    return Held(split.applied, report, consumed, split.ended_through)
+    return Held(split.applied, _held_report(held_rel, consumed, counts), consumed, split.ended_through)
+
+
+def _held_report(path: str | None, consumed: str | None, counts) -> dict:
+    """merge.json's ``held``: what the run holds back (at ``path``) and the held records it started from."""
+    return {"transactions": counts["tx"], "records": counts["records"], "path": path, "released_from": consumed,
+            "from_position": counts["from_position"], "from_time": counts["from_time"]}
 
 
 def held_pointer(lake: Lake, pipeline: str) -> str:

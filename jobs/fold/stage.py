@@ -13,7 +13,7 @@ A run, in order:
 
 Where the run's change records (cached by the decode) are read again: the held transactions' aggregates
 (per transaction by id; the later changes that end one whose end marker is not landed, only when one is
-open; the bracket markers), describe (one aggregate, two more with a full load), and per table the
+open; the bracket markers: none when no record marks a transaction and none is held from before), describe (one aggregate, two more with a full load), and per table the
 buckets it touches, a replayed load's new start, the fold itself, and a removal's source time.
 """
 from __future__ import annotations
@@ -86,7 +86,7 @@ class _Staged:
 
 def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, changes: DataFrame,
                   history: tuple[tuple[str, bool], ...] = (), buckets: int | None = None,
-                  attempt: Attempt | None = None) -> FoldReport:
+                  attempt: Attempt | None = None, transaction_marks: int | None = None) -> FoldReport:
     """Fold each table's changes over its published state and commit the result; returns the report.
 
     Records of transactions still open at the end of the run's snapshot are held back (written under
@@ -96,12 +96,15 @@ def merge_changes(spark: SparkSession, lake: Lake, pipeline: str, run_id: str, c
     rewritten whole by every run). ``history``: which tables also keep an SCD2 history table, as
     (table pattern, on) rules (jobs.model.table_rules; ``(("*", True),)``: every table). ``attempt``: this
     attempt of the run (jobs.lake.lease): the folder its files go to, and the lease checked before the run's
-    commit and each rewrite of the pipeline's logs (None: a new attempt id, no lease).
+    commit and each rewrite of the pipeline's logs (None: a new attempt id, no lease). ``transaction_marks``:
+    how many of ``changes`` mark a transaction (jobs.fold.transactions.marks_a_transaction), where the
+    caller counted them (None: not known); with none, and nothing held from before, no split is computed.
     """
     run = _Run(spark, lake, open_catalog(lake), pipeline, run_id, attempt or Attempt(new_attempt_id()), history,
                DEFAULT_BUCKETS if buckets is None else buckets)
     ensure_namespace(run.catalog, pipeline)
-    held = held_log.hold_open_transactions(spark, lake, pipeline, run_id, changes, run.attempt.id)
+    held = held_log.hold_open_transactions(spark, lake, pipeline, run_id, changes, run.attempt.id,
+                                           marked=transaction_marks != 0)
     failpoints.reached("merge.held-written")
     described = describe_changes(held.applied)
     tables = _commit(run, _stage_tables(run, held.applied, described.tables))

@@ -35,6 +35,22 @@ def _ended_by_later_changes(changes: DataFrame, open_ids: list[str]) -> set[str]
     return {r["_open_tx"] for r in later}
 
 
+def _marked_by_id() -> Column:
+    """A record of a transaction by id that says whether it ends it (split_open_transactions)."""
+    return F.col("tx_id").isNotNull() & F.col("tx_last").isNotNull()
+
+
+def _bracket_marker() -> Column:
+    """A TX_BEGIN / TX_END marker without an id: it brackets the records that follow it (_bracket_openings)."""
+    return F.col("op").isin(C.TX_BEGIN, C.TX_END) & F.col("tx_id").isNull()
+
+
+def marks_a_transaction() -> Column:
+    """A record by which the split tells a transaction open: records without any hold nothing back, so a run
+    whose records hold none (counted as its records' cache fills) needs none of the split's aggregates."""
+    return _marked_by_id() | _bracket_marker()
+
+
 def _bracket_openings(changes: DataFrame) -> tuple[Column, Column]:
     """(held, name) for the records an open bracket encloses: TX_BEGIN / TX_END markers without an id
     (DataWorks, DTS without ``sourceTxid``) enclose the records that follow a BEGIN until an END.
@@ -44,7 +60,7 @@ def _bracket_openings(changes: DataFrame) -> tuple[Column, Column]:
     partitions than its markers. Markers without one bracket by offset in their own partition. The
     records from the last BEGIN on are open while no END follows it (a next BEGIN closes the one
     before: logs do not interleave transactions)."""
-    markers = changes.where(F.col("op").isin(C.TX_BEGIN, C.TX_END) & F.col("tx_id").isNull())
+    markers = changes.where(_bracket_marker())
     # one aggregate for both: the last BEGIN and END per format, topic and partition, by position and by
     # offset; the positioned ones are then reduced per format here
     begin, end = F.col("op") == C.TX_BEGIN, F.col("op") == C.TX_END
@@ -107,7 +123,7 @@ def split_open_transactions(changes: DataFrame, ended_before: str | None = None)
     replays); held, they would wait for an end that never comes again.
     """
     # per transaction by id, one aggregate; only the unended ones (those the snapshot cut) reach the driver
-    per_tx = (changes.where(F.col("tx_id").isNotNull() & F.col("tx_last").isNotNull())
+    per_tx = (changes.where(_marked_by_id())
               .groupBy("tx_id").agg(F.max(F.col("tx_last").cast("int")).alias("ended"),
                                     F.max("position").alias("last_position")))
     replayed = F.coalesce(F.col("last_position") <= F.lit(ended_before), F.lit(False)) if ended_before \

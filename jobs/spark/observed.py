@@ -1,7 +1,8 @@
-"""Grouped counts taken as observed metrics of a pass that does other work (``DataFrame.observe``), so that
-a handful of per-group figures cost no pass of their own: ``observe_groups`` puts the aggregate on a
-frame, ``ObservedGroups.rows`` reads it once the frame's first action has run. The aggregate is
-jvm/src/cdc/GroupCounts.java (Spark's observed metrics take aggregates only, not a GROUP BY)."""
+"""Counts taken as observed metrics of a pass that does other work (``DataFrame.observe``), so that a
+handful of figures cost no pass of their own: ``observe_groups`` puts a grouped count on a frame,
+``ObservedGroups.rows`` reads it once the frame's first action has run (``observe_count``: the rows a
+condition holds for). The grouped aggregate is jvm/src/cdc/GroupCounts.java (Spark's observed metrics take
+aggregates only, not a GROUP BY)."""
 from __future__ import annotations
 
 import json
@@ -45,3 +46,19 @@ def observe_groups(df: DataFrame, groups: list[Column], value: Column, where: Co
     observation = Observation()  # a name of its own
     observed = df.observe(observation, F.call_function(function, group, value.cast("long")).alias("groups"))
     return observed, ObservedGroups(observation)
+
+
+@dataclass(frozen=True)
+class ObservedCount:
+    observation: Observation
+
+    def value(self) -> int:
+        """The rows counted, once the observed frame's first action ran (before it, this waits for one)."""
+        return int(self.observation.get["rows"])
+
+
+def observe_count(df: DataFrame, where: Column) -> tuple[DataFrame, ObservedCount]:
+    """``df`` observed: how many of its rows ``where`` holds for, known after the frame's first action."""
+    observation = Observation()
+    observed = df.observe(observation, F.count(F.when(where, F.lit(1))).alias("rows"))
+    return observed, ObservedCount(observation)

@@ -21,7 +21,8 @@ def decode_and_merge(spark, ctx, fmt: str, raw: str | PathLike, options=None, **
 
     decoded = stages.run_decode(spark, ctx, fmt, str(raw), options or DecodeOptions())
     try:
-        return stages.run_merge(spark, ctx, decoded.changes, **merge_options)
+        return stages.run_merge(spark, ctx, decoded.changes, transaction_marks=decoded.transaction_marks,
+                                **merge_options)
     finally:
         decoded.release()
 

@@ -1,4 +1,4 @@
-"""Grouped counts observed on a pass that does other work (jobs.spark.observed, jvm/src/cdc/GroupCounts.java):
+"""Counts observed on a pass that does other work (jobs.spark.observed, jvm/src/cdc/GroupCounts.java):
 the same figures a GROUP BY gives, known once the frame's first action ran, with no job of their own."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import Counter
 
 from pyspark.sql import functions as F
 
-from jobs.spark.observed import observe_groups
+from jobs.spark.observed import observe_count, observe_groups
 
 ROWS = [("a", "x", 1), ("a", "x", 2), ("a", None, 5), (None, "y", None), ("b", 'q"uote', 3), ("a", "x", 4)]
 
@@ -46,5 +46,19 @@ def test_the_figures_ride_on_the_frames_own_job(spark):
         jobs = len(tracker.getJobIdsForGroup("observed-test"))
         assert {g.group: g.rows for g in groups.rows()} == {("a",): 4, (None,): 1, ("b",): 1}
         assert len(tracker.getJobIdsForGroup("observed-test")) == jobs  # reading them ran no job
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+
+
+def test_a_count_of_the_rows_a_condition_holds_for_rides_on_the_frames_own_job(spark):
+    observed, counted = observe_count(_frame(spark), F.col("t") == "a")
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("observed-count-test", "the frame's action")
+    try:
+        # the frame's own action, filtered after it is observed (one of the rows counted is filtered out)
+        assert observed.where(F.col("v") > 1).count() == 4
+        jobs = len(tracker.getJobIdsForGroup("observed-count-test"))
+        assert counted.value() == sum(1 for t, _, _ in ROWS if t == "a")  # every row of the frame was observed
+        assert len(tracker.getJobIdsForGroup("observed-count-test")) == jobs
     finally:
         spark.sparkContext.setJobGroup("", "")
