@@ -13,8 +13,9 @@ A run, in order:
 
 Where the run's change records (cached by the decode) are read again: the held transactions' aggregates
 (per transaction by id; the later changes that end one whose end marker is not landed, only when one is
-open; the bracket markers: none when no record marks a transaction and none is held from before), describe (one aggregate, two more with a full load), and per table the
-buckets it touches, a replayed load's new start, the fold itself, and a removal's source time.
+open; the bracket markers: none when no record marks a transaction and none is held from before),
+describe (one aggregate, two more with a full load), and per table the buckets it touches, a replayed
+load's new start, the fold itself, and a removal's source time.
 """
 from __future__ import annotations
 
